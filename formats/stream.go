@@ -1,0 +1,37 @@
+package formats
+
+// A StreamTranslator rewrites an upstream event stream, event by event, into
+// the client's format while it meters usage. Same-format traffic uses a
+// pass-through translator that still meters; other pairs compose a vendor
+// decoder (upstream events to IR events) with an encoder (IR events to client
+// events).
+//
+// The caller feeds each upstream SSE event in order and writes what the
+// translator appends to dst to the client at once. When the upstream's
+// terminal event arrives, Feed reports done and holds the client's terminal
+// bytes back: the caller settles the bill first, then appends them with
+// Finish, so that the debit is durable before the last byte is sent.
+type StreamTranslator interface {
+	// Feed translates one upstream event (its SSE event name, possibly
+	// empty, and its data) and appends client bytes to dst. done reports
+	// that the upstream's terminal event was seen. A non-nil *Error is an
+	// error the upstream reported inside the stream; the caller ends the
+	// stream with Fail.
+	Feed(dst []byte, event, data []byte) (out []byte, done bool, err *Error)
+
+	// Usage returns the usage the upstream reported so far and whether it
+	// reported any.
+	Usage() (Usage, bool)
+
+	// Finish appends the client's terminal bytes (for example an OpenAI
+	// usage chunk and "data: [DONE]").
+	Finish(dst []byte) []byte
+
+	// Fail appends the client-format error event that ends a broken stream.
+	Fail(dst []byte, e *Error) []byte
+
+	// OutputBytes is the number of bytes of generated text and tool
+	// arguments seen so far, for estimating usage when the upstream
+	// reported none.
+	OutputBytes() int64
+}
