@@ -13,3 +13,21 @@ type Usage struct {
 
 // Total is input plus output.
 func (u Usage) Total() int64 { return u.Input + u.Output }
+
+// Normalized returns u with its invariants enforced: no negative count,
+// cache buckets within Input, reasoning within Output. An upstream whose
+// cache counts exceed its input count (or reasoning its output count)
+// reports them disjointly, whatever its format says, so they are added
+// rather than clamped: clamping would bill tokens the upstream did process at
+// the wrong price or not at all.
+func (u Usage) Normalized() Usage {
+	u.Input, u.CacheRead, u.CacheWrite = max(u.Input, 0), max(u.CacheRead, 0), max(u.CacheWrite, 0)
+	u.Output, u.Reasoning = max(u.Output, 0), max(u.Reasoning, 0)
+	if u.CacheRead+u.CacheWrite > u.Input {
+		u.Input += u.CacheRead + u.CacheWrite
+	}
+	if u.Reasoning > u.Output {
+		u.Output += u.Reasoning
+	}
+	return u
+}

@@ -1,0 +1,449 @@
+package modelgate
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/upstream"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("modelgate", parseGlobalOption)
+	httpcaddyfile.RegisterHandlerDirective("modelgate_api", parseAPIHandler)
+	httpcaddyfile.RegisterDirectiveOrder("modelgate_api", httpcaddyfile.Before, "respond")
+}
+
+// parseGlobalOption sets up the modelgate app from the global option.
+func parseGlobalOption(d *caddyfile.Dispenser, existingVal any) (any, error) {
+	if existingVal != nil {
+		return nil, d.Err("the modelgate global option may appear only once")
+	}
+	app := new(App)
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "modelgate", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// pos is a place in a Caddyfile, kept to report a problem found later.
+type pos struct {
+	file string
+	line int
+}
+
+func (p pos) errf(format string, args ...any) error {
+	return fmt.Errorf("%s, at %s:%d", fmt.Sprintf(format, args...), p.file, p.line)
+}
+
+func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
+
+// UnmarshalCaddyfile parses the global option:
+//
+//	modelgate {
+//		ledger sqlite <path> [normal|full]
+//		currency <code>
+//		min_output <tokens>
+//		max_request_body <size>
+//		provider <name> {
+//			format openai|anthropic|gemini
+//			base_url <url>
+//			keys <key...>
+//		}
+//		model <id> {
+//			route <provider> <upstream_model> [weight <n>]
+//			price input <x> output <y> [cache_read <z>] [cache_write <w>]
+//			owned_by <name>
+//			max_output <tokens>
+//		}
+//		plan <name> {
+//			rpm <n>
+//			concurrency <n>
+//			discount <percent>%
+//		}
+//		default_plan <name>
+//	}
+//
+// Prices are decimals per one million tokens and must come to a whole number
+// of nanos per token. Keys should be placeholders such as {env.OPENAI_KEY}:
+// they are expanded when the config is loaded, never written into it.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	routeRefs := map[*RouteConfig]pos{}
+	modelAt := map[string]pos{}
+	planAt := map[string]pos{}
+	var defaultPlanAt pos
+	seen := map[string]bool{}
+	once := func(name string) error {
+		if seen[name] {
+			return d.Errf("%s already specified", name)
+		}
+		seen[name] = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch opt := d.Val(); opt {
+		case "ledger":
+			if err := once(opt); err != nil {
+				return err
+			}
+			args := d.RemainingArgs()
+			if len(args) < 2 || len(args) > 3 {
+				return d.Err("usage: ledger sqlite <path> [normal|full]")
+			}
+			if args[0] != "sqlite" {
+				return d.Errf("unknown ledger driver %q (want sqlite)", args[0])
+			}
+			a.Ledger = &LedgerConfig{Driver: args[0], Path: args[1]}
+			if len(args) == 3 {
+				if args[2] != "normal" && args[2] != "full" {
+					return d.Errf("ledger synchronous mode %q: want normal or full", args[2])
+				}
+				a.Ledger.Synchronous = args[2]
+			}
+		case "currency":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.AllArgs(&a.Currency) {
+				return d.ArgErr()
+			}
+		case "min_output":
+			if err := once(opt); err != nil {
+				return err
+			}
+			n, err := intArg(d, 1)
+			if err != nil {
+				return err
+			}
+			a.MinOutput = n
+		case "max_request_body":
+			if err := once(opt); err != nil {
+				return err
+			}
+			var s string
+			if !d.AllArgs(&s) {
+				return d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > 1<<40 {
+				return d.Errf("max_request_body %q: want a size such as 32MiB", s)
+			}
+			a.MaxRequestBody = int64(n)
+		case "provider":
+			p, err := parseProvider(d)
+			if err != nil {
+				return err
+			}
+			for _, q := range a.Providers {
+				if q.Name == p.Name {
+					return d.Errf("provider %s defined twice", p.Name)
+				}
+			}
+			a.Providers = append(a.Providers, p)
+		case "model":
+			start := here(d)
+			m, refs, err := parseModel(d)
+			if err != nil {
+				return err
+			}
+			if _, dup := modelAt[m.ID]; dup {
+				return start.errf("duplicate model %s (first defined at line %d)", m.ID, modelAt[m.ID].line)
+			}
+			modelAt[m.ID] = start
+			for r, at := range refs {
+				routeRefs[r] = at
+			}
+			a.Models = append(a.Models, m)
+		case "plan":
+			start := here(d)
+			p, err := parsePlan(d)
+			if err != nil {
+				return err
+			}
+			if _, dup := planAt[p.Name]; dup {
+				return start.errf("plan %s defined twice", p.Name)
+			}
+			planAt[p.Name] = start
+			a.Plans = append(a.Plans, p)
+		case "default_plan":
+			if err := once(opt); err != nil {
+				return err
+			}
+			defaultPlanAt = here(d)
+			if !d.AllArgs(&a.DefaultPlan) {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized modelgate option %q", opt)
+		}
+	}
+
+	// checks that need the whole block: providers may follow the models
+	// that route to them
+	providers := map[string]bool{}
+	for _, p := range a.Providers {
+		providers[p.Name] = true
+	}
+	for _, m := range a.Models {
+		for i := range m.Routes {
+			r := &m.Routes[i]
+			if !providers[r.Provider] {
+				return routeRefs[r].errf("model %s: route to unknown provider %q", m.ID, r.Provider)
+			}
+		}
+	}
+	if a.DefaultPlan != "" {
+		if _, ok := planAt[a.DefaultPlan]; !ok {
+			return defaultPlanAt.errf("default_plan %s: no such plan", a.DefaultPlan)
+		}
+	}
+	return nil
+}
+
+// parseProvider parses a provider block; the cursor is on "provider".
+func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
+	p := new(ProviderConfig)
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	p.Name = d.Val()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	start := here(d)
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if seen[opt] {
+			return nil, d.Errf("provider %s: %s already specified", p.Name, opt)
+		}
+		seen[opt] = true
+		switch opt {
+		case "format":
+			if !d.AllArgs(&p.Format) {
+				return nil, d.ArgErr()
+			}
+			if _, err := upstream.ParseFormat(p.Format); err != nil {
+				return nil, d.Errf("provider %s: %v", p.Name, err)
+			}
+		case "base_url":
+			if !d.AllArgs(&p.BaseURL) {
+				return nil, d.ArgErr()
+			}
+		case "keys":
+			p.Keys = d.RemainingArgs()
+			if len(p.Keys) == 0 {
+				return nil, d.ArgErr()
+			}
+		default:
+			return nil, d.Errf("provider %s: unrecognized option %q", p.Name, opt)
+		}
+	}
+	switch {
+	case p.Format == "":
+		return nil, start.errf("provider %s: missing format", p.Name)
+	case p.BaseURL == "":
+		return nil, start.errf("provider %s: missing base_url", p.Name)
+	case len(p.Keys) == 0:
+		return nil, start.errf("provider %s: missing keys", p.Name)
+	}
+	return p, nil
+}
+
+// parseModel parses a model block; the cursor is on "model". It returns where
+// each route was written, to report an unknown provider once all are known.
+func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, error) {
+	m := new(ModelConfig)
+	if !d.NextArg() {
+		return nil, nil, d.ArgErr()
+	}
+	m.ID = d.Val()
+	if d.NextArg() {
+		return nil, nil, d.ArgErr()
+	}
+	start := here(d)
+	var routeAt []pos
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if opt != "route" && seen[opt] {
+			return nil, nil, d.Errf("model %s: %s already specified", m.ID, opt)
+		}
+		seen[opt] = true
+		switch opt {
+		case "route":
+			at := here(d)
+			args := d.RemainingArgs()
+			if len(args) != 2 && len(args) != 4 {
+				return nil, nil, d.Errf("model %s: usage: route <provider> <upstream_model> [weight <n>]", m.ID)
+			}
+			r := RouteConfig{Provider: args[0], Model: args[1]}
+			if len(args) == 4 {
+				if args[2] != "weight" {
+					return nil, nil, d.Errf("model %s: route: unexpected %q (want weight <n>)", m.ID, args[2])
+				}
+				w, err := strconv.Atoi(args[3])
+				if err != nil || w < 1 {
+					return nil, nil, d.Errf("model %s: route weight %q: want a positive integer", m.ID, args[3])
+				}
+				r.Weight = w
+			}
+			m.Routes = append(m.Routes, r)
+			routeAt = append(routeAt, at)
+		case "price":
+			args := d.RemainingArgs()
+			if len(args) == 0 || len(args)%2 != 0 {
+				return nil, nil, d.Errf("model %s: usage: price input <x> output <y> [cache_read <z>] [cache_write <w>]", m.ID)
+			}
+			got := map[string]bool{}
+			for i := 0; i < len(args); i += 2 {
+				name, val := args[i], args[i+1]
+				if got[name] {
+					return nil, nil, d.Errf("model %s: price %s given twice", m.ID, name)
+				}
+				got[name] = true
+				var dst *string
+				switch name {
+				case "input":
+					dst = &m.Price.Input
+				case "output":
+					dst = &m.Price.Output
+				case "cache_read":
+					dst = &m.Price.CacheRead
+				case "cache_write":
+					dst = &m.Price.CacheWrite
+				default:
+					return nil, nil, d.Errf("model %s: unknown price %q (want input, output, cache_read or cache_write)", m.ID, name)
+				}
+				if _, err := ledger.ParsePerMillion(val); err != nil {
+					return nil, nil, d.Errf("model %s: price %s %s: %v", m.ID, name, val, err)
+				}
+				*dst = val
+			}
+			if m.Price.Input == "" || m.Price.Output == "" {
+				return nil, nil, d.Errf("model %s: price needs both input and output", m.ID)
+			}
+		case "owned_by":
+			if !d.AllArgs(&m.OwnedBy) {
+				return nil, nil, d.ArgErr()
+			}
+		case "max_output":
+			n, err := intArg(d, 1)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.MaxOutput = n
+		default:
+			return nil, nil, d.Errf("model %s: unrecognized option %q", m.ID, opt)
+		}
+	}
+	if len(m.Routes) == 0 {
+		return nil, nil, start.errf("model %s: missing route", m.ID)
+	}
+	if m.Price.Input == "" {
+		return nil, nil, start.errf("model %s: missing price (a model without a price cannot be served)", m.ID)
+	}
+	refs := make(map[*RouteConfig]pos, len(m.Routes))
+	for i := range m.Routes {
+		refs[&m.Routes[i]] = routeAt[i]
+	}
+	return m, refs, nil
+}
+
+// parsePlan parses a plan block; the cursor is on "plan".
+func parsePlan(d *caddyfile.Dispenser) (*PlanConfig, error) {
+	p := new(PlanConfig)
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	p.Name = d.Val()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if seen[opt] {
+			return nil, d.Errf("plan %s: %s already specified", p.Name, opt)
+		}
+		seen[opt] = true
+		switch opt {
+		case "rpm":
+			n, err := intArg(d, 0)
+			if err != nil {
+				return nil, err
+			}
+			p.RPM = n
+		case "concurrency":
+			n, err := intArg(d, 0)
+			if err != nil {
+				return nil, err
+			}
+			p.Concurrency = n
+		case "discount":
+			if !d.AllArgs(&p.Discount) {
+				return nil, d.ArgErr()
+			}
+			if _, err := ledger.ParseDiscount(p.Discount); err != nil {
+				return nil, d.Errf("plan %s: discount %s: %v", p.Name, p.Discount, err)
+			}
+		default:
+			return nil, d.Errf("plan %s: unrecognized option %q", p.Name, opt)
+		}
+	}
+	return p, nil
+}
+
+// intArg reads the one integer argument of the current option.
+func intArg(d *caddyfile.Dispenser, min int) (int, error) {
+	opt := d.Val()
+	var s string
+	if !d.AllArgs(&s) {
+		return 0, d.ArgErr()
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < min {
+		return 0, d.Errf("%s %q: want an integer of at least %d", opt, s, min)
+	}
+	return n, nil
+}
+
+// parseAPIHandler sets up the modelgate_api handler:
+//
+//	modelgate_api
+func parseAPIHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	api := new(APIHandler)
+	err := api.UnmarshalCaddyfile(h.Dispenser)
+	return api, err
+}
+
+// UnmarshalCaddyfile parses the modelgate_api directive, which takes no
+// arguments and no block.
+func (h *APIHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(d.Nesting()) {
+		return d.Errf("modelgate_api takes no options (the catalogue lives in the modelgate global option)")
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddyfile.Unmarshaler = (*App)(nil)
+	_ caddyfile.Unmarshaler = (*APIHandler)(nil)
+	_ caddy.Module          = (*App)(nil)
+)

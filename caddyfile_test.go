@@ -1,0 +1,163 @@
+package modelgate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// TestCaddyfileAdapt compares each testdata/adapt/*.caddyfiletest: a
+// Caddyfile, a line of dashes, and the JSON it must adapt to.
+func TestCaddyfileAdapt(t *testing.T) {
+	files, err := filepath.Glob("testdata/adapt/*.caddyfiletest")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, want, ok := strings.Cut(string(data), "----------")
+			if !ok {
+				t.Fatal("no ---------- separator")
+			}
+			if !caddytest.CompareAdapt(t, f, strings.TrimSpace(in)+"\n", "caddyfile", strings.TrimSpace(want)) {
+				t.Errorf("%s does not adapt to its JSON", f)
+			}
+		})
+	}
+}
+
+// adaptErr adapts a Caddyfile and returns the error.
+func adaptErr(t *testing.T, in string) error {
+	t.Helper()
+	_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), nil)
+	return err
+}
+
+func TestCaddyfileErrors(t *testing.T) {
+	const head = "{\n\tmodelgate {\n"                                                                                   // the global option starts on line 2
+	provider := "\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://127.0.0.1:1\n\t\t\tkeys {env.K}\n\t\t}\n" // lines 3-7
+	tail := "\t}\n}\n:8080 {\n\tmodelgate_api\n}\n"
+	for name, tc := range map[string]struct{ body, want string }{
+		"unknown provider in a route": {
+			provider + "\t\tmodel m {\n\t\t\troute nope x\n\t\t\tprice input 1 output 2\n\t\t}\n",
+			`model m: route to unknown provider "nope", at Caddyfile:9`},
+		"duplicate model": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2\n\t\t}\n\t\tmodel m {\n\t\t\troute p y\n\t\t\tprice input 1 output 2\n\t\t}\n",
+			"duplicate model m (first defined at line 8), at Caddyfile:12"},
+		"missing price": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t}\n",
+			"model m: missing price (a model without a price cannot be served), at Caddyfile:8"},
+		"price with output only": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice output 2\n\t\t}\n",
+			"model m: price needs both input and output, at Caddyfile:10"},
+		"price not whole nanos": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 0.0375 output 2\n\t\t}\n",
+			"model m: price input 0.0375:"},
+		"price not a number": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input cheap output 2\n\t\t}\n",
+			"model m: price input cheap:"},
+		"unknown price kind": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2 image 3\n\t\t}\n",
+			`unknown price "image"`},
+		"unknown format": {
+			"\t\tprovider p {\n\t\t\tformat grpc\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t}\n",
+			`provider p: unknown format "grpc" (want openai, anthropic or gemini), at Caddyfile:4`},
+		"provider without keys": {
+			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t}\n",
+			"provider p: missing keys, at Caddyfile:3"},
+		"duplicate provider": {
+			provider + provider,
+			"provider p defined twice, at Caddyfile:12"},
+		"unknown option": {
+			"\t\tcolour red\n",
+			`unrecognized modelgate option "colour", at Caddyfile:3`},
+		"unknown model option": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2\n\t\t\tcolour red\n\t\t}\n",
+			`model m: unrecognized option "colour", at Caddyfile:11`},
+		"route without upstream model": {
+			provider + "\t\tmodel m {\n\t\t\troute p\n\t\t\tprice input 1 output 2\n\t\t}\n",
+			"route <provider> <upstream_model>"},
+		"bad max_output": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2\n\t\t\tmax_output 0\n\t\t}\n",
+			`max_output "0": want an integer of at least 1, at Caddyfile:11`},
+		"bad discount": {
+			"\t\tplan p {\n\t\t\tdiscount 15\n\t\t}\n",
+			"plan p: discount 15:"},
+		"discount too big": {
+			"\t\tplan p {\n\t\t\tdiscount 100%\n\t\t}\n",
+			"plan p: discount 100%:"},
+		"negative rpm": {
+			"\t\tplan p {\n\t\t\trpm -1\n\t\t}\n",
+			`rpm "-1": want an integer of at least 0, at Caddyfile:4`},
+		"unknown default plan": {
+			"\t\tplan a {\n\t\t\trpm 1\n\t\t}\n\t\tdefault_plan b\n",
+			"default_plan b: no such plan, at Caddyfile:6"},
+		"duplicate plan": {
+			"\t\tplan a {\n\t\t\trpm 1\n\t\t}\n\t\tplan a {\n\t\t\trpm 2\n\t\t}\n",
+			"plan a defined twice, at Caddyfile:6"},
+		"ledger driver": {
+			"\t\tledger postgres x\n",
+			`unknown ledger driver "postgres" (want sqlite), at Caddyfile:3`},
+		"ledger twice": {
+			"\t\tledger sqlite a.db\n\t\tledger sqlite b.db\n",
+			"ledger already specified, at Caddyfile:4"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := adaptErr(t, head+tc.body+tail)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCaddyfileSecondGlobalBlock(t *testing.T) {
+	err := adaptErr(t, "{\n\tmodelgate {\n\t}\n\tmodelgate {\n\t}\n}\n")
+	if err == nil || !strings.Contains(err.Error(), "only once") {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+func TestAPIDirectiveTakesNoArguments(t *testing.T) {
+	for _, in := range []string{"modelgate_api extra", "modelgate_api {\n\tfoo\n}"} {
+		if err := new(APIHandler).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
+			t.Errorf("%q: want an error", in)
+		}
+	}
+}
+
+func TestMockDirective(t *testing.T) {
+	m := new(MockUpstream)
+	err := m.UnmarshalCaddyfile(caddyfile.NewTestDispenser("modelgate_mock {\n\tkeys a b\n\tlatency 5ms\n\ttoken_delay 1ms\n\treply_tokens 7\n}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Keys) != 2 || m.Latency == 0 || m.ReplyTokens != 7 {
+		t.Fatalf("parsed %+v", m)
+	}
+	for _, in := range []string{"modelgate_mock {\n\tlatency soon\n}", "modelgate_mock {\n\treply_tokens 0\n}", "modelgate_mock {\n\tcolour red\n}", "modelgate_mock x"} {
+		if err := new(MockUpstream).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
+			t.Errorf("%q: want an error", in)
+		}
+	}
+}
+
+// TestExampleAdapts keeps Caddyfile.example valid.
+func TestExampleAdapts(t *testing.T) {
+	data, err := os.ReadFile("Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adaptErr(t, string(data)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,495 @@
+package modelgate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/openai"
+	"github.com/modelgate/modelgate/formats/sse"
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/upstream"
+)
+
+// Limits of one call.
+const (
+	settleTimeout     = 30 * time.Second // how long a settle may wait for the ledger
+	drainTimeout      = 30 * time.Second // how long to keep reading an abandoned stream for its usage
+	maxErrorBody      = 1 << 20          // upstream error bodies read at most
+	maxResponseBody   = 64 << 20         // non-streamed upstream answers read at most
+	maxStreamEvent    = 8 << 20          // one upstream SSE event at most
+	upstreamUserAgent = "modelgate/1"
+)
+
+// callKey carries the *call from the handler to the transport.
+type callKey struct{}
+
+// call is one API request on its way through the gateway: what the handler
+// decided (model, route, hold, upstream body) and what the transport learns
+// (upstream key, timings). It settles the bill exactly once.
+type call struct {
+	app       *App
+	logger    *zap.Logger
+	reqID     string
+	start     time.Time
+	principal principal
+	model     *model
+	route     *route
+
+	clientFormat  string
+	stream        bool
+	includeUsage  bool
+	inputEstimate int64
+	upstreamPath  string
+	upstreamBody  []byte
+
+	hold         *ledger.Hold
+	outputCapped bool
+
+	upstreamKeyID string
+	ttft          time.Duration
+	done          atomic.Bool // settled or released
+}
+
+// reserve holds the most the request can cost: the input bound at the
+// dearest input price plus the output cap at the output price. When the
+// balance covers the input and at least min_output tokens but not the whole
+// cap, the cap is lowered to what the balance covers (SPEC §5.3).
+func (c *call) reserve(inputBound int64, outputCap int) (int, *formats.Error) {
+	price := c.model.price
+	inPrice := max(price.Input, price.CacheRead, price.CacheWrite)
+	inCost := mulMoney(inputBound, inPrice)
+	minOut := min(c.app.MinOutput, outputCap)
+	minCost := addMoney(inCost, mulMoney(int64(minOut), price.Output))
+	maxCost := addMoney(inCost, mulMoney(int64(outputCap), price.Output))
+	hold, err := c.app.store.Reserve(c.principal.AccountID, minCost, maxCost)
+	if err != nil {
+		if errors.Is(err, ledger.ErrInsufficientFunds) {
+			return 0, &formats.Error{Kind: formats.KindInsufficientQuota,
+				Message: "Your balance does not cover this request (its input and at least " + strconv.Itoa(minOut) +
+					" output tokens at this model's price). Top up your balance and try again."}
+		}
+		c.logger.Error("reserving a hold", zap.String("account", c.principal.AccountID), zap.Error(err))
+		return 0, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
+	}
+	c.hold = hold
+	if got := hold.Amount(); got < maxCost && price.Output > 0 {
+		outputCap = int(min(int64(outputCap), int64((got-inCost)/price.Output)))
+		c.outputCapped = true
+	}
+	return outputCap, nil
+}
+
+// proxy sends the call through the route's reverse proxy. The request handed
+// to reverse_proxy carries no client headers at all: the transport builds the
+// upstream request from the call.
+func (c *call) proxy(w http.ResponseWriter, r *http.Request) {
+	ctx := context.WithValue(r.Context(), callKey{}, c)
+	pr := r.WithContext(ctx)
+	pr.Method = http.MethodPost
+	pr.Header = http.Header{"Content-Type": {"application/json"}}
+	pr.Body = http.NoBody
+	pr.ContentLength = 0
+	pr.Trailer = nil
+
+	err := c.route.provider.proxy.ServeHTTP(w, pr, noNext{})
+	if err == nil {
+		return
+	}
+	// reverse_proxy returns an error only before it wrote anything
+	kind, msg := formats.KindUpstream, "The upstream provider could not be reached."
+	var he caddyhttp.HandlerError
+	if errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout || errors.Is(err, context.DeadlineExceeded) {
+		kind, msg = formats.KindTimeout, "The upstream provider timed out."
+	}
+	c.logger.Warn("upstream request failed",
+		zap.String("request_id", c.reqID),
+		zap.String("provider", c.route.provider.Name),
+		zap.String("upstream_key", c.upstreamKeyID),
+		zap.Error(err))
+	writeError(w, formats.NewError(kind, msg))
+}
+
+// noNext is the next handler of the proxies: never reached.
+type noNext struct{}
+
+func (noNext) ServeHTTP(http.ResponseWriter, *http.Request) error { return nil }
+
+// roundTrip is one attempt at the upstream: it builds the upstream request,
+// sends it, and turns the answer into the client's format.
+func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
+	p := t.provider
+	key := p.Pick()
+	c.upstreamKeyID = key.ID
+
+	// The upstream call outlives a client that goes away mid-stream (to
+	// learn the usage); before the headers arrive, the client's cancel
+	// still aborts it.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
+	stop := context.AfterFunc(req.Context(), cancel)
+
+	out := req.WithContext(ctx)
+	out.URL = &url.URL{Scheme: p.Scheme, Host: req.URL.Host, Path: p.PathPrefix + c.upstreamPath}
+	out.Host = p.Host
+	accept := "application/json"
+	if c.stream {
+		accept = "text/event-stream"
+	}
+	out.Header = http.Header{
+		"Content-Type":  {"application/json"},
+		"Accept":        {accept},
+		"User-Agent":    {upstreamUserAgent},
+		"Authorization": {"Bearer " + key.Secret()},
+	}
+	body := c.upstreamBody
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	out.Trailer = nil
+	out.Close = false
+
+	resp, err := t.HTTPTransport.RoundTrip(out)
+	stop()
+	if err != nil {
+		cancel()
+		key.Done()
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer func() { cancel(); key.Done() }()
+		return c.upstreamError(req, resp), nil
+	}
+	if c.stream {
+		if !isEventStream(resp.Header) {
+			defer func() { cancel(); key.Done() }()
+			resp.Body.Close()
+			c.logger.Warn("upstream answered a stream request without an event stream",
+				zap.String("request_id", c.reqID), zap.String("provider", p.Name), zap.String("upstream_key", key.ID))
+			return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")), nil
+		}
+		s := &meteredStream{
+			c:      c,
+			src:    resp.Body,
+			events: sse.NewReader(resp.Body, maxStreamEvent),
+			tr:     openai.NewPassThroughStream(c.model.id, c.includeUsage),
+			cancel: cancel,
+			key:    key,
+		}
+		resp.Body = s
+		resp.Header = http.Header{
+			"Content-Type":  {"text/event-stream"},
+			"Cache-Control": {"no-cache"},
+		}
+		resp.ContentLength = -1
+		resp.TransferEncoding = nil
+		resp.Trailer = nil
+		return resp, nil
+	}
+	defer func() { cancel(); key.Done() }()
+	return c.completeResponse(req, resp), nil
+}
+
+// completeResponse reads a whole non-streamed answer, settles, and returns it
+// in the client's format. The debit is durable before a byte is sent.
+func (c *call) completeResponse(req *http.Request, resp *http.Response) *http.Response {
+	data, err := readAll(resp.Body, maxResponseBody)
+	resp.Body.Close()
+	if err != nil {
+		c.logger.Warn("reading the upstream answer", zap.String("request_id", c.reqID),
+			zap.String("provider", c.route.provider.Name), zap.String("upstream_key", c.upstreamKeyID), zap.Error(err))
+		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+	}
+	c.ttft = time.Since(c.start)
+	out, usage, ferr := openai.PassThroughResponse(make([]byte, 0, len(data)+16), data, c.model.id)
+	if ferr != nil {
+		return c.errorResponse(req, ferr)
+	}
+	if err := c.settle(usage, "upstream", http.StatusOK, "ok"); err != nil {
+		return c.errorResponse(req, billingFailed())
+	}
+	return &http.Response{
+		Status:        "200 OK",
+		StatusCode:    http.StatusOK,
+		Proto:         resp.Proto,
+		ProtoMajor:    resp.ProtoMajor,
+		ProtoMinor:    resp.ProtoMinor,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(out)),
+		ContentLength: int64(len(out)),
+		Request:       req,
+	}
+}
+
+// upstreamError turns an upstream error answer into the client's format.
+// Nothing is billed: the hold is released when the handler returns.
+func (c *call) upstreamError(req *http.Request, resp *http.Response) *http.Response {
+	data, _ := readAll(resp.Body, maxErrorBody)
+	resp.Body.Close()
+	ferr := openai.ParseUpstreamError(resp.StatusCode, data)
+	c.logger.Warn("upstream error",
+		zap.String("request_id", c.reqID),
+		zap.String("provider", c.route.provider.Name),
+		zap.String("upstream_key", c.upstreamKeyID),
+		zap.Int("status", resp.StatusCode))
+	if ra := resp.Header.Get("Retry-After"); ra != "" && ferr.Kind == formats.KindOverloaded {
+		if n, err := strconv.Atoi(ra); err == nil && n > 0 {
+			ferr.RetryAfter = n
+		}
+	}
+	return c.errorResponse(req, ferr)
+}
+
+// errorResponse builds a response carrying an error in the client's format.
+func (c *call) errorResponse(req *http.Request, e *formats.Error) *http.Response {
+	body := openai.AppendError(nil, e)
+	h := http.Header{"Content-Type": {"application/json"}}
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	return &http.Response{
+		Status:        strconv.Itoa(e.Status()) + " " + http.StatusText(e.Status()),
+		StatusCode:    e.Status(),
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
+}
+
+// billingFailed is what the client sees when its bill could not be written:
+// an answer that cannot be billed is not delivered.
+func billingFailed() *formats.Error {
+	return formats.NewError(formats.KindInternal, "The gateway could not record this request's cost; nothing was charged. Try again.")
+}
+
+// settle debits the exact cost of usage and writes the usage row, once. It
+// returns when the debit is durable.
+func (c *call) settle(u formats.Usage, source string, status int, outcome string) error {
+	if !c.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	tokens := ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
+	cost, err := c.model.price.Cost(tokens)
+	if err != nil {
+		// impossible counts (cache above input, overflow): bill the input
+		// as uncached, the dearer reading, and say so
+		c.logger.Error("usage does not price", zap.String("request_id", c.reqID), zap.Error(err))
+		tokens.CacheRead, tokens.CacheWrite = 0, 0
+		cost, _ = c.model.price.Cost(tokens)
+	}
+	discount := c.principal.plan.discountBps
+	rec := &ledger.UsageRecord{
+		RequestID:     c.reqID,
+		AccountID:     c.principal.AccountID,
+		KeyID:         c.principal.KeyID,
+		Model:         c.model.id,
+		Provider:      c.route.provider.Name,
+		UpstreamModel: c.route.upstreamModel,
+		UpstreamKeyID: c.upstreamKeyID,
+		ClientFormat:  c.clientFormat,
+		Stream:        c.stream,
+		Tokens:        tokens,
+		Cost:          ledger.Discounted(cost, discount),
+		DiscountBps:   discount,
+		UsageSource:   source,
+		Status:        status,
+		Outcome:       outcome,
+		Latency:       time.Since(c.start),
+		TTFT:          c.ttft,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := c.hold.Settle(ctx, rec); err != nil {
+		c.logger.Error("settling a request failed",
+			zap.String("request_id", c.reqID), zap.String("account", c.principal.AccountID), zap.Error(err))
+		return err
+	}
+	if rec.OverHold {
+		c.logger.Warn("usage exceeded the hold",
+			zap.String("request_id", c.reqID), zap.String("model", c.model.id),
+			zap.Int64("input_tokens", tokens.Input), zap.Int64("output_tokens", tokens.Output))
+	}
+	debugf(c.logger, "settled",
+		zap.String("request_id", c.reqID),
+		zap.String("key_id", c.principal.KeyID),
+		zap.String("model", c.model.id),
+		zap.String("upstream_key", c.upstreamKeyID),
+		zap.Int64("input_tokens", tokens.Input),
+		zap.Int64("output_tokens", tokens.Output),
+		zap.String("charged", rec.Charged.String()),
+		zap.String("outcome", outcome))
+	return nil
+}
+
+// estimatedUsage is the usage of a stream that ended without the upstream's
+// counts: the request's input estimate and the output seen.
+func (c *call) estimatedUsage(outputBytes int64) formats.Usage {
+	return formats.Usage{Input: c.inputEstimate, Output: formats.EstimateTokens(outputBytes)}
+}
+
+// release gives the hold back if the call was not settled.
+func (c *call) release() {
+	if c.hold != nil && c.done.CompareAndSwap(false, true) {
+		c.hold.Release()
+	}
+}
+
+// isEventStream reports whether a response is an SSE stream.
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= len("text/event-stream") && ct[:len("text/event-stream")] == "text/event-stream"
+}
+
+// readAll reads r to its end, failing beyond limit bytes.
+func readAll(r io.Reader, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, errors.New("answer larger than the limit")
+	}
+	return buf.Bytes(), nil
+}
+
+// meteredStream is the body of a streamed answer as the client sees it: it
+// reads the upstream's events one at a time, translates each into the
+// client's format, and meters usage. When the upstream's stream ends it
+// settles the bill before it releases the client's final bytes. If the client
+// goes away first, Close keeps reading the upstream (bounded) to learn the
+// real usage, then settles.
+type meteredStream struct {
+	c      *call
+	src    io.ReadCloser
+	events *sse.Reader
+	tr     formats.StreamTranslator
+	cancel context.CancelFunc
+	key    *upstream.Key
+
+	out    []byte // client bytes not yet read
+	off    int
+	ended  bool // the bill is settled and out holds the last bytes
+	closed bool
+}
+
+// Read returns the next client bytes, at most one upstream event's worth,
+// so that every event is flushed as it arrives.
+func (s *meteredStream) Read(p []byte) (int, error) {
+	for s.off == len(s.out) {
+		if s.ended {
+			return 0, io.EOF
+		}
+		s.out, s.off = s.out[:0], 0
+		s.step()
+	}
+	n := copy(p, s.out[s.off:])
+	s.off += n
+	return n, nil
+}
+
+// step reads one upstream event and translates it.
+func (s *meteredStream) step() {
+	event, data, err := s.events.Next()
+	if err != nil {
+		// the upstream's stream ended before its terminal event
+		s.end("upstream_cut", formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off."))
+		return
+	}
+	before := len(s.out)
+	out, done, ferr := s.tr.Feed(s.out, event, data)
+	s.out = out
+	if s.c.ttft == 0 && len(out) > before {
+		s.c.ttft = time.Since(s.c.start)
+	}
+	switch {
+	case ferr != nil:
+		s.end("upstream_error", ferr)
+	case done:
+		s.finish()
+	}
+}
+
+// finish settles a stream that ended normally, then appends its last bytes.
+func (s *meteredStream) finish() {
+	u, ok := s.tr.Usage()
+	source := "upstream"
+	if !ok {
+		u, source = s.c.estimatedUsage(s.tr.OutputBytes()), "estimated"
+	}
+	if err := s.c.settle(u, source, http.StatusOK, "ok"); err != nil {
+		s.out = s.tr.Fail(s.out, billingFailed())
+	} else {
+		s.out = s.tr.Finish(s.out)
+	}
+	s.ended = true
+}
+
+// end settles a stream that broke off — what was delivered is billed — and
+// appends the client format's error event.
+func (s *meteredStream) end(outcome string, e *formats.Error) {
+	u, ok := s.tr.Usage()
+	source := "upstream"
+	if !ok {
+		u, source = s.c.estimatedUsage(s.tr.OutputBytes()), "estimated"
+	}
+	s.c.logger.Warn("stream ended early",
+		zap.String("request_id", s.c.reqID),
+		zap.String("provider", s.c.route.provider.Name),
+		zap.String("upstream_key", s.c.upstreamKeyID),
+		zap.String("outcome", outcome))
+	_ = s.c.settle(u, source, http.StatusOK, outcome)
+	s.out = s.tr.Fail(s.out, e)
+	s.ended = true
+}
+
+// Close ends the stream. If the client left before the end, it drains the
+// upstream for up to drainTimeout to bill real usage, then settles.
+func (s *meteredStream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if !s.ended {
+		timer := time.AfterFunc(drainTimeout, s.cancel)
+		var scratch []byte
+		source, outcome := "estimated", "client_closed"
+		for {
+			event, data, err := s.events.Next()
+			if err != nil {
+				break
+			}
+			var done bool
+			var ferr *formats.Error
+			scratch, done, ferr = s.tr.Feed(scratch[:0], event, data)
+			if done || ferr != nil {
+				break
+			}
+		}
+		timer.Stop()
+		u, ok := s.tr.Usage()
+		if ok {
+			source = "upstream"
+		} else {
+			u = s.c.estimatedUsage(s.tr.OutputBytes())
+		}
+		_ = s.c.settle(u, source, http.StatusOK, outcome)
+	}
+	err := s.src.Close()
+	s.cancel()
+	s.key.Done()
+	return err
+}

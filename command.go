@@ -1,0 +1,260 @@
+package modelgate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "modelgate",
+		Usage: "<account|key|credit> ...",
+		Short: "Manages modelgate accounts, API keys and credits",
+		Long: `
+Works on the ledger of a modelgate configuration: the one named by the
+Caddyfile given with --config (or ./Caddyfile), or the SQLite file given
+with --db. A running gateway sees the changes within a second.
+
+  caddy modelgate account create --email E [--plan P] [--credit 10.00]
+  caddy modelgate account suspend --account ID
+  caddy modelgate account resume --account ID
+  caddy modelgate key create --account ID [--label L]
+  caddy modelgate key delete --key-id ID
+  caddy modelgate credit --account ID --amount 5.00 --reason TEXT
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			account := &cobra.Command{Use: "account", Short: "Creates, suspends and resumes accounts"}
+			create := leaf("create", "Creates an account and prints its ID", cmdAccountCreate)
+			create.Flags().String("email", "", "the account's email address")
+			create.Flags().String("plan", "", "the account's plan (default: the configured default_plan)")
+			create.Flags().String("credit", "", "an opening credit, e.g. 10.00")
+			suspend := leaf("suspend", "Suspends an account: its requests get 403", cmdAccountState(ledger.StateSuspended))
+			suspend.Flags().String("account", "", "the account ID")
+			resume := leaf("resume", "Resumes a suspended account", cmdAccountState(ledger.StateActive))
+			resume.Flags().String("account", "", "the account ID")
+			account.AddCommand(create, suspend, resume)
+
+			key := &cobra.Command{Use: "key", Short: "Creates and deletes API keys"}
+			keyCreate := leaf("create", "Creates an API key and prints it (shown only this once)", cmdKeyCreate)
+			keyCreate.Flags().String("account", "", "the account ID")
+			keyCreate.Flags().String("label", "", "a label for the key")
+			keyDelete := leaf("delete", "Deletes an API key: its next request gets 401", cmdKeyDelete)
+			keyDelete.Flags().String("key-id", "", "the key's ID (key_…)")
+			key.AddCommand(keyCreate, keyDelete)
+
+			credit := leaf("credit", "Credits an account", cmdCredit)
+			credit.Flags().String("account", "", "the account ID")
+			credit.Flags().String("amount", "", "the amount, e.g. 5.00")
+			credit.Flags().String("reason", "", "why (kept with the credit)")
+			credit.Flags().String("reference", "", "a unique reference; a second credit with the same reference is refused (default: random)")
+
+			cmd.AddCommand(account, key, credit)
+			for _, c := range []*cobra.Command{create, suspend, resume, keyCreate, keyDelete, credit} {
+				c.Flags().StringP("config", "c", "", "the Caddyfile (or JSON config) naming the ledger")
+				c.Flags().StringP("adapter", "a", "", "the config adapter")
+				c.Flags().String("db", "", "the SQLite ledger file (instead of --config)")
+			}
+		},
+	})
+}
+
+// leaf makes a subcommand that runs f.
+func leaf(use, short string, f caddycmd.CommandFunc) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: caddycmd.WrapCommandFuncForCobra(f)}
+}
+
+// cliConfig is what the CLI needs from a configuration.
+type cliConfig struct {
+	dbPath      string
+	plans       map[string]bool // nil when no configuration was read
+	defaultPlan string
+}
+
+// loadCLIConfig finds the ledger from --db or the configuration.
+func loadCLIConfig(fl caddycmd.Flags) (cliConfig, error) {
+	cc := cliConfig{defaultPlan: defaultPlanName}
+	if db := fl.String("db"); db != "" {
+		cc.dbPath = db
+		return cc, nil
+	}
+	raw, _, _, err := caddycmd.LoadConfig(fl.String("config"), fl.String("adapter"))
+	if err != nil {
+		return cc, fmt.Errorf("reading the configuration: %w", err)
+	}
+	if len(raw) == 0 {
+		return cc, errors.New("no configuration found: give --config Caddyfile or --db PATH")
+	}
+	var cfg struct {
+		Apps struct {
+			Modelgate *App `json:"modelgate"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return cc, fmt.Errorf("reading the configuration: %w", err)
+	}
+	app := cfg.Apps.Modelgate
+	if app == nil {
+		return cc, errors.New("the configuration has no modelgate global option")
+	}
+	if err := app.setDefaults(); err != nil {
+		return cc, err
+	}
+	cc.dbPath = app.Ledger.Path
+	cc.defaultPlan = app.DefaultPlan
+	cc.plans = map[string]bool{}
+	for _, p := range app.Plans {
+		cc.plans[p.Name] = true
+	}
+	return cc, nil
+}
+
+// withStore runs f on the configured ledger.
+func withStore(fl caddycmd.Flags, f func(ctx context.Context, s *ledger.Store, cc cliConfig) error) (int, error) {
+	cc, err := loadCLIConfig(fl)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := ledger.Open(ctx, ledger.Options{Path: cc.dbPath})
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("opening the ledger: %w", err)
+	}
+	err = f(ctx, s, cc)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// required reads a flag that must be given.
+func required(fl caddycmd.Flags, name string) (string, error) {
+	v := fl.String(name)
+	if v == "" {
+		return "", fmt.Errorf("--%s is required", name)
+	}
+	return v, nil
+}
+
+func cmdAccountCreate(fl caddycmd.Flags) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, cc cliConfig) error {
+		plan := fl.String("plan")
+		if plan == "" {
+			plan = cc.defaultPlan
+		}
+		if cc.plans != nil && !cc.plans[plan] {
+			return fmt.Errorf("plan %s is not in the configuration", plan)
+		}
+		var opening ledger.Money
+		if c := fl.String("credit"); c != "" {
+			m, err := ledger.ParseMoney(c)
+			if err != nil || m <= 0 {
+				return fmt.Errorf("--credit %q: want a positive amount such as 10.00", c)
+			}
+			opening = m
+		}
+		acct, err := s.CreateAccount(ctx, fl.String("email"), plan)
+		if err != nil {
+			return err
+		}
+		if opening > 0 {
+			if _, err := s.Credit(ctx, ledger.CreditRequest{AccountID: acct.ID, Amount: opening,
+				Reference: "opening:" + acct.ID, Reason: "opening credit"}); err != nil {
+				return fmt.Errorf("account %s created, but the opening credit failed: %w", acct.ID, err)
+			}
+		}
+		fmt.Println(acct.ID)
+		return nil
+	})
+}
+
+func cmdAccountState(st ledger.State) caddycmd.CommandFunc {
+	return func(fl caddycmd.Flags) (int, error) {
+		return withStore(fl, func(ctx context.Context, s *ledger.Store, _ cliConfig) error {
+			id, err := required(fl, "account")
+			if err != nil {
+				return err
+			}
+			if err := s.SetAccountState(ctx, id, st); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "account %s is now %s\n", id, st)
+			return nil
+		})
+	}
+}
+
+func cmdKeyCreate(fl caddycmd.Flags) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, _ cliConfig) error {
+		id, err := required(fl, "account")
+		if err != nil {
+			return err
+		}
+		secret, k, err := s.CreateKey(ctx, id, fl.String("label"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "key %s (%s) created; it is shown only this once:\n", k.ID, k.Prefix)
+		fmt.Println(secret)
+		return nil
+	})
+}
+
+func cmdKeyDelete(fl caddycmd.Flags) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, _ cliConfig) error {
+		id, err := required(fl, "key-id")
+		if err != nil {
+			return err
+		}
+		if err := s.DeleteKey(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "key %s deleted\n", id)
+		return nil
+	})
+}
+
+func cmdCredit(fl caddycmd.Flags) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, _ cliConfig) error {
+		id, err := required(fl, "account")
+		if err != nil {
+			return err
+		}
+		amountFlag, err := required(fl, "amount")
+		if err != nil {
+			return err
+		}
+		reason, err := required(fl, "reason")
+		if err != nil {
+			return err
+		}
+		amount, err := ledger.ParseMoney(amountFlag)
+		if err != nil || amount <= 0 {
+			return fmt.Errorf("--amount %q: want a positive amount such as 5.00", amountFlag)
+		}
+		ref := fl.String("reference")
+		if ref == "" {
+			ref = "cli:" + rand.Text()
+		}
+		bal, err := s.Credit(ctx, ledger.CreditRequest{AccountID: id, Amount: amount, Reference: ref, Reason: reason})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "credited %s to %s; balance %s\n", amount, id, bal)
+		return nil
+	})
+}

@@ -1,0 +1,131 @@
+package modelgate
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+// runCLI runs `caddy modelgate args…` in this process and returns its
+// standard output.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := &cobra.Command{Use: "modelgate", SilenceUsage: true, SilenceErrors: true}
+	caddycmd.Commands()["modelgate"].CobraFunc(cmd)
+	cmd.SetArgs(args)
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		var b bytes.Buffer
+		_, _ = io.Copy(&b, r)
+		done <- b.String()
+	}()
+	runErr := cmd.Execute()
+	os.Stdout = stdout
+	w.Close()
+	return strings.TrimSpace(<-done), runErr
+}
+
+func TestCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ledger.db")
+
+	acct, err := runCLI(t, "account", "create", "--db", db, "--email", "ada@example.com", "--credit", "10.00")
+	if err != nil || !strings.HasPrefix(acct, "acct_") {
+		t.Fatalf("account create: %q, %v", acct, err)
+	}
+	key, err := runCLI(t, "key", "create", "--db", db, "--account", acct, "--label", "laptop")
+	if err != nil || !ledger.WellFormedKey(key) || len(key) < 43 {
+		t.Fatalf("key create: %q, %v", key, err)
+	}
+	if _, err := runCLI(t, "credit", "--db", db, "--account", acct, "--amount", "2.5", "--reason", "goodwill", "--reference", "ticket-7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "credit", "--db", db, "--account", acct, "--amount", "2.5", "--reason", "again", "--reference", "ticket-7"); err == nil {
+		t.Fatal("a second credit with the same reference was accepted")
+	}
+	for _, bad := range [][]string{
+		{"credit", "--db", db, "--account", acct, "--amount", "-1", "--reason", "x"},
+		{"credit", "--db", db, "--account", acct, "--amount", "1.0000000001", "--reason", "x"},
+		{"credit", "--db", db, "--account", acct, "--amount", "1"},
+		{"key", "create", "--db", db, "--account", "acct_nope"},
+		{"account", "suspend", "--db", db},
+	} {
+		if _, err := runCLI(t, bad...); err == nil {
+			t.Errorf("%v: want an error", bad)
+		}
+	}
+	if _, err := runCLI(t, "account", "suspend", "--db", db, "--account", acct); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := ledger.Open(context.Background(), ledger.Options{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := s.GetAccount(context.Background(), acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Balance != 12_500_000_000 || a.State != ledger.StateSuspended || a.Email != "ada@example.com" || a.Plan != "default" {
+		t.Fatalf("account = %+v", a)
+	}
+	p, err := s.Authenticate(key)
+	if err != nil || p.AccountID != acct || p.Label != "laptop" {
+		t.Fatalf("the printed key does not authenticate: %+v, %v", p, err)
+	}
+	if _, err := runCLI(t, "key", "delete", "--db", db, "--key-id", p.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "account", "resume", "--db", db, "--account", acct); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCLIWithConfig finds the ledger and the plans through a Caddyfile.
+func TestCLIWithConfig(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ledger.db")
+	cfg := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfg, []byte("{\n\tmodelgate {\n\t\tledger sqlite "+db+"\n\t\tplan developer {\n\t\t\trpm 60\n\t\t}\n\t\tplan enterprise {\n\t\t\trpm 600\n\t\t}\n\t\tdefault_plan developer\n\t}\n}\n:8080 {\n\tmodelgate_api\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := runCLI(t, "account", "create", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "account", "create", "--config", cfg, "--plan", "gold"); err == nil {
+		t.Fatal("a plan the configuration lacks was accepted")
+	}
+	ent, err := runCLI(t, "account", "create", "--config", cfg, "--plan", "enterprise")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledger.Open(context.Background(), ledger.Options{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for id, plan := range map[string]string{acct: "developer", ent: "enterprise"} {
+		a, err := s.GetAccount(context.Background(), id)
+		if err != nil || a.Plan != plan {
+			t.Errorf("%s: %+v, %v", id, a, err)
+		}
+	}
+}

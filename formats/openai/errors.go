@@ -1,0 +1,327 @@
+package openai
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+// errorTypeCode is the OpenAI type and default code of each kind
+// (wire/translation.md §8.1).
+func errorTypeCode(k formats.ErrorKind) (typ, code string) {
+	switch k {
+	case formats.KindInvalidRequest:
+		return "invalid_request_error", ""
+	case formats.KindAuthentication:
+		return "invalid_request_error", "invalid_api_key"
+	case formats.KindAccountSuspended:
+		return "invalid_request_error", "account_suspended"
+	case formats.KindInsufficientQuota:
+		return "insufficient_quota", "insufficient_quota"
+	case formats.KindPermissionDenied:
+		return "permission_error", ""
+	case formats.KindNotFound:
+		return "invalid_request_error", "model_not_found"
+	case formats.KindMethodNotAllowed:
+		return "invalid_request_error", "method_not_allowed"
+	case formats.KindRequestTooLarge:
+		return "invalid_request_error", "request_too_large"
+	case formats.KindRateLimited:
+		return "requests", "rate_limit_exceeded"
+	case formats.KindTimeout:
+		return "server_error", "timeout"
+	}
+	return "server_error", "" // internal, upstream, overloaded
+}
+
+// defaultMessage is used when an error carries no message.
+func defaultMessage(k formats.ErrorKind) string {
+	switch k {
+	case formats.KindInvalidRequest:
+		return "The request is invalid."
+	case formats.KindAuthentication:
+		return "Incorrect API key provided."
+	case formats.KindAccountSuspended:
+		return "This account is suspended."
+	case formats.KindInsufficientQuota:
+		return "The account's balance is insufficient for this request."
+	case formats.KindPermissionDenied:
+		return "This request is not permitted."
+	case formats.KindNotFound:
+		return "The requested resource does not exist."
+	case formats.KindMethodNotAllowed:
+		return "Method not allowed."
+	case formats.KindRequestTooLarge:
+		return "The request is too large."
+	case formats.KindRateLimited:
+		return "Rate limit exceeded; retry later."
+	case formats.KindUpstream:
+		return "The upstream provider failed."
+	case formats.KindOverloaded:
+		return "The upstream provider is overloaded; retry later."
+	case formats.KindTimeout:
+		return "The upstream provider timed out."
+	}
+	return "The gateway failed to process the request."
+}
+
+// AppendError appends the OpenAI error envelope of e:
+// {"error":{"message","type","param","code"}}, all four keys present, param
+// and code null when empty. e.Code overrides the kind's default code.
+func AppendError(dst []byte, e *formats.Error) []byte {
+	typ, code := errorTypeCode(e.Kind)
+	if e.Code != "" {
+		code = e.Code
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = defaultMessage(e.Kind)
+	}
+	dst = append(dst, `{"error":{"message":`...)
+	dst = rawjson.AppendQuote(dst, msg)
+	dst = append(dst, `,"type":`...)
+	dst = rawjson.AppendQuote(dst, typ)
+	dst = append(dst, `,"param":`...)
+	dst = appendNullable(dst, e.Param)
+	dst = append(dst, `,"code":`...)
+	dst = appendNullable(dst, code)
+	return append(dst, "}}"...)
+}
+
+func appendNullable(dst []byte, s string) []byte {
+	if s == "" {
+		return append(dst, "null"...)
+	}
+	return rawjson.AppendQuote(dst, s)
+}
+
+// upstreamError is the content of an upstream error envelope.
+type upstreamError struct {
+	message, typ, param, code string
+}
+
+// parseErrorBody reads {"error":{...}}, {"error":"text"} or {"message":...}.
+func parseErrorBody(body []byte) (ue upstreamError, ok bool) {
+	body = rawjson.TrimSpace(body)
+	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+		return ue, false
+	}
+	ev := rawjson.Get(body, "error")
+	switch rawjson.Kind(ev) {
+	case '{':
+		return parseErrorObject(ev), true
+	case '"':
+		ue.message = str(ev)
+		return ue, true
+	}
+	if m := rawjson.Get(body, "message"); rawjson.Kind(m) == '"' {
+		ue.message = str(m)
+		if t := rawjson.Get(body, "type"); rawjson.Kind(t) == '"' {
+			ue.typ = str(t)
+		}
+		return ue, true
+	}
+	return ue, false
+}
+
+func parseErrorObject(ev []byte) (ue upstreamError) {
+	it := rawjson.Object(ev, 0)
+	for it.Next() {
+		v := it.Value()
+		switch {
+		case it.NameIs("message"):
+			if rawjson.Kind(v) == '"' {
+				ue.message = str(v)
+			}
+		case it.NameIs("type"):
+			if rawjson.Kind(v) == '"' {
+				ue.typ = str(v)
+			}
+		case it.NameIs("param"):
+			if rawjson.Kind(v) == '"' {
+				ue.param = str(v)
+			}
+		case it.NameIs("code"):
+			switch rawjson.Kind(v) {
+			case '"':
+				ue.code = str(v)
+			case '0':
+				ue.code = string(v)
+			}
+		}
+	}
+	return ue
+}
+
+// ParseUpstreamError reads an upstream OpenAI error answer and maps it to the
+// gateway's kinds (wire/translation.md §8.2). A 400 (or 422) keeps the
+// upstream's message, param and code: the client's request was bad (for
+// example context_length_exceeded). 401/403/404 are the gateway's own fault
+// (its credentials or routing) and become 502, never 401. 408/504 are
+// timeouts, 413 too large, 429/503/529 overload, other 5xx upstream
+// failures. Keys, organisation, project and request ids are redacted from
+// any message that is kept.
+func ParseUpstreamError(status int, body []byte) *formats.Error {
+	ue, _ := parseErrorBody(body)
+	switch {
+	case status == 400 || status == 422:
+		e := &formats.Error{Kind: formats.KindInvalidRequest, Message: Redact(ue.message), Param: ue.param, Code: safeCode(ue.code)}
+		if e.Message == "" {
+			e.Message = "The upstream provider rejected the request as invalid."
+		}
+		return e
+	case status == 401 || status == 403:
+		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's credentials (HTTP "+strconv.Itoa(status)+").")
+	case status == 404:
+		return formats.NewError(formats.KindUpstream, "The upstream provider does not serve the routed model (HTTP 404).")
+	case status == 408 || status == 504:
+		return formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
+	case status == 413:
+		e := formats.NewError(formats.KindRequestTooLarge, Redact(ue.message))
+		if e.Message == "" {
+			e.Message = "The request is too large for the upstream provider."
+		}
+		return e
+	case status == 429 || status == 503 || status == 529:
+		return formats.NewError(formats.KindOverloaded, "The upstream provider is overloaded; retry later.")
+	case status >= 500:
+		return formats.NewError(formats.KindUpstream, "The upstream provider failed (HTTP "+strconv.Itoa(status)+").")
+	case status >= 400:
+		return formats.NewError(formats.KindUpstream, "The upstream provider rejected the request (HTTP "+strconv.Itoa(status)+").")
+	}
+	return streamError(ue)
+}
+
+// streamError maps an error reported inside a 200 answer (a stream event or
+// a body) by its type.
+func streamError(ue upstreamError) *formats.Error {
+	msg := Redact(ue.message)
+	kind := formats.KindUpstream
+	switch t := ue.typ + " " + ue.code; {
+	case strings.Contains(t, "invalid_request"):
+		kind = formats.KindInvalidRequest
+	case strings.Contains(t, "timeout"):
+		kind = formats.KindTimeout
+	case strings.Contains(t, "rate_limit"), strings.Contains(t, "overloaded"), strings.Contains(t, "tokens"), strings.Contains(t, "requests"):
+		kind = formats.KindOverloaded
+	}
+	if kind == formats.KindInvalidRequest {
+		if msg == "" {
+			msg = "The upstream provider rejected the request as invalid."
+		}
+		return &formats.Error{Kind: kind, Message: msg, Param: ue.param, Code: safeCode(ue.code)}
+	}
+	if msg == "" {
+		msg = defaultMessage(kind)
+	} else {
+		msg = "The upstream provider reported an error: " + msg
+	}
+	return formats.NewError(kind, msg)
+}
+
+// safeCode keeps a short identifier-like code and drops anything else.
+func safeCode(c string) string {
+	if len(c) > 64 {
+		return ""
+	}
+	for i := 0; i < len(c); i++ {
+		ch := c[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-' || ch == '.') {
+			return ""
+		}
+	}
+	return c
+}
+
+// secretPrefixes start tokens that are keys or account, project and request
+// ids of upstream vendors.
+var secretPrefixes = [...]string{
+	"sk-", "sk_", "pk-", "rk-", "rk_", "org-", "org_", "proj_", "proj-", "req_", "req-",
+	"user-", "acct_", "acct-", "key-", "key_", "AIza", "ya29.", "gsk_", "xai-",
+}
+
+// Redact replaces anything that looks like a key or an upstream account,
+// organisation, project or request id with "[redacted]", and caps the
+// message's length.
+func Redact(s string) string {
+	if len(s) > 2000 {
+		s = s[:2000] + "…"
+	}
+	var b []byte
+	last := 0
+	for i := 0; i < len(s); {
+		if !tokenByte(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && tokenByte(s[j]) {
+			j++
+		}
+		k := j // a sentence's full stop is not part of the word
+		for k > i && s[k-1] == '.' {
+			k--
+		}
+		if secretToken(s[i:k]) {
+			if b == nil {
+				b = make([]byte, 0, len(s))
+			}
+			b = append(b, s[last:i]...)
+			b = append(b, "[redacted]"...)
+			last = k
+		}
+		i = j
+	}
+	if b == nil {
+		return s
+	}
+	return string(append(b, s[last:]...))
+}
+
+// randomish reports a word with a digit, an upper-case letter or a mask:
+// an id rather than an English word ("user-friendly").
+func randomish(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c == '*' {
+			return true
+		}
+	}
+	return false
+}
+
+func tokenByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '*' || c == '.'
+}
+
+// secretToken reports a word that is a key or an id.
+func secretToken(t string) bool {
+	if len(t) < 6 {
+		return false
+	}
+	for _, p := range secretPrefixes {
+		if rest, ok := strings.CutPrefix(t, p); ok && len(rest) >= 4 && randomish(rest) {
+			return true
+		}
+	}
+	if strings.Contains(t, "***") {
+		return true // a masked key
+	}
+	// long random-looking words: letters and digits mixed
+	if len(t) >= 32 {
+		var letters, digits bool
+		for i := 0; i < len(t); i++ {
+			switch c := t[i]; {
+			case c >= '0' && c <= '9':
+				digits = true
+			case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+				letters = true
+			}
+		}
+		return letters && digits
+	}
+	return false
+}

@@ -1,0 +1,98 @@
+package openai
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/formats"
+)
+
+func addFixtures(f *testing.F, dir string) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			f.Add(b)
+		}
+	}
+}
+
+// FuzzParseChatRequest: any body is answered without a panic; an accepted
+// one rewrites into a valid request and converts to the IR and back.
+func FuzzParseChatRequest(f *testing.F) {
+	addFixtures(f, "rewrite")
+	addFixtures(f, "roundtrip")
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]}],"stream":true,"stream_options":{}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, ferr := ParseChatRequest(body)
+		if ferr != nil {
+			if ferr.Status() != 400 {
+				t.Fatalf("status %d", ferr.Status())
+			}
+			return
+		}
+		if req.InputBound() < int64(formats.BaseTokens) {
+			t.Fatalf("bound %d", req.InputBound())
+		}
+		out, err := RewriteChatRequest(nil, body, "up", 77, req.Stream)
+		if err != nil {
+			t.Fatalf("rewrite: %v", err)
+		}
+		req2, ferr := ParseChatRequest(out)
+		if ferr != nil {
+			t.Fatalf("rewritten body rejected: %v\n%s\n%s", ferr, body, out)
+		}
+		if n, _ := req2.MaxTokens(); req2.Model != "up" || n != 77 || req2.Stream != req.Stream || (req.Stream && !req2.IncludeUsage) {
+			t.Fatalf("rewrite lost something: %s", out)
+		}
+		ir, ferr := req.ToIR()
+		if ferr != nil {
+			return // rejected history (custom tool calls)
+		}
+		r, ferr := RenderChatRequest(ir, "up")
+		if ferr != nil {
+			return
+		}
+		if !jsontext.Value(r).IsValid() {
+			t.Fatalf("rendered invalid JSON %s", r)
+		}
+	})
+}
+
+// FuzzPassThroughStream: any event is handled without a panic; a valid
+// JSON chunk yields valid JSON.
+func FuzzPassThroughStream(f *testing.F) {
+	for _, file := range []string{"text", "tools", "usage_in_content", "error"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", "stream", file+".sse"))
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if d, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data: ")); ok {
+				f.Add(d)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, want := range []bool{true, false} {
+			tr := NewPassThroughStream("svc", want)
+			out, _, ferr := tr.Feed(nil, nil, data)
+			if ferr != nil {
+				_ = tr.Fail(nil, ferr)
+				continue
+			}
+			out = tr.Finish(out)
+			if !jsontext.Value(data).IsValid() {
+				continue
+			}
+			for _, line := range bytes.Split(out, []byte("\n")) {
+				if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok && string(d) != "[DONE]" && !jsontext.Value(d).IsValid() {
+					t.Fatalf("invalid output %s from %s", d, data)
+				}
+			}
+		}
+		dec := NewStreamDecoder()
+		_, _ = dec.Decode(nil, nil, data)
+	})
+}

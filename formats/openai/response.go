@@ -1,0 +1,256 @@
+package openai
+
+import (
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+func unusable() *formats.Error {
+	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")
+}
+
+// PassThroughResponse appends to dst a non-streamed upstream chat completion
+// for the client: model replaced by serviceModel (inserted if missing),
+// everything else byte-identical. u is the normalised usage; a zero Usage
+// means the upstream reported none. A body that is not a chat completion (or
+// that carries an error) yields a *formats.Error.
+func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
+	body = rawjson.TrimSpace(body)
+	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+		return dst, u, unusable()
+	}
+	var model rawjson.Member
+	var hasModel, hasChoices bool
+	it := rawjson.Object(body, 0)
+	for it.Next() {
+		m := it.Member()
+		v := it.Value()
+		switch {
+		case m.NameIs("model"):
+			model, hasModel = *m, true
+		case m.NameIs("choices"):
+			hasChoices = rawjson.Kind(v) == '['
+		case m.NameIs("usage"):
+			u, _ = parseUsage(v)
+		case m.NameIs("error"):
+			if !rawjson.IsNull(v) {
+				ue := upstreamError{message: str(v)}
+				if rawjson.Kind(v) == '{' {
+					ue = parseErrorObject(v)
+				}
+				return dst, formats.Usage{}, streamError(ue)
+			}
+		}
+	}
+	if it.Err() != nil || !hasChoices {
+		return dst, formats.Usage{}, unusable()
+	}
+	var mq [96]byte
+	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
+	if hasModel {
+		return rawjson.Apply(dst, body, rawjson.Edit{Start: model.ValueStart, End: model.ValueEnd, Text: quoted}), u, nil
+	}
+	at := it.Last()
+	var tb [128]byte
+	return rawjson.Apply(dst, body, rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "model", quoted)}), u, nil
+}
+
+// DecodeChatResponse parses an upstream chat completion into the IR (first
+// choice only: the IR answer has one choice). Non-standard reasoning
+// fields (reasoning_content, reasoning) become a thinking part.
+func DecodeChatResponse(body []byte) (*formats.Response, *formats.Error) {
+	body = rawjson.TrimSpace(body)
+	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+		return nil, unusable()
+	}
+	resp := &formats.Response{}
+	var choices []byte
+	it := rawjson.Object(body, 0)
+	for it.Next() {
+		v := it.Value()
+		switch {
+		case it.NameIs("id"):
+			if rawjson.Kind(v) == '"' {
+				resp.ID = str(v)
+			}
+		case it.NameIs("model"):
+			if rawjson.Kind(v) == '"' {
+				resp.Model = str(v)
+			}
+		case it.NameIs("created"):
+			resp.Created = count(v)
+		case it.NameIs("choices"):
+			choices = v
+		case it.NameIs("usage"):
+			resp.Usage, resp.HasUsage = parseUsage(v)
+		case it.NameIs("error"):
+			if !rawjson.IsNull(v) {
+				ue := upstreamError{message: str(v)}
+				if rawjson.Kind(v) == '{' {
+					ue = parseErrorObject(v)
+				}
+				return nil, streamError(ue)
+			}
+		}
+	}
+	if rawjson.Kind(choices) != '[' {
+		return nil, unusable()
+	}
+	ci := rawjson.Array(choices, 0)
+	if ci.Next() {
+		choice := ci.Value()
+		msg := rawjson.Get(choice, "message")
+		resp.Stop = finishToIR(rawjson.Get(choice, "finish_reason"))
+		if rawjson.Kind(msg) == '{' {
+			var content, refusal, calls, reasoning []byte
+			mi := rawjson.Object(msg, 0)
+			for mi.Next() {
+				switch {
+				case mi.NameIs("content"):
+					content = mi.Value()
+				case mi.NameIs("refusal"):
+					refusal = mi.Value()
+				case mi.NameIs("tool_calls"):
+					calls = mi.Value()
+				case mi.NameIs("reasoning_content"), mi.NameIs("reasoning"):
+					if rawjson.Kind(mi.Value()) == '"' {
+						reasoning = mi.Value()
+					}
+				}
+			}
+			if len(reasoning) > 2 {
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartThinking, Text: str(reasoning)})
+			}
+			switch rawjson.Kind(content) {
+			case '"':
+				if len(content) > 2 {
+					resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: str(content)})
+				}
+			case '[': // some servers answer with text parts
+				pi := rawjson.Array(content, 0)
+				for pi.Next() {
+					if t := rawjson.Get(pi.Value(), "text"); rawjson.Kind(t) == '"' && len(t) > 2 {
+						resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: str(t)})
+					}
+				}
+			}
+			if rawjson.Kind(refusal) == '"' && len(refusal) > 2 {
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartRefusal, Text: str(refusal)})
+			}
+			if rawjson.Kind(calls) == '[' {
+				ti := rawjson.Array(calls, 0)
+				for ti.Next() {
+					c := ti.Value()
+					fn := rawjson.Get(c, "function")
+					tc := &formats.ToolCall{}
+					if id := rawjson.Get(c, "id"); rawjson.Kind(id) == '"' {
+						tc.ID = str(id)
+					}
+					if n := rawjson.Get(fn, "name"); rawjson.Kind(n) == '"' {
+						tc.Name = str(n)
+					}
+					if a := rawjson.Get(fn, "arguments"); rawjson.Kind(a) == '"' {
+						tc.Arguments = str(a)
+					}
+					if tc.Name == "" {
+						continue
+					}
+					resp.Content = append(resp.Content, formats.Part{Type: formats.PartToolCall, ToolCall: tc})
+				}
+			}
+		}
+	}
+	resp.Stop = resp.Stop.Final(resp.HasToolCalls())
+	return resp, nil
+}
+
+// responseID keeps an upstream id that suits OpenAI clients, else makes one.
+func responseID(id string) string {
+	if strings.HasPrefix(id, "chatcmpl-") && len(id) <= 128 {
+		return id
+	}
+	return formats.NewID("chatcmpl-")
+}
+
+// RenderChatResponse appends an IR answer as an OpenAI chat completion for
+// the service model. Reasoning is dropped (wire/translation.md §5.1);
+// tool calls without an id get one.
+func RenderChatResponse(dst []byte, resp *formats.Response, model string) []byte {
+	created := resp.Created
+	if created == 0 {
+		created = time.Now().Unix()
+	}
+	dst = append(dst, `{"id":`...)
+	dst = rawjson.AppendQuote(dst, responseID(resp.ID))
+	dst = append(dst, `,"object":"chat.completion","created":`...)
+	dst = rawjson.AppendInt(dst, created)
+	dst = append(dst, `,"model":`...)
+	dst = rawjson.AppendQuote(dst, model)
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	hasText, hasCalls := false, false
+	for i := range resp.Content {
+		switch resp.Content[i].Type {
+		case formats.PartText:
+			hasText = true
+		case formats.PartToolCall:
+			hasCalls = true
+		}
+	}
+	if hasText {
+		dst = rawjson.AppendQuote(dst, resp.Text())
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"refusal":`...)
+	refusal := false
+	for i := range resp.Content {
+		if p := &resp.Content[i]; p.Type == formats.PartRefusal {
+			dst = rawjson.AppendQuote(dst, p.Text)
+			refusal = true
+			break
+		}
+	}
+	if !refusal {
+		dst = append(dst, "null"...)
+	}
+	if hasCalls {
+		dst = append(dst, `,"tool_calls":[`...)
+		k := 0
+		for i := range resp.Content {
+			p := &resp.Content[i]
+			if p.Type != formats.PartToolCall {
+				continue
+			}
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendToolCall(dst, p.ToolCall)
+			k++
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"annotations":[]},"logprobs":null,"finish_reason":`...)
+	dst = rawjson.AppendQuote(dst, finishFromIR(resp.Stop.Final(hasCalls)))
+	dst = append(dst, `}],"usage":`...)
+	dst = appendUsage(dst, resp.Usage)
+	return append(dst, '}')
+}
+
+func appendToolCall(dst []byte, tc *formats.ToolCall) []byte {
+	id := tc.ID
+	if id == "" {
+		id = formats.NewID("call_")
+	}
+	dst = append(dst, `{"id":`...)
+	dst = rawjson.AppendQuote(dst, id)
+	dst = append(dst, `,"type":"function","function":{"name":`...)
+	dst = rawjson.AppendQuote(dst, tc.Name)
+	dst = append(dst, `,"arguments":`...)
+	dst = rawjson.AppendQuote(dst, tc.Arguments)
+	return append(dst, "}}"...)
+}

@@ -1,0 +1,411 @@
+package openai
+
+import (
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+// tools validates tools: function tools (translatable) and custom tools
+// (OpenAI only: dropped when translating).
+func (w *walker) tools(v []byte) *formats.Error {
+	switch rawjson.Kind(v) {
+	case 0, 'n':
+		return nil
+	case '[':
+	default:
+		return w.errType("tools", v, "an array")
+	}
+	w.push("tools")
+	it := rawjson.Array(v, 0)
+	for it.Next() {
+		w.pushIndex(it.Len() - 1)
+		if err := w.tool(it.Value()); err != nil {
+			return err
+		}
+		w.pop()
+	}
+	w.pop()
+	return nil
+}
+
+func (w *walker) tool(v []byte) *formats.Error {
+	if rawjson.Kind(v) != '{' {
+		return w.errType("", v, "an object")
+	}
+	var typ, fn, custom []byte
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		switch {
+		case it.NameIs("type"):
+			typ = it.Value()
+		case it.NameIs("function"):
+			fn = it.Value()
+		case it.NameIs("custom"):
+			custom = it.Value()
+		}
+	}
+	if err := w.reqString("type", typ); err != nil {
+		return err
+	}
+	w.req.size.Tools++
+	w.req.size.TextBytes += int64(len(v))
+	switch {
+	case rawjson.StringIs(typ, "function"):
+		if fn == nil {
+			return w.errMissing("function")
+		}
+		w.push("function")
+		defer w.pop()
+		return w.function(fn)
+	case rawjson.StringIs(typ, "custom"):
+		if custom == nil {
+			return w.errMissing("custom")
+		}
+		if rawjson.Kind(custom) != '{' {
+			return w.errType("custom", custom, "an object")
+		}
+		w.push("custom")
+		name := rawjson.Get(custom, "name")
+		if err := w.reqString("name", name); err != nil {
+			return err
+		}
+		w.pop()
+		if w.ir != nil {
+			w.ir.Drop("tools." + str(name))
+		}
+		return nil
+	}
+	return w.errEnum("type", typ, "function", "custom")
+}
+
+// function validates a function definition (the path ends with "function"
+// or "functions[i]").
+func (w *walker) function(v []byte) *formats.Error {
+	if rawjson.Kind(v) != '{' {
+		return w.errType("", v, "an object")
+	}
+	var name, desc, params, strict []byte
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		switch {
+		case it.NameIs("name"):
+			name = it.Value()
+		case it.NameIs("description"):
+			desc = it.Value()
+		case it.NameIs("parameters"):
+			params = it.Value()
+		case it.NameIs("strict"):
+			strict = it.Value()
+		}
+	}
+	if err := w.checkName("name", name); err != nil {
+		return err
+	}
+	hasDesc, err := w.optString("description", desc)
+	if err != nil {
+		return err
+	}
+	switch rawjson.Kind(params) {
+	case 0, 'n':
+		params = nil
+	case '{':
+	default:
+		return w.errType("parameters", params, "an object")
+	}
+	sv, hasStrict, err := w.optBool("strict", strict)
+	if err != nil {
+		return err
+	}
+	if w.ir != nil {
+		t := formats.Tool{Name: str(name), Parameters: params}
+		if hasDesc {
+			t.Description = str(desc)
+		}
+		if hasStrict {
+			t.Strict = ptr(sv)
+		}
+		w.ir.Tools = append(w.ir.Tools, t)
+	}
+	return nil
+}
+
+// functions validates the deprecated functions list.
+func (w *walker) functions(v []byte) *formats.Error {
+	switch rawjson.Kind(v) {
+	case 0, 'n':
+		return nil
+	case '[':
+	default:
+		return w.errType("functions", v, "an array")
+	}
+	w.push("functions")
+	it := rawjson.Array(v, 0)
+	for it.Next() {
+		w.pushIndex(it.Len() - 1)
+		w.req.size.Tools++
+		w.req.size.TextBytes += int64(len(it.Value()))
+		if err := w.function(it.Value()); err != nil {
+			return err
+		}
+		w.pop()
+	}
+	w.pop()
+	return nil
+}
+
+// toolChoice validates tool_choice.
+func (w *walker) toolChoice(v []byte) *formats.Error {
+	tc := formats.ToolChoice{}
+	switch rawjson.Kind(v) {
+	case 0, 'n':
+		return nil
+	case '"':
+		switch {
+		case rawjson.StringIs(v, "auto"):
+			tc.Mode = formats.ToolChoiceAuto
+		case rawjson.StringIs(v, "none"):
+			tc.Mode = formats.ToolChoiceNone
+		case rawjson.StringIs(v, "required"):
+			tc.Mode = formats.ToolChoiceRequired
+		default:
+			return w.errEnum("tool_choice", v, "none", "auto", "required")
+		}
+	case '{':
+		w.push("tool_choice")
+		typ := rawjson.Get(v, "type")
+		if err := w.reqString("type", typ); err != nil {
+			return err
+		}
+		w.req.size.TextBytes += int64(len(v))
+		switch {
+		case rawjson.StringIs(typ, "function"):
+			fn := rawjson.Get(v, "function")
+			if fn == nil {
+				return w.errMissing("function")
+			}
+			if rawjson.Kind(fn) != '{' {
+				return w.errType("function", fn, "an object")
+			}
+			w.push("function")
+			name := rawjson.Get(fn, "name")
+			if err := w.reqString("name", name); err != nil {
+				return err
+			}
+			w.pop()
+			tc.Mode = formats.ToolChoiceNamed
+			if w.ir != nil {
+				tc.Name = str(name)
+			}
+		case rawjson.StringIs(typ, "allowed_tools"):
+			if err := w.allowedTools(rawjson.Get(v, "allowed_tools"), &tc); err != nil {
+				return err
+			}
+		case rawjson.StringIs(typ, "custom"):
+			c := rawjson.Get(v, "custom")
+			if c == nil {
+				return w.errMissing("custom")
+			}
+			if rawjson.Kind(c) != '{' {
+				return w.errType("custom", c, "an object")
+			}
+			if w.ir != nil {
+				return errCode("tool_choice", "Forcing a custom tool with 'tool_choice' is not supported for this model's provider.", "unsupported_value")
+			}
+		default:
+			return w.errEnum("type", typ, "function", "allowed_tools", "custom")
+		}
+		w.pop()
+	default:
+		return w.errType("tool_choice", v, "one of a string or an object")
+	}
+	if w.ir != nil {
+		w.ir.ToolChoice = tc
+	}
+	return nil
+}
+
+func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
+	if v == nil {
+		return w.errMissing("allowed_tools")
+	}
+	if rawjson.Kind(v) != '{' {
+		return w.errType("allowed_tools", v, "an object")
+	}
+	w.push("allowed_tools")
+	mode, tools := rawjson.Get(v, "mode"), rawjson.Get(v, "tools")
+	if err := w.reqString("mode", mode); err != nil {
+		return err
+	}
+	switch {
+	case rawjson.StringIs(mode, "auto"):
+		tc.Mode = formats.ToolChoiceAuto
+	case rawjson.StringIs(mode, "required"):
+		tc.Mode = formats.ToolChoiceRequired
+	default:
+		return w.errEnum("mode", mode, "auto", "required")
+	}
+	if tools == nil {
+		return w.errMissing("tools")
+	}
+	if rawjson.Kind(tools) != '[' {
+		return w.errType("tools", tools, "an array")
+	}
+	w.push("tools")
+	it := rawjson.Array(tools, 0)
+	for it.Next() {
+		t := it.Value()
+		w.pushIndex(it.Len() - 1)
+		if rawjson.Kind(t) != '{' {
+			return w.errType("", t, "an object")
+		}
+		typ := rawjson.Get(t, "type")
+		if err := w.reqString("type", typ); err != nil {
+			return err
+		}
+		var name []byte
+		switch {
+		case rawjson.StringIs(typ, "function"):
+			fn := rawjson.Get(t, "function")
+			if rawjson.Kind(fn) != '{' {
+				if fn == nil {
+					return w.errMissing("function")
+				}
+				return w.errType("function", fn, "an object")
+			}
+			name = rawjson.Get(fn, "name")
+			w.push("function")
+			if err := w.reqString("name", name); err != nil {
+				return err
+			}
+			w.pop()
+		case rawjson.StringIs(typ, "custom"):
+			// OpenAI-only; a custom tool is dropped when translating
+		default:
+			return w.errEnum("type", typ, "function", "custom")
+		}
+		w.pop()
+		if w.ir != nil && name != nil {
+			tc.Allowed = append(tc.Allowed, str(name))
+		}
+	}
+	w.pop()
+	w.pop()
+	if w.ir != nil && tc.Allowed == nil {
+		tc.Allowed = []string{}
+	}
+	return nil
+}
+
+// functionCall validates the deprecated function_call (a tool_choice).
+func (w *walker) functionCall(v []byte) *formats.Error {
+	switch rawjson.Kind(v) {
+	case 0, 'n':
+		return nil
+	case '"':
+		if !rawjson.StringIs(v, "none") && !rawjson.StringIs(v, "auto") {
+			return w.errEnum("function_call", v, "none", "auto")
+		}
+		if w.ir != nil && w.ir.ToolChoice.Mode == formats.ToolChoiceUnset {
+			w.ir.ToolChoice.Mode = formats.ToolChoiceAuto
+			if rawjson.StringIs(v, "none") {
+				w.ir.ToolChoice.Mode = formats.ToolChoiceNone
+			}
+		}
+		return nil
+	case '{':
+		w.push("function_call")
+		name := rawjson.Get(v, "name")
+		if err := w.reqString("name", name); err != nil {
+			return err
+		}
+		w.pop()
+		if w.ir != nil && w.ir.ToolChoice.Mode == formats.ToolChoiceUnset {
+			w.ir.ToolChoice = formats.ToolChoice{Mode: formats.ToolChoiceNamed, Name: str(name)}
+		}
+		return nil
+	}
+	return w.errType("function_call", v, "one of a string or an object")
+}
+
+// responseFormat validates response_format.
+func (w *walker) responseFormat(v []byte) *formats.Error {
+	switch rawjson.Kind(v) {
+	case 0, 'n':
+		return nil
+	case '{':
+	default:
+		return w.errType("response_format", v, "an object")
+	}
+	w.push("response_format")
+	defer w.pop()
+	typ := rawjson.Get(v, "type")
+	if err := w.reqString("type", typ); err != nil {
+		return err
+	}
+	rf := formats.ResponseFormat{}
+	switch {
+	case rawjson.StringIs(typ, "text"):
+		rf.Type = formats.FormatText
+	case rawjson.StringIs(typ, "json_object"):
+		rf.Type = formats.FormatJSONObject
+	case rawjson.StringIs(typ, "json_schema"):
+		rf.Type = formats.FormatJSONSchema
+		js := rawjson.Get(v, "json_schema")
+		if js == nil {
+			return w.errMissing("json_schema")
+		}
+		if rawjson.Kind(js) != '{' {
+			return w.errType("json_schema", js, "an object")
+		}
+		w.push("json_schema")
+		var name, desc, schema, strict []byte
+		it := rawjson.Object(js, 0)
+		for it.Next() {
+			switch {
+			case it.NameIs("name"):
+				name = it.Value()
+			case it.NameIs("description"):
+				desc = it.Value()
+			case it.NameIs("schema"):
+				schema = it.Value()
+			case it.NameIs("strict"):
+				strict = it.Value()
+			}
+		}
+		if err := w.checkName("name", name); err != nil {
+			return err
+		}
+		hasDesc, err := w.optString("description", desc)
+		if err != nil {
+			return err
+		}
+		switch rawjson.Kind(schema) {
+		case 0, 'n':
+			schema = nil
+		case '{':
+		default:
+			return w.errType("schema", schema, "an object")
+		}
+		sv, hasStrict, err := w.optBool("strict", strict)
+		if err != nil {
+			return err
+		}
+		w.pop()
+		w.req.size.TextBytes += int64(len(js))
+		if w.ir != nil {
+			rf.Name, rf.Schema = str(name), schema
+			if hasDesc {
+				rf.Description = str(desc)
+			}
+			if hasStrict {
+				rf.Strict = ptr(sv)
+			}
+		}
+	default:
+		return w.errEnum("type", typ, "text", "json_object", "json_schema")
+	}
+	if w.ir != nil {
+		w.ir.ResponseFormat = rf
+	}
+	return nil
+}

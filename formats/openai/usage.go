@@ -1,0 +1,102 @@
+package openai
+
+import (
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+// parseUsage reads an OpenAI usage object (wire/translation.md §5.3):
+// prompt_tokens includes cached_tokens (and cache_write_tokens, when a
+// server reports it); completion_tokens includes reasoning_tokens. ok is
+// false when v is not an object with at least one count.
+func parseUsage(v []byte) (u formats.Usage, ok bool) {
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		val := it.Value()
+		switch {
+		case it.NameIs("prompt_tokens"):
+			u.Input, ok = count(val), true
+		case it.NameIs("completion_tokens"):
+			u.Output, ok = count(val), true
+		case it.NameIs("prompt_tokens_details"):
+			d := rawjson.Object(val, 0)
+			for d.Next() {
+				switch {
+				case d.NameIs("cached_tokens"):
+					u.CacheRead = count(d.Value())
+				case d.NameIs("cache_write_tokens"), d.NameIs("cache_creation_tokens"):
+					u.CacheWrite = count(d.Value())
+				}
+			}
+		case it.NameIs("completion_tokens_details"):
+			d := rawjson.Object(val, 0)
+			for d.Next() {
+				if d.NameIs("reasoning_tokens") {
+					u.Reasoning = count(d.Value())
+				}
+			}
+		}
+	}
+	if it.Err() != nil {
+		return formats.Usage{}, false
+	}
+	return u.Normalized(), ok
+}
+
+func count(v []byte) int64 {
+	n, ok := rawjson.ParseInt(v)
+	if !ok || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// appendUsage renders IR usage as an OpenAI usage object.
+func appendUsage(dst []byte, u formats.Usage) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.Input)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.Output)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.Input+u.Output)
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.CacheRead)
+	if u.CacheWrite > 0 {
+		dst = append(dst, `,"cache_write_tokens":`...)
+		dst = rawjson.AppendInt(dst, u.CacheWrite)
+	}
+	dst = append(dst, `},"completion_tokens_details":{"reasoning_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.Reasoning)
+	return append(dst, "}}"...)
+}
+
+// finishToIR maps an OpenAI finish_reason.
+func finishToIR(v []byte) formats.StopReason {
+	switch {
+	case rawjson.StringIs(v, "stop"):
+		return formats.StopEnd
+	case rawjson.StringIs(v, "length"):
+		return formats.StopLength
+	case rawjson.StringIs(v, "tool_calls"), rawjson.StringIs(v, "function_call"):
+		return formats.StopToolUse
+	case rawjson.StringIs(v, "content_filter"):
+		return formats.StopContentFilter
+	case rawjson.Kind(v) == '"':
+		return formats.StopEnd
+	}
+	return formats.StopUnset
+}
+
+// finishFromIR maps an IR stop reason to an OpenAI finish_reason
+// (wire/translation.md §5.2).
+func finishFromIR(s formats.StopReason) string {
+	switch s {
+	case formats.StopLength, formats.StopContextWindow:
+		return "length"
+	case formats.StopToolUse:
+		return "tool_calls"
+	case formats.StopContentFilter:
+		return "content_filter"
+	}
+	return "stop"
+}

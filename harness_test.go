@@ -1,0 +1,294 @@
+package modelgate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/mockupstream"
+)
+
+// Prices of the test model, per 1M tokens and per token.
+const (
+	testModel         = "gpt-test"
+	testUpstreamModel = "up-gpt-test"
+	priceIn           = ledger.Money(500)  // "0.5" per 1M
+	priceOut          = ledger.Money(1500) // "1.5" per 1M
+	testMaxOutput     = 1000
+	upstreamKey       = "sk-upstream-test-0123456789"
+	gatewayAddr       = "http://localhost:9080"
+)
+
+// gateway is a real Caddy, started from a Caddyfile, serving modelgate in
+// front of a mock upstream, with its own SQLite ledger file.
+type gateway struct {
+	t       *testing.T
+	tester  *caddytest.Tester
+	mock    *mockupstream.Server
+	dbPath  string
+	logPath string
+	store   *ledger.Store // the running gateway's own store
+}
+
+// gatewayOptions vary the Caddyfile.
+type gatewayOptions struct {
+	mock      mockupstream.Config
+	globalLog bool   // send Caddy's own logs to a file at DEBUG
+	extra     string // more lines inside the modelgate block
+}
+
+// startGateway loads a config into the test Caddy (one per test binary,
+// started by caddytest) and returns a handle on it.
+func startGateway(t *testing.T, o gatewayOptions) *gateway {
+	t.Helper()
+	t.Setenv("MG_TEST_UPSTREAM_KEY", upstreamKey)
+	if o.mock.Keys == nil {
+		o.mock.Keys = []string{upstreamKey}
+	}
+	mock := mockupstream.New(o.mock)
+	srv := httptest.NewServer(mock)
+	t.Cleanup(srv.Close)
+
+	dir := t.TempDir()
+	g := &gateway{t: t, mock: mock, dbPath: filepath.Join(dir, "ledger.db"), logPath: filepath.Join(dir, "caddy.log")}
+	globalLog := ""
+	if o.globalLog {
+		globalLog = fmt.Sprintf("\tlog {\n\t\toutput file %s\n\t\tlevel DEBUG\n\t}\n", g.logPath)
+	}
+	cfg := fmt.Sprintf(`{
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 1s
+%s	modelgate {
+		ledger sqlite %s
+		provider mock {
+			format openai
+			base_url %s
+			keys {env.MG_TEST_UPSTREAM_KEY}
+		}
+		plan developer {
+			rpm 0
+		}
+		plan enterprise {
+			discount 15%%
+		}
+		default_plan developer
+		model %s {
+			route mock %s
+			price input 0.5 output 1.5
+			owned_by testers
+			max_output %d
+		}
+		model other {
+			route mock other-upstream
+			price input 1 output 1
+		}
+%s	}
+}
+
+http://localhost:9080 {
+	log {
+		output file %s.access
+		format filter {
+			request>headers>X-Api-Key delete
+			request>headers>X-Goog-Api-Key delete
+			request>uri query {
+				delete key
+			}
+		}
+	}
+	modelgate_api
+}
+`, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, o.extra, g.logPath)
+	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
+	g.tester.InitServer(cfg, "caddyfile")
+	if t.Failed() {
+		t.FailNow()
+	}
+	g.store = runningStore(t, g.dbPath)
+	return g
+}
+
+// runningStore finds the ledger the running config opened for path.
+func runningStore(t *testing.T, path string) *ledger.Store {
+	t.Helper()
+	var s *ledger.Store
+	ledgers.Range(func(key, value any) bool {
+		if key == "sqlite:"+path {
+			s = value.(ledgerHandle).Store
+			return false
+		}
+		return true
+	})
+	if s == nil {
+		t.Fatal("the running config has no ledger for " + path)
+	}
+	return s
+}
+
+// mockConfig configures the mock upstream.
+type mockConfig = mockupstream.Config
+
+// readLogs returns the contents of the log files that exist.
+func readLogs(t *testing.T, paths ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// account creates a funded account with one key and returns both.
+func (g *gateway) account(credit string) (acct, key string) {
+	g.t.Helper()
+	ctx := context.Background()
+	a, err := g.store.CreateAccount(ctx, "", "developer")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if credit != "" {
+		amount, err := ledger.ParseMoney(credit)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		if _, err := g.store.Credit(ctx, ledger.CreditRequest{AccountID: a.ID, Amount: amount, Reference: "test:" + a.ID, Reason: "test"}); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	secret, _, err := g.store.CreateKey(ctx, a.ID, "test key")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return a.ID, secret
+}
+
+// balance returns an account's balance and outstanding holds.
+func (g *gateway) balance(acct string) (balance, held ledger.Money) {
+	g.t.Helper()
+	a, err := g.store.GetAccount(context.Background(), acct)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return a.Balance, a.Held
+}
+
+// rows returns an account's usage rows, newest first.
+func (g *gateway) rows(acct string) []ledger.UsageRecord {
+	g.t.Helper()
+	rows, err := g.store.UsageRows(context.Background(), ledger.UsageFilter{AccountID: acct, Limit: 10000})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return rows
+}
+
+// audit fails the test if the ledger's balances do not recompute from rows.
+func (g *gateway) audit() {
+	g.t.Helper()
+	m, err := g.store.Audit(context.Background())
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if len(m) > 0 {
+		g.t.Fatalf("ledger audit: %+v", m)
+	}
+}
+
+// client is the official OpenAI SDK pointed at the gateway.
+func (g *gateway) client(key string) *openai.Client {
+	c := openai.NewClient(
+		option.WithBaseURL(gatewayAddr+"/v1/"),
+		option.WithAPIKey(key),
+		option.WithMaxRetries(0),
+		option.WithRequestTimeout(30*time.Second),
+	)
+	return &c
+}
+
+// response is a raw HTTP answer.
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends a raw request to the gateway. headers alternate name, value.
+func (g *gateway) do(method, path, body string, headers ...string) response {
+	g.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, gatewayAddr+path, rd)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		g.t.Fatalf("%s %s: reading the body: %v", method, path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: buf.String()}
+}
+
+// chatBody is a chat request with one user message.
+func chatBody(model, text string, extra string) string {
+	b := `{"model":` + quote(model) + `,"messages":[{"role":"user","content":` + quote(text) + `}]`
+	if extra != "" {
+		b += "," + extra
+	}
+	return b + "}"
+}
+
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// cost is what the gateway must charge for a usage at the test model's price.
+func cost(in, out int64) ledger.Money {
+	return ledger.Money(in)*priceIn + ledger.Money(out)*priceOut
+}

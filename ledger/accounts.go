@@ -1,0 +1,374 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// State is an account's state.
+type State string
+
+// Account states.
+const (
+	StateActive    State = "active"
+	StateSuspended State = "suspended"
+)
+
+// valid reports whether st is a known state.
+func (st State) valid() bool { return st == StateActive || st == StateSuspended }
+
+// Account is an account as stored, plus Held: the outstanding holds in this process.
+type Account struct {
+	ID, Email, Plan string
+	State           State
+	Balance, Held   Money
+	CreatedAt       time.Time
+}
+
+// account is the in-memory state of one account. Together with the database
+// it is authoritative, since one process owns the file: balance is the
+// committed balance, held the sum of open holds.
+type account struct {
+	id string
+	mu sync.Mutex
+	// guarded by mu
+	balance Money
+	held    Money
+	state   State
+	plan    string
+}
+
+// loadAccount returns the cached account, reading it from the database on
+// first use.
+func (s *Store) loadAccount(ctx context.Context, id string) (*account, error) {
+	if v, ok := s.accounts.Load(id); ok {
+		return v.(*account), nil
+	}
+	done, err := s.beginRead()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	s.loadMu.RLock()
+	defer s.loadMu.RUnlock()
+	if v, ok := s.accounts.Load(id); ok {
+		return v.(*account), nil
+	}
+	a := &account{id: id}
+	var state string
+	err = s.rdb.QueryRowContext(ctx, `SELECT balance, state, plan FROM accounts WHERE id = ?`, id).
+		Scan(&a.balance, &state, &a.plan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: load account %q: %w", id, err)
+	}
+	a.state = State(state)
+	v, _ := s.accounts.LoadOrStore(id, a)
+	return v.(*account), nil
+}
+
+// cachedAccount returns the account if it is in memory.
+func (s *Store) cachedAccount(id string) *account {
+	if v, ok := s.accounts.Load(id); ok {
+		return v.(*account)
+	}
+	return nil
+}
+
+// CreateAccount creates an active account with a zero balance. email may be
+// empty; a non-empty email must be unique (ErrDuplicate).
+func (s *Store) CreateAccount(ctx context.Context, email, plan string) (Account, error) {
+	id, err := newID("acct_")
+	if err != nil {
+		return Account{}, err
+	}
+	now := time.Now()
+	c := getCommand(cmdCreateAccount)
+	defer putCommand(c)
+	c.id, c.email, c.str, c.now = id, email, plan, now.UnixMilli()
+	if err := s.submit(ctx, c); err != nil {
+		return Account{}, err
+	}
+	if c.err != nil {
+		return Account{}, c.err
+	}
+	return Account{ID: id, Email: email, Plan: plan, State: StateActive, CreatedAt: time.UnixMilli(c.now).UTC()}, nil
+}
+
+// GetAccount reads an account. Balance, state and plan come from the
+// database; Held is the sum of this process's outstanding holds.
+func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
+	done, err := s.beginRead()
+	if err != nil {
+		return Account{}, err
+	}
+	defer done()
+	a := Account{ID: id}
+	var state string
+	var created sql.NullInt64
+	err = s.rdb.QueryRowContext(ctx, `SELECT email, plan, state, balance, created_at FROM accounts WHERE id = ?`, id).
+		Scan(&a.Email, &a.Plan, &state, &a.Balance, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Account{}, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("ledger: get account %q: %w", id, err)
+	}
+	a.State = State(state)
+	a.CreatedAt = fromMilli(created)
+	if m := s.cachedAccount(id); m != nil {
+		m.mu.Lock()
+		a.Held = m.held
+		m.mu.Unlock()
+	}
+	return a, nil
+}
+
+// SetAccountState suspends or resumes an account (ErrNotFound if unknown).
+func (s *Store) SetAccountState(ctx context.Context, id string, st State) error {
+	if !st.valid() {
+		return fmt.Errorf("ledger: invalid account state %q", st)
+	}
+	c := getCommand(cmdSetState)
+	defer putCommand(c)
+	c.id, c.str = id, string(st)
+	if err := s.submit(ctx, c); err != nil {
+		return err
+	}
+	return c.err
+}
+
+// SetAccountPlan changes an account's plan (ErrNotFound if unknown).
+func (s *Store) SetAccountPlan(ctx context.Context, id, plan string) error {
+	c := getCommand(cmdSetPlan)
+	defer putCommand(c)
+	c.id, c.str = id, plan
+	if err := s.submit(ctx, c); err != nil {
+		return err
+	}
+	return c.err
+}
+
+// AccountState returns an account's state and plan from memory, loading the
+// account on first use.
+func (s *Store) AccountState(accountID string) (State, string, error) {
+	a, err := s.loadAccount(context.Background(), accountID)
+	if err != nil {
+		return "", "", err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state, a.plan, nil
+}
+
+// CreditRequest is a top-up or adjustment. Reference is the idempotency key
+// (e.g. the payment's id) and is unique across all credits.
+type CreditRequest struct {
+	AccountID string
+	Amount    Money
+	Reference string
+	Reason    string
+}
+
+// Credit adds c.Amount (> 0) to the account's balance and records a credit
+// row, in one transaction, and returns the new balance. A second credit with
+// the same Reference credits nothing and returns ErrDuplicate.
+func (s *Store) Credit(ctx context.Context, cr CreditRequest) (balance Money, err error) {
+	if cr.Amount <= 0 {
+		return 0, fmt.Errorf("ledger: credit amount must be positive, got %s", cr.Amount)
+	}
+	if cr.Reference == "" {
+		return 0, errors.New("ledger: credit reference required")
+	}
+	c := getCommand(cmdCredit)
+	defer putCommand(c)
+	c.id, c.amount, c.ref, c.str, c.now = cr.AccountID, cr.Amount, cr.Reference, cr.Reason, time.Now().UnixMilli()
+	if err := s.submit(ctx, c); err != nil {
+		return 0, err
+	}
+	return c.balance, c.err
+}
+
+// Outstanding is the total held by open holds, all accounts.
+func (s *Store) Outstanding() Money { return Money(s.outstanding.Load()) }
+
+// hold states
+const (
+	holdOpen uint8 = iota
+	holdSettling
+	holdSettled
+	holdReleased
+)
+
+// Hold is money reserved on an account for one request, settled exactly once
+// (Settle) or released (Release).
+type Hold struct {
+	s      *Store
+	acct   *account
+	amount Money // guarded by acct.mu until settled
+	state  uint8 // guarded by acct.mu
+}
+
+// Reserve reserves between min and max on the account, in one atomic step:
+// available = balance − outstanding holds; the grant is min(max, available).
+// If the grant is below min (or nothing is available, or min > max) it
+// returns ErrInsufficientFunds. Suspended accounts are not refused here.
+func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
+	if min < 0 || max < 0 {
+		return nil, fmt.Errorf("ledger: reserve: negative bounds")
+	}
+	if min > max {
+		return nil, ErrInsufficientFunds
+	}
+	a, err := s.loadAccount(context.Background(), accountID)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	available := a.balance - a.held
+	if available <= 0 || available < min {
+		a.mu.Unlock()
+		return nil, ErrInsufficientFunds
+	}
+	grant := max
+	if available < grant {
+		grant = available
+	}
+	a.held += grant
+	a.mu.Unlock()
+	s.outstanding.Add(int64(grant))
+	return &Hold{s: s, acct: a, amount: grant}, nil
+}
+
+// Amount is the amount currently reserved by the hold.
+func (h *Hold) Amount() Money {
+	h.acct.mu.Lock()
+	defer h.acct.mu.Unlock()
+	return h.amount
+}
+
+// AccountID is the account the hold is on.
+func (h *Hold) AccountID() string { return h.acct.id }
+
+// Release frees the reservation. It is idempotent, and a no-op after Settle.
+func (h *Hold) Release() {
+	a := h.acct
+	a.mu.Lock()
+	if h.state != holdOpen {
+		a.mu.Unlock()
+		return
+	}
+	h.state = holdReleased
+	amt := h.amount
+	a.held -= amt
+	a.mu.Unlock()
+	h.s.outstanding.Add(-int64(amt))
+}
+
+// UsageRecord is one request's usage row. The caller fills the request
+// fields and Cost; Settle fills CreatedAt (if zero), Hold, Charged and OverHold.
+type UsageRecord struct {
+	RequestID, AccountID, KeyID, Model, Provider, UpstreamModel, UpstreamKeyID, ClientFormat string
+	Stream                                                                                   bool
+	Tokens                                                                                   Tokens
+	Cost                                                                                     Money // after discount
+	DiscountBps                                                                              int
+	UsageSource                                                                              string // "upstream" | "estimated"
+	Status                                                                                   int    // HTTP status the client got
+	Outcome                                                                                  string // "ok", "client_closed", "upstream_cut", "upstream_error", …
+	Latency, TTFT                                                                            time.Duration
+	CreatedAt                                                                                time.Time // set by Settle if zero
+
+	// Set by Settle.
+	Hold     Money // the amount that was reserved when settling (including any over-hold extra)
+	Charged  Money // what was actually debited (= Cost unless clamped)
+	OverHold bool  // Cost exceeded the hold
+}
+
+// Settle debits the request's cost and records its usage row, in one
+// transaction with the key's running totals and the daily rollup, and
+// returns once that is committed. It then releases the hold. A hold settles
+// exactly once: a second Settle, or Settle after Release, returns
+// ErrAlreadySettled.
+//
+// If rec.Cost exceeds the hold, the extra is taken from the account's
+// available balance (never from other holds, never below zero); Charged
+// is then less than Cost when not enough was available, and OverHold is set.
+//
+// ctx is not used to abandon the write: a settle must happen even when the
+// client has gone away. If the write fails after retries, the hold is
+// released, nothing is debited and the error is returned.
+func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
+	_ = ctx
+	a := h.acct
+	if rec.Cost < 0 {
+		h.Release()
+		return fmt.Errorf("ledger: settle: negative cost %s", rec.Cost)
+	}
+	if rec.AccountID == "" {
+		rec.AccountID = a.id
+	} else if rec.AccountID != a.id {
+		h.Release()
+		return fmt.Errorf("ledger: settle: usage record account %q does not match hold account %q", rec.AccountID, a.id)
+	}
+	if rec.RequestID == "" {
+		id, err := newID("req_")
+		if err != nil {
+			h.Release()
+			return err
+		}
+		rec.RequestID = id
+	}
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = time.Now()
+	}
+
+	a.mu.Lock()
+	if h.state != holdOpen {
+		a.mu.Unlock()
+		return ErrAlreadySettled
+	}
+	h.state = holdSettling
+	var extra Money
+	rec.Charged, rec.OverHold = rec.Cost, false
+	if rec.Cost > h.amount {
+		extra = rec.Cost - h.amount
+		if avail := a.balance - a.held; extra > avail {
+			extra = max(avail, 0)
+		}
+		a.held += extra
+		h.amount += extra
+		rec.Charged, rec.OverHold = h.amount, true
+	}
+	rec.Hold = h.amount
+	a.mu.Unlock()
+	if extra != 0 {
+		h.s.outstanding.Add(int64(extra))
+	}
+
+	c := getCommand(cmdSettle)
+	defer putCommand(c)
+	c.hold, c.rec = h, rec
+	err := h.s.submit(context.Background(), c)
+	if err == nil {
+		err = c.err
+	}
+	if err != nil {
+		// Not debited: give the reservation back.
+		a.mu.Lock()
+		h.state = holdReleased
+		amt := h.amount
+		a.held -= amt
+		a.mu.Unlock()
+		h.s.outstanding.Add(-int64(amt))
+		rec.Charged = 0
+		return fmt.Errorf("ledger: settle request %s: %w", rec.RequestID, err)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package ledger
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkSettle measures reserve + settle (a durable debit with its usage
+// row) from many goroutines, over many accounts and on one hot account.
+func BenchmarkSettle(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		accounts int
+	}{{"many-accounts", 1000}, {"hot-account", 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := openTest(b)
+			ids := make([]string, bc.accounts)
+			keys := make([]string, bc.accounts)
+			for i := range ids {
+				a := mustAccount(b, s, 1_000_000_000_000)
+				_, k, err := s.CreateKey(ctx, a.ID, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[i], keys[i] = a.ID, k.ID
+				if _, _, err := s.AccountState(a.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var seq atomic.Int64
+			before := s.Stats()
+			b.SetParallelism(64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					n := seq.Add(1)
+					i := int(n) % len(ids)
+					h, err := s.Reserve(ids[i], 1000, 50_000)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					rec := &UsageRecord{
+						RequestID: "req_" + strconv.FormatInt(n, 10), KeyID: keys[i], Model: "gpt-4o-mini",
+						Provider: "openai", UpstreamModel: "gpt-4o-mini", UpstreamKeyID: "up_1", ClientFormat: "chat",
+						Stream: true, Tokens: Tokens{Input: 1200, Output: 300, CacheRead: 200},
+						Cost: 12_345, UsageSource: "upstream", Status: 200, Outcome: "ok",
+						Latency: 800 * time.Millisecond, TTFT: 120 * time.Millisecond,
+					}
+					if err := h.Settle(ctx, rec); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			st := s.Stats()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "debits/s")
+			if tx := st.Transactions - before.Transactions; tx > 0 {
+				b.ReportMetric(float64(st.Commands-before.Commands)/float64(tx), "cmds/tx")
+			}
+		})
+	}
+}
+
+// BenchmarkAuthenticate measures a key-cache hit; it must not allocate.
+func BenchmarkAuthenticate(b *testing.B) {
+	ctx := context.Background()
+	s := openTest(b)
+	a := mustAccount(b, s, 0)
+	for i := 0; i < 1000; i++ { // a realistically populated cache
+		if _, _, err := s.CreateKey(ctx, a.ID, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	secret, _, err := s.CreateKey(ctx, a.ID, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Authenticate(secret); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkReserveRelease measures the in-memory hold path.
+func BenchmarkReserveRelease(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		accounts int
+	}{{"many-accounts", 1000}, {"hot-account", 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := openTest(b)
+			ids := make([]string, bc.accounts)
+			for i := range ids {
+				ids[i] = mustAccount(b, s, 1_000_000_000).ID
+				if _, _, err := s.AccountState(ids[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var seq atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					h, err := s.Reserve(ids[int(seq.Add(1))%len(ids)], 10, 1000)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					h.Release()
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,307 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// Money is an amount in nanos: 1e-9 of the currency unit. It is never a float.
+type Money int64
+
+// NanosPerUnit is the number of nanos in one currency unit.
+const NanosPerUnit = 1_000_000_000
+
+// String formats m as an exact decimal with 9 places: 12345678900 → "12.345678900",
+// -1 → "-0.000000001".
+func (m Money) String() string {
+	var buf [24]byte
+	return string(m.Append(buf[:0]))
+}
+
+// Append appends the String form of m to b and returns the extended slice.
+func (m Money) Append(b []byte) []byte {
+	u := uint64(m)
+	if m < 0 {
+		b = append(b, '-')
+		u = -u // two's complement magnitude; exact for math.MinInt64 too
+	}
+	b = strconv.AppendUint(b, u/NanosPerUnit, 10)
+	b = append(b, '.')
+	frac := u % NanosPerUnit
+	var digits [9]byte
+	for i := 8; i >= 0; i-- {
+		digits[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	return append(b, digits[:]...)
+}
+
+// MarshalText encodes m as its exact decimal String form.
+func (m Money) MarshalText() ([]byte, error) { return m.Append(nil), nil }
+
+// UnmarshalText parses an exact decimal with ParseMoney.
+func (m *Money) UnmarshalText(b []byte) error {
+	v, err := ParseMoney(string(b))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// errSyntax is wrapped by every parse error about the shape of a decimal.
+var errSyntax = errors.New("invalid decimal")
+
+// decimal is a parsed plain decimal string: [-]digits[.digits].
+type decimal struct {
+	neg       bool
+	int, frac string
+}
+
+// parseDecimal checks the plain decimal syntax: an optional '-', one or more
+// digits, optionally '.' followed by one or more digits. Nothing else: no
+// '+', no spaces, no exponent, no leading or trailing '.'.
+func parseDecimal(s string) (decimal, error) {
+	var d decimal
+	if s == "" {
+		return d, fmt.Errorf("%w: empty", errSyntax)
+	}
+	rest := s
+	if rest[0] == '-' {
+		d.neg = true
+		rest = rest[1:]
+	}
+	intPart, fracPart, hasDot := strings.Cut(rest, ".")
+	if intPart == "" || (hasDot && fracPart == "") {
+		return d, fmt.Errorf("%w: %q", errSyntax, s)
+	}
+	if !allDigits(intPart) || !allDigits(fracPart) {
+		return d, fmt.Errorf("%w: %q", errSyntax, s)
+	}
+	d.int, d.frac = intPart, fracPart
+	return d, nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// scaled returns |d|·10^scale as a uint64. The fraction must have at most
+// scale digits (after dropping trailing zeros when trimZeros is set).
+// The bool is false when the fraction has too many digits; the error reports overflow.
+func (d decimal) scaled(scale int, trimZeros bool) (uint64, bool, error) {
+	frac := d.frac
+	if trimZeros {
+		frac = strings.TrimRight(frac, "0")
+	}
+	if len(frac) > scale {
+		return 0, false, nil
+	}
+	var v uint64
+	add := func(c byte) error {
+		hi, lo := bits.Mul64(v, 10)
+		if hi != 0 {
+			return errOverflow
+		}
+		sum, carry := bits.Add64(lo, uint64(c-'0'), 0)
+		if carry != 0 {
+			return errOverflow
+		}
+		v = sum
+		return nil
+	}
+	for i := 0; i < len(d.int); i++ {
+		if err := add(d.int[i]); err != nil {
+			return 0, true, err
+		}
+	}
+	for i := 0; i < scale; i++ {
+		c := byte('0')
+		if i < len(frac) {
+			c = frac[i]
+		}
+		if err := add(c); err != nil {
+			return 0, true, err
+		}
+	}
+	return v, true, nil
+}
+
+// errOverflow is wrapped by every error about a value that does not fit in an int64.
+var errOverflow = errors.New("overflows int64 nanos")
+
+// signed applies the sign to a magnitude, checking the int64 range.
+func signed(u uint64, neg bool) (int64, error) {
+	if neg {
+		if u > 1<<63 {
+			return 0, errOverflow
+		}
+		return int64(-u), nil
+	}
+	if u > math.MaxInt64 {
+		return 0, errOverflow
+	}
+	return int64(u), nil
+}
+
+// ParseMoney parses an exact decimal amount of the currency unit into nanos:
+// "5", "5.00", "0.000000001", "-2.5". It rejects more than 9 decimals,
+// values outside the int64 range, and anything but a plain decimal
+// ("", "1e3", " 5", "+5", "5.", ".5").
+func ParseMoney(s string) (Money, error) {
+	d, err := parseDecimal(s)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse money: %w", err)
+	}
+	u, ok, err := d.scaled(9, false)
+	if !ok {
+		return 0, fmt.Errorf("ledger: parse money %q: more than 9 decimal places", s)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse money %q: %w", s, err)
+	}
+	v, err := signed(u, d.neg)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse money %q: %w", s, err)
+	}
+	return Money(v), nil
+}
+
+// ParsePerMillion parses a price per 1M tokens, given as a decimal of the
+// currency unit, into nanos per token: "0.15" → 150, "15" → 15000,
+// "0.001" → 1. The result must be a whole number of nanos ≥ 0, so at most
+// 3 significant decimal places ("0.0375" is an error).
+func ParsePerMillion(s string) (Money, error) {
+	d, err := parseDecimal(s)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse price per 1M tokens: %w", err)
+	}
+	if d.neg {
+		return 0, fmt.Errorf("ledger: parse price per 1M tokens %q: negative price", s)
+	}
+	// price/1e6 units per token = price·1e9/1e6 nanos = price·1e3 nanos.
+	u, ok, err := d.scaled(3, true)
+	if !ok {
+		return 0, fmt.Errorf("ledger: price per 1M tokens %q is not a whole number of nanos per token (at most 3 decimal places allowed)", s)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse price per 1M tokens %q: %w", s, err)
+	}
+	v, err := signed(u, false)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse price per 1M tokens %q: %w", s, err)
+	}
+	return Money(v), nil
+}
+
+// ParseDiscount parses a percentage into basis points: "15%" → 1500,
+// "12.5%" → 1250, "0%" → 0. It must end in '%', be at least 0 and below 100,
+// and have at most 2 decimal places.
+func ParseDiscount(s string) (bps int, err error) {
+	num, ok := strings.CutSuffix(s, "%")
+	if !ok {
+		return 0, fmt.Errorf("ledger: parse discount %q: must end in %%", s)
+	}
+	d, err := parseDecimal(num)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse discount %q: %w", s, err)
+	}
+	if d.neg {
+		return 0, fmt.Errorf("ledger: parse discount %q: negative", s)
+	}
+	u, ok, err := d.scaled(2, false)
+	if !ok {
+		return 0, fmt.Errorf("ledger: parse discount %q: more than 2 decimal places", s)
+	}
+	if err != nil || u >= 10000 {
+		return 0, fmt.Errorf("ledger: parse discount %q: must be below 100%%", s)
+	}
+	return int(u), nil
+}
+
+// Price is what one token costs, in nanos per token, per bucket.
+type Price struct {
+	Input, Output, CacheRead, CacheWrite Money
+}
+
+// Tokens is the usage of one request. Input counts ALL input tokens,
+// the cache buckets included; Output includes Reasoning.
+type Tokens struct {
+	Input, Output, CacheRead, CacheWrite, Reasoning int64
+}
+
+// ErrOverflow is returned (wrapped) when an amount does not fit in an int64 of nanos.
+var ErrOverflow = errOverflow
+
+// Cost is (Input−CacheRead−CacheWrite)·p.Input + CacheRead·p.CacheRead +
+// CacheWrite·p.CacheWrite + Output·p.Output. It fails on overflow, on
+// negative counts or prices, and when the cache buckets exceed Input.
+func (p Price) Cost(t Tokens) (Money, error) {
+	if t.Input < 0 || t.Output < 0 || t.CacheRead < 0 || t.CacheWrite < 0 || t.Reasoning < 0 {
+		return 0, fmt.Errorf("ledger: cost: negative token count")
+	}
+	if p.Input < 0 || p.Output < 0 || p.CacheRead < 0 || p.CacheWrite < 0 {
+		return 0, fmt.Errorf("ledger: cost: negative price")
+	}
+	if t.CacheRead > t.Input || t.CacheWrite > t.Input-t.CacheRead {
+		return 0, fmt.Errorf("ledger: cost: cache tokens (%d read + %d write) exceed input tokens (%d)", t.CacheRead, t.CacheWrite, t.Input)
+	}
+	uncached := t.Input - t.CacheRead - t.CacheWrite // ≥ 0, checked above
+	terms := [4][2]uint64{
+		{uint64(uncached), uint64(p.Input)},
+		{uint64(t.CacheRead), uint64(p.CacheRead)},
+		{uint64(t.CacheWrite), uint64(p.CacheWrite)},
+		{uint64(t.Output), uint64(p.Output)},
+	}
+	var total uint64
+	for _, term := range terms {
+		hi, lo := bits.Mul64(term[0], term[1])
+		if hi != 0 {
+			return 0, fmt.Errorf("ledger: cost: %w", errOverflow)
+		}
+		var carry uint64
+		total, carry = bits.Add64(total, lo, 0)
+		if carry != 0 {
+			return 0, fmt.Errorf("ledger: cost: %w", errOverflow)
+		}
+	}
+	if total > math.MaxInt64 {
+		return 0, fmt.Errorf("ledger: cost: %w", errOverflow)
+	}
+	return Money(total), nil
+}
+
+// Discounted applies a discount of bps basis points: floor(cost·(10000−bps)/10000),
+// exact for any int64 cost (negative costs round toward −∞). bps is clamped
+// to [0, 10000].
+func Discounted(cost Money, bps int) Money {
+	if bps <= 0 {
+		return cost
+	}
+	if bps >= 10000 {
+		return 0
+	}
+	neg := cost < 0
+	u := uint64(cost)
+	if neg {
+		u = -u
+	}
+	hi, lo := bits.Mul64(u, uint64(10000-bps))
+	q, r := bits.Div64(hi, lo, 10000) // hi < 10000, so no panic
+	if !neg {
+		return Money(q)
+	}
+	if r != 0 {
+		q++
+	}
+	return Money(-q)
+}

@@ -1,0 +1,151 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order at Open; PRAGMA user_version records how
+// many have run. Never edit a shipped migration: append a new one.
+//
+// Units: money columns are int64 nanos; timestamps (*_at) are unix
+// milliseconds, UTC; durations (latency_us, ttft_us) are microseconds;
+// usage_daily.day is the UTC date as 'YYYY-MM-DD'.
+var migrations = []string{
+	// 1: initial schema.
+	`
+CREATE TABLE accounts (
+	id         TEXT PRIMARY KEY,
+	email      TEXT NOT NULL DEFAULT '',
+	plan       TEXT NOT NULL DEFAULT '',
+	state      TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'suspended')),
+	balance    INTEGER NOT NULL DEFAULT 0 CHECK (balance >= 0),
+	created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX accounts_email ON accounts (email) WHERE email <> '';
+
+CREATE TABLE keys (
+	id            TEXT PRIMARY KEY,
+	account_id    TEXT NOT NULL REFERENCES accounts (id),
+	hash          BLOB NOT NULL UNIQUE,
+	label         TEXT NOT NULL DEFAULT '',
+	prefix        TEXT NOT NULL,
+	created_at    INTEGER NOT NULL,
+	deleted_at    INTEGER,
+	last_used_at  INTEGER,
+	requests      INTEGER NOT NULL DEFAULT 0,
+	input_tokens  INTEGER NOT NULL DEFAULT 0,
+	output_tokens INTEGER NOT NULL DEFAULT 0,
+	spent         INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX keys_account ON keys (account_id, created_at);
+
+CREATE TABLE credits (
+	id         INTEGER PRIMARY KEY,
+	account_id TEXT NOT NULL REFERENCES accounts (id),
+	amount     INTEGER NOT NULL,
+	reference  TEXT NOT NULL UNIQUE,
+	reason     TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX credits_account ON credits (account_id, created_at);
+
+CREATE TABLE usage (
+	id                 INTEGER PRIMARY KEY,
+	request_id         TEXT NOT NULL UNIQUE,
+	account_id         TEXT NOT NULL,
+	key_id             TEXT NOT NULL,
+	model              TEXT NOT NULL,
+	provider           TEXT NOT NULL,
+	upstream_model     TEXT NOT NULL,
+	upstream_key_id    TEXT NOT NULL,
+	client_format      TEXT NOT NULL,
+	stream             INTEGER NOT NULL,
+	input_tokens       INTEGER NOT NULL,
+	output_tokens      INTEGER NOT NULL,
+	cache_read_tokens  INTEGER NOT NULL,
+	cache_write_tokens INTEGER NOT NULL,
+	reasoning_tokens   INTEGER NOT NULL,
+	cost               INTEGER NOT NULL,
+	charged            INTEGER NOT NULL,
+	hold               INTEGER NOT NULL,
+	discount_bps       INTEGER NOT NULL,
+	over_hold          INTEGER NOT NULL,
+	usage_source       TEXT NOT NULL,
+	status             INTEGER NOT NULL,
+	outcome            TEXT NOT NULL,
+	latency_us         INTEGER NOT NULL,
+	ttft_us            INTEGER NOT NULL,
+	created_at         INTEGER NOT NULL
+);
+CREATE INDEX usage_key ON usage (key_id, created_at);
+CREATE INDEX usage_account ON usage (account_id, created_at);
+
+CREATE TABLE usage_daily (
+	day                TEXT NOT NULL,
+	key_id             TEXT NOT NULL,
+	model              TEXT NOT NULL,
+	account_id         TEXT NOT NULL,
+	requests           INTEGER NOT NULL,
+	input_tokens       INTEGER NOT NULL,
+	output_tokens      INTEGER NOT NULL,
+	cache_read_tokens  INTEGER NOT NULL,
+	cache_write_tokens INTEGER NOT NULL,
+	spent              INTEGER NOT NULL,
+	PRIMARY KEY (day, key_id, model)
+) WITHOUT ROWID;
+CREATE INDEX usage_daily_account ON usage_daily (account_id, day);
+
+CREATE TABLE models (
+	id         TEXT PRIMARY KEY,
+	created_at INTEGER NOT NULL
+);
+`,
+}
+
+// migrate brings the schema up to date on conn (the writer connection).
+// Each migration runs in its own IMMEDIATE transaction together with its
+// user_version bump, so concurrent openers of the same file cannot apply one twice.
+func migrate(ctx context.Context, conn *sql.Conn) error {
+	for {
+		done, err := migrateOne(ctx, conn)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func migrateOne(ctx context.Context, conn *sql.Conn) (done bool, err error) {
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return false, fmt.Errorf("ledger: migrate: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	var version int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return false, fmt.Errorf("ledger: migrate: read user_version: %w", err)
+	}
+	if version > len(migrations) {
+		return false, fmt.Errorf("ledger: database schema version %d is newer than this build knows (%d)", version, len(migrations))
+	}
+	if version == len(migrations) {
+		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+			return false, fmt.Errorf("ledger: migrate: commit: %w", err)
+		}
+		return true, nil
+	}
+	if _, err := conn.ExecContext(ctx, migrations[version]); err != nil {
+		return false, fmt.Errorf("ledger: migration %d: %w", version+1, err)
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", version+1)); err != nil {
+		return false, fmt.Errorf("ledger: migration %d: set user_version: %w", version+1, err)
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return false, fmt.Errorf("ledger: migration %d: commit: %w", version+1, err)
+	}
+	return false, nil
+}

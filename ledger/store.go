@@ -1,0 +1,385 @@
+// Package ledger is modelgate's money core: accounts, API keys, holds,
+// debits, usage rows and top-ups, stored in SQLite.
+//
+// All money is int64 nanos ([Money]); there are no floats anywhere. One
+// writer goroutine per [Store] owns the only write connection and commits
+// commands in groups (many requests per transaction). Reads use a separate
+// pool of read-only connections, so they never wait for the writer.
+//
+// Holds (the no-overdraft mechanism) live in memory: one process owns the
+// SQLite file, and a restart drops them, which releases them. Changes made
+// to the file by other processes (the CLI) are noticed through
+// PRAGMA data_version within Options.PollInterval.
+//
+// Units in the database: money in nanos, timestamps in unix milliseconds
+// (UTC), latencies in microseconds.
+//
+// The package does not import Caddy.
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Errors returned (possibly wrapped) by the Store. Test with errors.Is.
+var (
+	ErrNotFound          = errors.New("ledger: not found")
+	ErrDuplicate         = errors.New("ledger: duplicate")
+	ErrUnauthorized      = errors.New("ledger: unauthorized")
+	ErrInsufficientFunds = errors.New("ledger: insufficient funds")
+	ErrAlreadySettled    = errors.New("ledger: hold already settled or released")
+	ErrClosed            = errors.New("ledger: store closed")
+)
+
+// Options configures Open.
+type Options struct {
+	Path         string        // SQLite file path; parent directories are created
+	Synchronous  string        // "normal" (default, durable against kill -9) or "full" (also against power loss)
+	MaxBatch     int           // max commands per group commit; default 512
+	PollInterval time.Duration // how often to look for changes made by other processes; default 250ms
+	Logger       *zap.Logger   // may be nil
+}
+
+const (
+	// The writer's page cache: the hot pages of the accounts, keys and rollup
+	// tables and of the usage indexes stay in memory.
+	writerCacheKiB = 64 << 10
+	// Checkpoints normally run on a background connection (checkpointer);
+	// the writer's own automatic checkpoint is a safety net that also lets
+	// the WAL restart from its beginning under sustained load.
+	walAutoCheckpointPages = 10000
+	journalSizeLimit       = 64 << 20
+	checkpointInterval     = 100 * time.Millisecond
+
+	defaultMaxBatch     = 512
+	defaultPollInterval = 250 * time.Millisecond
+	busyTimeoutMillis   = 5000
+	readPoolSize        = 4
+)
+
+// Store is the SQLite ledger. All methods are safe for concurrent use.
+type Store struct {
+	opts Options
+	log  *zap.Logger
+
+	wdb   *sql.DB   // writer pool (one connection)
+	wconn *sql.Conn // the writer connection, owned by the writer goroutine
+	rdb   *sql.DB   // read-only pool
+	cdb   *sql.DB   // the background checkpointer's connection
+	st    writeStmts
+
+	cmds       chan *command
+	closeMu    sync.RWMutex // guards closed and sends on cmds
+	closed     bool
+	writerDone chan struct{}
+	ckptKick   chan struct{} // writer → checkpointer: something was committed
+	ckptStop   chan struct{}
+	ckptDone   chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+
+	// loadMu orders cache fills from the read pool against the writer: the
+	// writer holds it exclusively from COMMIT until the batch's effects are
+	// applied in memory (and during reloads); fills hold it shared while they
+	// read the database and insert into the cache. So a fill either sees a
+	// commit in the database or has its entry updated by the writer, never neither.
+	loadMu sync.RWMutex
+
+	accounts    sync.Map // account id → *account
+	outstanding atomic.Int64
+
+	keys keyCache
+
+	// writer-goroutine state
+	dataVersion int64
+	agg         batchAgg
+
+	stats struct {
+		transactions, commands, failures, reloads atomic.Uint64
+		maxBatch                                  atomic.Int64
+		commitNanos                               atomic.Int64
+	}
+}
+
+// Stats are counters of the writer, for metrics and tests.
+type Stats struct {
+	Transactions uint64        // write transactions committed
+	Commands     uint64        // commands committed (settles, credits, …)
+	Failures     uint64        // failed transaction attempts
+	Reloads      uint64        // reloads after a change by another process
+	MaxBatch     int           // largest batch committed so far
+	CommitTime   time.Duration // total time spent in committed write transactions
+}
+
+// Stats returns a snapshot of the writer's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Transactions: s.stats.transactions.Load(),
+		Commands:     s.stats.commands.Load(),
+		Failures:     s.stats.failures.Load(),
+		Reloads:      s.stats.reloads.Load(),
+		MaxBatch:     int(s.stats.maxBatch.Load()),
+		CommitTime:   time.Duration(s.stats.commitNanos.Load()),
+	}
+}
+
+// dsn builds a file: URI for path with the given query parameters.
+func dsn(path string, params url.Values) string {
+	u := url.URL{Scheme: "file", Path: path, RawQuery: params.Encode()}
+	return u.String()
+}
+
+// Open opens (creating if needed) the ledger at opts.Path, runs the schema
+// migrations, loads the live keys and starts the writer.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Path == "" {
+		return nil, errors.New("ledger: open: empty path")
+	}
+	syncMode := strings.ToLower(opts.Synchronous)
+	switch syncMode {
+	case "":
+		syncMode = "normal"
+	case "normal", "full":
+	default:
+		return nil, fmt.Errorf("ledger: open: synchronous must be \"normal\" or \"full\", not %q", opts.Synchronous)
+	}
+	opts.Synchronous = syncMode
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = defaultMaxBatch
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = defaultPollInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	abs, err := filepath.Abs(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("ledger: open: create directory: %w", err)
+	}
+
+	s := &Store{
+		opts:       opts,
+		log:        opts.Logger,
+		cmds:       make(chan *command, 4*opts.MaxBatch),
+		writerDone: make(chan struct{}),
+		ckptKick:   make(chan struct{}, 1),
+		ckptStop:   make(chan struct{}),
+		ckptDone:   make(chan struct{}),
+		keys:       newKeyCache(),
+		agg:        newBatchAgg(),
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeDBs()
+		}
+	}()
+
+	syncPragma := "synchronous(" + strings.ToUpper(syncMode) + ")"
+	wq := url.Values{}
+	wq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	wq.Add("_pragma", "journal_mode(WAL)")
+	wq.Add("_pragma", syncPragma)
+	wq.Add("_pragma", "foreign_keys(1)")
+	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writerCacheKiB))
+	// Multi-row statements keep a statement journal; keep it in memory.
+	wq.Add("_pragma", "temp_store(MEMORY)")
+	wq.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walAutoCheckpointPages))
+	wq.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", journalSizeLimit))
+	for _, p := range extraWriterPragmas {
+		wq.Add("_pragma", p)
+	}
+	s.wdb, err = sql.Open("sqlite", dsn(abs, wq))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open: %w", err)
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetMaxIdleConns(1)
+	s.wdb.SetConnMaxLifetime(0)
+	s.wdb.SetConnMaxIdleTime(0)
+	s.wconn, err = s.wdb.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %w", abs, err)
+	}
+	if err := migrate(ctx, s.wconn); err != nil {
+		return nil, err
+	}
+	if err := s.st.prepare(ctx, s.wconn); err != nil {
+		return nil, err
+	}
+
+	rq := url.Values{}
+	rq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	rq.Add("_query_only", "1")
+	s.rdb, err = sql.Open("sqlite", dsn(abs, rq))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open read pool: %w", err)
+	}
+	s.rdb.SetMaxOpenConns(readPoolSize)
+	s.rdb.SetMaxIdleConns(readPoolSize)
+	s.rdb.SetConnMaxLifetime(0)
+	s.rdb.SetConnMaxIdleTime(0)
+
+	cq := url.Values{}
+	cq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	cq.Add("_pragma", syncPragma)
+	s.cdb, err = sql.Open("sqlite", dsn(abs, cq))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open checkpointer: %w", err)
+	}
+	s.cdb.SetMaxOpenConns(1)
+	s.cdb.SetMaxIdleConns(1)
+	s.cdb.SetConnMaxLifetime(0)
+	s.cdb.SetConnMaxIdleTime(0)
+
+	if err := s.st.dataVersion.QueryRowContext(ctx).Scan(&s.dataVersion); err != nil {
+		return nil, fmt.Errorf("ledger: open: read data_version: %w", err)
+	}
+	if err := s.loadLiveKeys(ctx); err != nil {
+		return nil, err
+	}
+	if expHook != nil {
+		expHook(s)
+	}
+	ok = true
+	go s.writer()
+	go s.checkpointer()
+	return s, nil
+}
+
+// checkpointer copies WAL frames back into the database file (PASSIVE
+// checkpoints, which never block the writer) at most every
+// checkpointInterval after a commit, so that this I/O and its fsyncs happen
+// off the writer goroutine.
+func (s *Store) checkpointer() {
+	defer close(s.ckptDone)
+	ctx := context.Background()
+	for {
+		select {
+		case <-s.ckptStop:
+			return
+		case <-s.ckptKick:
+		}
+		var busy, logFrames, done int64
+		if err := s.cdb.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &done); err != nil {
+			s.log.Warn("ledger: checkpoint", zap.Error(err))
+		}
+		select {
+		case <-s.ckptStop:
+			return
+		case <-time.After(checkpointInterval):
+		}
+	}
+}
+
+// closeDBs closes the statements and both pools; errors are joined.
+func (s *Store) closeDBs() error {
+	var errs []error
+	errs = append(errs, s.st.close())
+	if s.wconn != nil {
+		errs = append(errs, s.wconn.Close())
+	}
+	if s.wdb != nil {
+		errs = append(errs, s.wdb.Close())
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.cdb != nil {
+		errs = append(errs, s.cdb.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops accepting commands, lets the writer commit everything already
+// queued, then closes the databases. It is idempotent. Holds still open are
+// dropped (they only ever lived in memory).
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeMu.Lock()
+		s.closed = true
+		close(s.cmds)
+		s.closeMu.Unlock()
+		<-s.writerDone
+		close(s.ckptStop)
+		<-s.ckptDone
+		if err := s.closeDBs(); err != nil {
+			s.closeErr = fmt.Errorf("ledger: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// beginRead marks a read in progress, so that Close waits for it before
+// closing the databases; it fails with ErrClosed after Close. Call done when
+// the read is over. Reads never nest.
+func (s *Store) beginRead() (done func(), err error) {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.closeMu.RUnlock, nil
+}
+
+// submit queues c for the writer and waits for its reply. ctx is only
+// honoured while waiting for room in the queue: once queued, the command's
+// outcome is always awaited, so the caller never sees a context error for a
+// write that committed.
+func (s *Store) submit(ctx context.Context, c *command) error {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case s.cmds <- c:
+	default:
+		select {
+		case s.cmds <- c:
+		case <-ctx.Done():
+			s.closeMu.RUnlock()
+			return fmt.Errorf("ledger: %w", ctx.Err())
+		}
+	}
+	s.closeMu.RUnlock()
+	<-c.done
+	return nil
+}
+
+// unixMilli converts t to unix milliseconds; the zero time is 0.
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMilli converts unix milliseconds to a UTC time; 0 and NULL are the zero time.
+func fromMilli(ms sql.NullInt64) time.Time {
+	if !ms.Valid || ms.Int64 == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms.Int64).UTC()
+}
+
+var extraWriterPragmas = strings.Fields(os.Getenv("LEDGER_EXP_PRAGMAS"))
+
+var expHook func(*Store)

@@ -1,0 +1,826 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+type cmdKind uint8
+
+const (
+	cmdSettle cmdKind = iota + 1
+	cmdCredit
+	cmdCreateAccount
+	cmdSetState
+	cmdSetPlan
+	cmdCreateKey
+	cmdDeleteKey
+	cmdRegisterModel
+)
+
+// command is one write, sent to the writer goroutine. The caller owns it
+// again once done has fired.
+type command struct {
+	kind cmdKind
+
+	// inputs
+	hold   *Hold
+	rec    *UsageRecord
+	key    *keyEntry
+	id     string // account id, key id or model id
+	email  string
+	str    string // plan, state, credit reason
+	ref    string
+	amount Money
+	now    int64 // unix ms
+
+	// outputs, reset before each attempt
+	err     error
+	balance Money
+
+	done chan struct{}
+}
+
+var commandPool = sync.Pool{New: func() any { return &command{done: make(chan struct{}, 1)} }}
+
+func getCommand(kind cmdKind) *command {
+	c := commandPool.Get().(*command)
+	c.kind = kind
+	return c
+}
+
+func putCommand(c *command) {
+	done := c.done
+	*c = command{done: done}
+	commandPool.Put(c)
+}
+
+// writeStmts are the writer connection's prepared statements.
+type writeStmts struct {
+	begin, commit, rollback                       *sql.Stmt
+	insUsage                                      *sql.Stmt
+	acctBalance, insCredit, credit                *sql.Stmt
+	insAccount, setState, setPlan                 *sql.Stmt
+	insKey, delKey, keyExists, insModel, getModel *sql.Stmt
+	reloadAccounts, reloadKeys                    *sql.Stmt
+	dataVersion                                   *sql.Stmt
+
+	// multi-row statements, run once per batch
+	usageRows, debits, keyTotals, daily *multiStmt
+}
+
+const usageInsertColumns = `request_id, account_id, key_id, model, provider, upstream_model, upstream_key_id, client_format,
+	stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
+	cost, charged, hold, discount_bps, over_hold, usage_source, status, outcome, latency_us, ttft_us, created_at`
+
+const usageCols = 25
+
+func (st *writeStmts) all() []**sql.Stmt {
+	return []**sql.Stmt{&st.begin, &st.commit, &st.rollback, &st.insUsage,
+		&st.acctBalance, &st.insCredit, &st.credit, &st.insAccount, &st.setState, &st.setPlan,
+		&st.insKey, &st.delKey, &st.keyExists, &st.insModel, &st.getModel, &st.reloadAccounts, &st.reloadKeys, &st.dataVersion}
+}
+
+func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
+	queries := []string{
+		`BEGIN IMMEDIATE`,
+		`COMMIT`,
+		`ROLLBACK`,
+		`INSERT INTO usage (` + usageInsertColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (request_id) DO NOTHING`,
+		`SELECT balance FROM accounts WHERE id = ?`,
+		`INSERT INTO credits (account_id, amount, reference, reason, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (reference) DO NOTHING`,
+		`UPDATE accounts SET balance = balance + ? WHERE id = ? RETURNING balance`,
+		`INSERT INTO accounts (id, email, plan, state, balance, created_at) VALUES (?, ?, ?, 'active', 0, ?) ON CONFLICT DO NOTHING`,
+		`UPDATE accounts SET state = ? WHERE id = ?`,
+		`UPDATE accounts SET plan = ? WHERE id = ?`,
+		`INSERT INTO keys (id, account_id, hash, label, prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		`UPDATE keys SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`,
+		`SELECT 1 FROM keys WHERE id = ?`,
+		`INSERT INTO models (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
+		`SELECT created_at FROM models WHERE id = ?`,
+		`SELECT id, balance, state, plan FROM accounts`,
+		`SELECT id, account_id, label, prefix, hash, deleted_at FROM keys`,
+		`PRAGMA data_version`,
+	}
+	ptrs := st.all()
+	for i, q := range queries {
+		stmt, err := conn.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("ledger: prepare statement %d: %w", i, err)
+		}
+		*ptrs[i] = stmt
+	}
+	multi := []struct {
+		m     **multiStmt
+		cols  int
+		query func(values string) string
+	}{
+		{&st.usageRows, usageCols, func(v string) string {
+			return `INSERT INTO usage (` + usageInsertColumns + `) VALUES ` + v
+		}},
+		{&st.debits, 2, func(v string) string {
+			return `UPDATE accounts SET balance = balance - v.column2 FROM (VALUES ` + v + `) AS v WHERE accounts.id = v.column1`
+		}},
+		{&st.keyTotals, 6, func(v string) string {
+			return `UPDATE keys SET requests = requests + v.column2, input_tokens = input_tokens + v.column3,
+				output_tokens = output_tokens + v.column4, spent = spent + v.column5,
+				last_used_at = max(coalesce(last_used_at, 0), v.column6)
+				FROM (VALUES ` + v + `) AS v WHERE keys.id = v.column1`
+		}},
+		{&st.daily, 10, func(v string) string {
+			return `INSERT INTO usage_daily (day, key_id, model, account_id, requests, input_tokens, output_tokens,
+				cache_read_tokens, cache_write_tokens, spent) VALUES ` + v + `
+				ON CONFLICT (day, key_id, model) DO UPDATE SET
+				requests = requests + excluded.requests,
+				input_tokens = input_tokens + excluded.input_tokens,
+				output_tokens = output_tokens + excluded.output_tokens,
+				cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+				cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+				spent = spent + excluded.spent`
+		}},
+	}
+	for _, m := range multi {
+		ms, err := prepareMulti(ctx, conn, m.cols, m.query)
+		if err != nil {
+			return err
+		}
+		*m.m = ms
+	}
+	return nil
+}
+
+// chunkSizes are the row counts each multi-row statement is prepared for.
+var chunkSizes = [...]int{64, 16, 4, 1}
+
+// multiStmt is one statement prepared for several row counts, so that a
+// batch's n rows take a few executions instead of n.
+type multiStmt struct {
+	cols  int
+	sizes [len(chunkSizes)]*sql.Stmt
+	args  []any // flattened rows waiting for run
+}
+
+func prepareMulti(ctx context.Context, conn *sql.Conn, cols int, query func(values string) string) (*multiStmt, error) {
+	m := &multiStmt{cols: cols}
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	for i, n := range chunkSizes {
+		values := strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+		stmt, err := conn.PrepareContext(ctx, query(values))
+		if err != nil {
+			return nil, fmt.Errorf("ledger: prepare %d-row statement: %w", n, err)
+		}
+		m.sizes[i] = stmt
+	}
+	return m, nil
+}
+
+// rows is the number of rows waiting.
+func (m *multiStmt) rows() int { return len(m.args) / m.cols }
+
+// chunk returns the statement for the largest chunk of at most n rows, and its size.
+func (m *multiStmt) chunk(n int) (*sql.Stmt, int) {
+	for i, size := range chunkSizes {
+		if size <= n {
+			return m.sizes[i], size
+		}
+	}
+	panic("ledger: empty chunk")
+}
+
+// run executes the waiting rows and clears them.
+func (m *multiStmt) run(ctx context.Context) error {
+	args := m.args
+	defer m.reset()
+	for len(args) > 0 {
+		stmt, size := m.chunk(len(args) / m.cols)
+		if _, err := stmt.ExecContext(ctx, args[:size*m.cols]...); err != nil {
+			return err
+		}
+		args = args[size*m.cols:]
+	}
+	return nil
+}
+
+func (m *multiStmt) reset() {
+	clear(m.args)
+	m.args = m.args[:0]
+}
+
+func (m *multiStmt) close() error {
+	var errs []error
+	for i, stmt := range m.sizes {
+		if stmt != nil {
+			errs = append(errs, stmt.Close())
+			m.sizes[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (st *writeStmts) close() error {
+	var errs []error
+	for _, p := range st.all() {
+		if *p != nil {
+			errs = append(errs, (*p).Close())
+			*p = nil
+		}
+	}
+	for _, m := range []**multiStmt{&st.usageRows, &st.debits, &st.keyTotals, &st.daily} {
+		if *m != nil {
+			errs = append(errs, (*m).close())
+			*m = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// batchAgg accumulates one batch's per-account, per-key and per-day sums,
+// so each is written once per batch. It is reused across batches.
+type batchAgg struct {
+	settles []*command // in batch order; their usage rows are inserted by flush
+	debit   map[string]Money
+	keys    map[string]keyAgg
+	daily   map[dailyKey]dailyAgg
+}
+
+type keyAgg struct {
+	requests, input, output int64
+	spent                   Money
+	lastUsed                int64
+}
+
+type dailyKey struct {
+	day          int64 // days since the unix epoch, UTC
+	key, model   string
+	accountIDref string
+}
+
+type dailyAgg struct {
+	requests, input, output, cacheRead, cacheWrite int64
+	spent                                          Money
+}
+
+func newBatchAgg() batchAgg {
+	return batchAgg{debit: map[string]Money{}, keys: map[string]keyAgg{}, daily: map[dailyKey]dailyAgg{}}
+}
+
+func (g *batchAgg) reset() {
+	clear(g.settles)
+	g.settles = g.settles[:0]
+	clear(g.debit)
+	clear(g.keys)
+	clear(g.daily)
+}
+
+const millisPerDay = 24 * 60 * 60 * 1000
+
+// writer is the writer goroutine: it group-commits queued commands and polls
+// for changes made by other processes.
+func (s *Store) writer() {
+	defer close(s.writerDone)
+	ticker := time.NewTicker(s.opts.PollInterval)
+	defer ticker.Stop()
+	batch := make([]*command, 0, s.opts.MaxBatch)
+	for {
+		select {
+		case c, ok := <-s.cmds:
+			if !ok {
+				return
+			}
+			batch = append(batch[:0], c)
+			open := true
+			for yields := 0; open && len(batch) < s.opts.MaxBatch; yields++ {
+				before := len(batch)
+				batch, open = s.drain(batch)
+				// Let callers that are about to submit do so: a few scheduler
+				// yields while the queue keeps filling make batches larger.
+				if yields == maxYields || (yields > 0 && len(batch) == before) {
+					break
+				}
+				runtime.Gosched()
+			}
+			s.process(batch)
+			clear(batch)
+			if !open {
+				return
+			}
+		case <-ticker.C:
+			s.poll()
+		}
+	}
+}
+
+// maxYields bounds the scheduler yields spent filling one batch.
+var maxYields = 3
+
+// drain appends queued commands to batch without blocking, up to MaxBatch.
+// open is false once the queue is closed.
+func (s *Store) drain(batch []*command) (_ []*command, open bool) {
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case c, ok := <-s.cmds:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, c)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// commitAttempts is how many times a failing batch is tried as a whole
+// before it is split to isolate the failing command.
+var commitBackoff = []time.Duration{0, 5 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond}
+
+// process commits a batch and replies to every command in it. A batch that
+// still fails after retries is split in halves, recursively, so that one
+// bad command cannot fail the others; a single command that fails gets the
+// error.
+func (s *Store) process(batch []*command) {
+	var err error
+	for _, wait := range commitBackoff {
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+		if err = s.runBatch(batch); err == nil {
+			s.reply(batch)
+			return
+		}
+	}
+	s.bisect(batch, err)
+}
+
+func (s *Store) bisect(batch []*command, err error) {
+	if len(batch) == 1 {
+		c := batch[0]
+		s.log.Error("ledger write failed", zap.String("command", c.describe()), zap.Error(err))
+		c.err = fmt.Errorf("ledger: write failed: %w", err)
+		c.done <- struct{}{}
+		return
+	}
+	mid := len(batch) / 2
+	for _, half := range [][]*command{batch[:mid], batch[mid:]} {
+		if err := s.runBatch(half); err != nil {
+			s.bisect(half, err)
+		} else {
+			s.reply(half)
+		}
+	}
+}
+
+func (s *Store) reply(batch []*command) {
+	for _, c := range batch {
+		c.done <- struct{}{}
+	}
+}
+
+// describe names a command for logs; it never includes a secret.
+func (c *command) describe() string {
+	switch c.kind {
+	case cmdSettle:
+		return "settle " + c.rec.RequestID
+	case cmdCredit:
+		return "credit " + c.id
+	case cmdCreateAccount:
+		return "create account " + c.id
+	case cmdSetState:
+		return "set state " + c.id
+	case cmdSetPlan:
+		return "set plan " + c.id
+	case cmdCreateKey:
+		return "create key " + c.key.principal.KeyID
+	case cmdDeleteKey:
+		return "delete key " + c.id
+	case cmdRegisterModel:
+		return "register model " + c.id
+	}
+	return "unknown"
+}
+
+// runBatch runs every command of batch in one IMMEDIATE transaction and, if
+// it commits, applies the effects in memory. Errors that belong to a single
+// command (unknown account, duplicate reference) are stored in that
+// command's err without failing the batch; any other error rolls the whole
+// batch back and is returned.
+func (s *Store) runBatch(batch []*command) (err error) {
+	ctx := context.Background()
+	start := time.Now()
+	for _, c := range batch {
+		c.err, c.balance = nil, 0
+	}
+	if _, err := s.st.begin.ExecContext(ctx); err != nil {
+		s.stats.failures.Add(1)
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			s.stats.failures.Add(1)
+			if _, rerr := s.st.rollback.ExecContext(ctx); rerr != nil {
+				s.log.Debug("ledger rollback", zap.Error(rerr))
+			}
+		}
+	}()
+	g := &s.agg
+	g.reset()
+	for _, c := range batch {
+		if err := s.exec(ctx, c, g); err != nil {
+			return fmt.Errorf("%s: %w", c.describe(), err)
+		}
+	}
+	if err := s.flush(ctx, g); err != nil {
+		return err
+	}
+	s.loadMu.Lock()
+	if _, err := s.st.commit.ExecContext(ctx); err != nil {
+		s.loadMu.Unlock()
+		return fmt.Errorf("commit: %w", err)
+	}
+	s.apply(batch)
+	s.loadMu.Unlock()
+
+	select {
+	case s.ckptKick <- struct{}{}:
+	default:
+	}
+	s.stats.transactions.Add(1)
+	s.stats.commands.Add(uint64(len(batch)))
+	s.stats.commitNanos.Add(int64(time.Since(start)))
+	if n := int64(len(batch)); n > s.stats.maxBatch.Load() {
+		s.stats.maxBatch.Store(n)
+	}
+	return nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// exec runs one command's statements inside the batch transaction.
+func (s *Store) exec(ctx context.Context, c *command, g *batchAgg) error {
+	st := &s.st
+	switch c.kind {
+	case cmdSettle:
+		g.settles = append(g.settles, c)
+		return nil
+
+	case cmdCredit:
+		var bal int64
+		err := st.acctBalance.QueryRowContext(ctx, c.id).Scan(&bal)
+		if errors.Is(err, sql.ErrNoRows) {
+			c.err = fmt.Errorf("ledger: account %q: %w", c.id, ErrNotFound)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if bal > math.MaxInt64-int64(c.amount) {
+			c.err = fmt.Errorf("ledger: credit to %q: balance %w", c.id, errOverflow)
+			return nil
+		}
+		res, err := st.insCredit.ExecContext(ctx, c.id, int64(c.amount), c.ref, c.str, c.now)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			c.err = fmt.Errorf("ledger: credit reference %q already used: %w", c.ref, ErrDuplicate)
+			return nil
+		}
+		if err := st.credit.QueryRowContext(ctx, int64(c.amount), c.id).Scan(&bal); err != nil {
+			return err
+		}
+		// Settles of this batch are debited after all its commands; the
+		// returned balance is the one just after this credit in that order.
+		c.balance = Money(bal)
+		return nil
+
+	case cmdCreateAccount:
+		res, err := st.insAccount.ExecContext(ctx, c.id, c.email, c.str, c.now)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			c.err = fmt.Errorf("ledger: account with email %q exists: %w", c.email, ErrDuplicate)
+		}
+		return nil
+
+	case cmdSetState, cmdSetPlan:
+		stmt := st.setState
+		if c.kind == cmdSetPlan {
+			stmt = st.setPlan
+		}
+		res, err := stmt.ExecContext(ctx, c.str, c.id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			c.err = fmt.Errorf("ledger: account %q: %w", c.id, ErrNotFound)
+		}
+		return nil
+
+	case cmdCreateKey:
+		p := c.key.principal
+		var bal int64
+		err := st.acctBalance.QueryRowContext(ctx, p.AccountID).Scan(&bal)
+		if errors.Is(err, sql.ErrNoRows) {
+			c.err = fmt.Errorf("ledger: account %q: %w", p.AccountID, ErrNotFound)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, err = st.insKey.ExecContext(ctx, p.KeyID, p.AccountID, c.key.hash[:], p.Label, p.Prefix, c.now)
+		return err
+
+	case cmdDeleteKey:
+		res, err := st.delKey.ExecContext(ctx, c.now, c.id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			var one int
+			err := st.keyExists.QueryRowContext(ctx, c.id).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				c.err = fmt.Errorf("ledger: key %q: %w", c.id, ErrNotFound)
+				return nil
+			}
+			return err
+		}
+		return nil
+
+	case cmdRegisterModel:
+		if _, err := st.insModel.ExecContext(ctx, c.id, c.now); err != nil {
+			return err
+		}
+		return st.getModel.QueryRowContext(ctx, c.id).Scan(&c.now)
+	}
+	return fmt.Errorf("unknown command kind %d", c.kind)
+}
+
+// appendUsageArgs appends one usage row's values in usageInsertColumns order.
+func appendUsageArgs(args []any, r *UsageRecord) []any {
+	return append(args, r.RequestID, r.AccountID, r.KeyID, r.Model, r.Provider, r.UpstreamModel,
+		r.UpstreamKeyID, r.ClientFormat, boolInt(r.Stream), r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheRead,
+		r.Tokens.CacheWrite, r.Tokens.Reasoning, int64(r.Cost), int64(r.Charged), int64(r.Hold), int64(r.DiscountBps),
+		boolInt(r.OverHold), r.UsageSource, int64(r.Status), r.Outcome, r.Latency.Microseconds(), r.TTFT.Microseconds(),
+		r.CreatedAt.UnixMilli())
+}
+
+// insertUsage inserts the batch's usage rows, several per statement. A
+// chunk that fails (a request id already used) is redone row by row, so
+// that only the duplicates fail, each with ErrDuplicate.
+func (s *Store) insertUsage(ctx context.Context, settles []*command) error {
+	m := s.st.usageRows
+	defer m.reset()
+	for len(settles) > 0 {
+		stmt, size := m.chunk(len(settles))
+		m.reset()
+		for _, c := range settles[:size] {
+			m.args = appendUsageArgs(m.args, c.rec)
+		}
+		if _, err := stmt.ExecContext(ctx, m.args...); err != nil {
+			// The failed statement changed nothing; retry its rows one by one.
+			for _, c := range settles[:size] {
+				m.reset()
+				m.args = appendUsageArgs(m.args, c.rec)
+				res, err := s.st.insUsage.ExecContext(ctx, m.args...)
+				if err != nil {
+					return fmt.Errorf("%s: %w", c.describe(), err)
+				}
+				if n, err := res.RowsAffected(); err != nil {
+					return err
+				} else if n == 0 {
+					c.err = fmt.Errorf("ledger: usage row for request %q exists: %w", c.rec.RequestID, ErrDuplicate)
+				}
+			}
+		}
+		settles = settles[size:]
+	}
+	return nil
+}
+
+// flush inserts the batch's usage rows, then writes its aggregated debits,
+// key totals and daily rollups, each table with as few statements as possible.
+func (s *Store) flush(ctx context.Context, g *batchAgg) error {
+	if len(g.settles) == 0 {
+		return nil
+	}
+	if err := s.insertUsage(ctx, g.settles); err != nil {
+		return err
+	}
+	for _, c := range g.settles {
+		if c.err != nil {
+			continue
+		}
+		r := c.rec
+		created := r.CreatedAt.UnixMilli()
+		if r.Charged != 0 {
+			g.debit[r.AccountID] += r.Charged
+		}
+		if r.KeyID != "" {
+			k := g.keys[r.KeyID]
+			k.requests++
+			k.input += r.Tokens.Input
+			k.output += r.Tokens.Output
+			k.spent += r.Charged
+			k.lastUsed = max(k.lastUsed, created)
+			g.keys[r.KeyID] = k
+		}
+		dk := dailyKey{day: floorDiv(created, millisPerDay), key: r.KeyID, model: r.Model, accountIDref: r.AccountID}
+		d := g.daily[dk]
+		d.requests++
+		d.input += r.Tokens.Input
+		d.output += r.Tokens.Output
+		d.cacheRead += r.Tokens.CacheRead
+		d.cacheWrite += r.Tokens.CacheWrite
+		d.spent += r.Charged
+		g.daily[dk] = d
+	}
+	st := &s.st
+	for id, amt := range g.debit {
+		st.debits.args = append(st.debits.args, id, int64(amt))
+	}
+	if err := st.debits.run(ctx); err != nil {
+		return fmt.Errorf("debit accounts: %w", err)
+	}
+	for id, k := range g.keys {
+		st.keyTotals.args = append(st.keyTotals.args, id, k.requests, k.input, k.output, int64(k.spent), k.lastUsed)
+	}
+	if err := st.keyTotals.run(ctx); err != nil {
+		return fmt.Errorf("key totals: %w", err)
+	}
+	for dk, d := range g.daily {
+		day := time.UnixMilli(dk.day * millisPerDay).UTC().Format(time.DateOnly)
+		st.daily.args = append(st.daily.args, day, dk.key, dk.model, dk.accountIDref,
+			d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent))
+	}
+	if err := st.daily.run(ctx); err != nil {
+		return fmt.Errorf("daily rollup: %w", err)
+	}
+	return nil
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// apply makes a committed batch's effects visible in memory. The caller
+// holds loadMu exclusively.
+func (s *Store) apply(batch []*command) {
+	for _, c := range batch {
+		if c.err != nil {
+			continue
+		}
+		switch c.kind {
+		case cmdSettle:
+			h := c.hold
+			a := h.acct
+			a.mu.Lock()
+			a.balance -= c.rec.Charged
+			a.held -= h.amount
+			h.state = holdSettled
+			amt := h.amount
+			a.mu.Unlock()
+			s.outstanding.Add(-int64(amt))
+		case cmdCredit:
+			if a := s.cachedAccount(c.id); a != nil {
+				a.mu.Lock()
+				a.balance += c.amount
+				a.mu.Unlock()
+			}
+		case cmdSetState, cmdSetPlan:
+			if a := s.cachedAccount(c.id); a != nil {
+				a.mu.Lock()
+				if c.kind == cmdSetState {
+					a.state = State(c.str)
+				} else {
+					a.plan = c.str
+				}
+				a.mu.Unlock()
+			}
+		case cmdCreateKey:
+			kc := &s.keys
+			kc.mu.Lock()
+			kc.putLocked(c.key)
+			kc.mu.Unlock()
+		case cmdDeleteKey:
+			kc := &s.keys
+			kc.mu.RLock()
+			e := kc.byID[c.id]
+			kc.mu.RUnlock()
+			if e != nil {
+				e.deleted.Store(true)
+			}
+		}
+	}
+}
+
+// poll reloads cached state when another connection has committed to the
+// file since the last look (PRAGMA data_version changes).
+func (s *Store) poll() {
+	ctx := context.Background()
+	var v int64
+	if err := s.st.dataVersion.QueryRowContext(ctx).Scan(&v); err != nil {
+		s.log.Warn("ledger: read data_version", zap.Error(err))
+		return
+	}
+	if v == s.dataVersion {
+		return
+	}
+	if err := s.reload(ctx); err != nil {
+		s.log.Warn("ledger: reload after external change", zap.Error(err))
+		return
+	}
+	s.dataVersion = v
+	s.stats.reloads.Add(1)
+}
+
+// reload refreshes the balance, state and plan of cached accounts and the
+// key cache (new keys, deletions) from the database. It runs on the writer
+// goroutine, so no commit of ours is in flight.
+func (s *Store) reload(ctx context.Context) error {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	rows, err := s.st.reloadAccounts.QueryContext(ctx)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id, state, plan string
+		var bal int64
+		if err := rows.Scan(&id, &bal, &state, &plan); err != nil {
+			rows.Close()
+			return err
+		}
+		if a := s.cachedAccount(id); a != nil {
+			a.mu.Lock()
+			a.balance, a.state, a.plan = Money(bal), State(state), plan
+			a.mu.Unlock()
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+
+	rows, err = s.st.reloadKeys.QueryContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	kc := &s.keys
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	for rows.Next() {
+		var p Principal
+		var hash []byte
+		var deleted sql.NullInt64
+		if err := rows.Scan(&p.KeyID, &p.AccountID, &p.Label, &p.Prefix, &hash, &deleted); err != nil {
+			return err
+		}
+		if e := kc.byID[p.KeyID]; e != nil {
+			e.deleted.Store(deleted.Valid)
+			continue
+		}
+		if deleted.Valid || len(hash) != 32 {
+			continue
+		}
+		e := &keyEntry{principal: p}
+		copy(e.hash[:], hash)
+		kc.putLocked(e)
+	}
+	clear(kc.neg)
+	kc.gen++
+	return rows.Err()
+}
+
+var expSkip = 0

@@ -1,0 +1,552 @@
+// Package modelgate is an LLM API gateway for Caddy: one base URL and one key
+// serve many models from several upstream providers in the OpenAI, Anthropic
+// and Gemini wire formats, billed per token against a prepaid balance.
+//
+// This package is the Caddy glue only: the app (the global option
+// `modelgate`), the handlers and the reverse-proxy transport. The work is done
+// by the plain-Go packages formats, ledger and upstream.
+package modelgate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/upstream"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// Defaults of the app's settings.
+const (
+	defaultMinOutput      = 256
+	defaultMaxOutput      = 4096
+	defaultMaxRequestBody = 32 << 20
+	defaultPlanName       = "default"
+)
+
+// App is the `modelgate` app: the catalogue of providers, models and plans,
+// and the services every modelgate handler shares (the ledger). It is
+// configured by the `modelgate` global option of the Caddyfile.
+type App struct {
+	// Ledger is where balances, keys and usage live. Default: SQLite at
+	// <caddy data dir>/modelgate/ledger.db.
+	Ledger *LedgerConfig `json:"ledger,omitempty"`
+
+	// Currency is the display name of the money unit. Default: USD.
+	Currency string `json:"currency,omitempty"`
+
+	// Providers are the upstream LLM services.
+	Providers []*ProviderConfig `json:"providers,omitempty"`
+
+	// Models are the model IDs customers may call, each with its routes
+	// and prices.
+	Models []*ModelConfig `json:"models,omitempty"`
+
+	// Plans set per-account limits and discounts.
+	Plans []*PlanConfig `json:"plans,omitempty"`
+
+	// DefaultPlan is the plan of new accounts. Default: the first plan, or
+	// an unlimited plan named "default" when none is configured.
+	DefaultPlan string `json:"default_plan,omitempty"`
+
+	// MinOutput is the least number of output tokens a balance must cover
+	// for a request to go ahead with a lowered output cap. Default: 256.
+	MinOutput int `json:"min_output,omitempty"`
+
+	// MaxRequestBody is the largest request body accepted, in bytes.
+	// Default: 32 MiB.
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+
+	ctx       caddy.Context
+	logger    *zap.Logger
+	store     *ledger.Store
+	storeKey  string
+	providers map[string]*provider
+	models    map[string]*model
+	modelList []*model
+	plans     map[string]*plan
+	index     []byte // the body of GET / and GET /v1
+	modelsDoc []byte // the body of GET /v1/models
+}
+
+// LedgerConfig selects the ledger store.
+type LedgerConfig struct {
+	// Driver is the store: "sqlite".
+	Driver string `json:"driver,omitempty"`
+	// Path is the SQLite database file.
+	Path string `json:"path,omitempty"`
+	// Synchronous is SQLite's synchronous setting: "normal" (default,
+	// durable against a process crash) or "full" (also against power loss).
+	Synchronous string `json:"synchronous,omitempty"`
+}
+
+// ProviderConfig is an upstream LLM service.
+type ProviderConfig struct {
+	// Name identifies the provider in routes, logs and metrics.
+	Name string `json:"name"`
+	// Format is the wire format it speaks: openai, anthropic or gemini.
+	Format string `json:"format"`
+	// BaseURL is scheme://host[:port][/path] of its API.
+	BaseURL string `json:"base_url"`
+	// Keys are its API keys (upstream accounts). Write them as
+	// placeholders ({env.OPENAI_KEY}); they are expanded at provision time.
+	Keys []string `json:"keys,omitempty"`
+}
+
+// ModelConfig is a model customers may call.
+type ModelConfig struct {
+	// ID is the model name clients send, case-sensitive.
+	ID string `json:"id"`
+	// Routes are the providers that serve it, in order of preference.
+	Routes []RouteConfig `json:"routes"`
+	// Price is what one million tokens cost, in currency units.
+	Price PriceConfig `json:"price"`
+	// OwnedBy is shown in model listings. Default: the first route's provider.
+	OwnedBy string `json:"owned_by,omitempty"`
+	// MaxOutput is the default and the cap of a request's output tokens.
+	// Default: 4096.
+	MaxOutput int `json:"max_output,omitempty"`
+}
+
+// RouteConfig sends a model to a provider under the provider's model name.
+type RouteConfig struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// Weight shares traffic among routes; 0 means failover order only.
+	Weight int `json:"weight,omitempty"`
+}
+
+// PriceConfig holds decimal prices per one million tokens. Each must be an
+// integer number of nanos per token (at most 3 decimal places).
+type PriceConfig struct {
+	Input  string `json:"input"`
+	Output string `json:"output"`
+	// CacheRead and CacheWrite default to the input price, never to zero.
+	CacheRead  string `json:"cache_read,omitempty"`
+	CacheWrite string `json:"cache_write,omitempty"`
+}
+
+// PlanConfig is a set of per-account limits.
+type PlanConfig struct {
+	Name string `json:"name"`
+	// RPM is requests per minute; 0 means unlimited.
+	RPM int `json:"rpm,omitempty"`
+	// Concurrency is requests in flight; 0 means unlimited.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Discount is a percentage taken off every request, e.g. "15%".
+	Discount string `json:"discount,omitempty"`
+}
+
+// provider is a configured upstream with its reverse proxy.
+type provider struct {
+	*upstream.Provider
+	proxy     *reverseproxy.Handler
+	transport *Transport
+}
+
+// model is a configured model, ready to serve.
+type model struct {
+	id        string
+	ownedBy   string
+	created   int64
+	price     ledger.Price
+	maxOutput int
+	routes    []route
+	doc       []byte // the body of GET /v1/models/{id}
+}
+
+// route is one way to serve a model.
+type route struct {
+	provider      *provider
+	upstreamModel string
+	weight        int
+}
+
+// plan is a configured plan.
+type plan struct {
+	name        string
+	rpm         int
+	concurrency int
+	discountBps int
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "modelgate",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// ledgers holds the open ledgers by database path, so that a config reload
+// keeps balances, holds and the writer.
+var ledgers = caddy.NewUsagePool()
+
+// ledgerHandle adapts a store to the usage pool.
+type ledgerHandle struct{ *ledger.Store }
+
+// Destruct closes the store when the last config using it is gone.
+func (l ledgerHandle) Destruct() error { return l.Close() }
+
+// Provision checks the catalogue, opens the ledger and sets up the proxies.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	a.logger = ctx.Logger()
+	if err := a.setDefaults(); err != nil {
+		return err
+	}
+	if err := a.buildCatalogue(); err != nil {
+		return err
+	}
+
+	path := a.Ledger.Path
+	a.storeKey = "sqlite:" + path
+	v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
+		s, err := ledger.Open(ctx, ledger.Options{
+			Path:        path,
+			Synchronous: a.Ledger.Synchronous,
+			Logger:      a.logger.Named("ledger"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return ledgerHandle{s}, nil
+	})
+	if err != nil {
+		a.storeKey = ""
+		return fmt.Errorf("opening ledger: %w", err)
+	}
+	a.store = v.(ledgerHandle).Store
+
+	for _, m := range a.modelList {
+		created, err := a.store.RegisterModel(ctx, m.id)
+		if err != nil {
+			return fmt.Errorf("registering model %s: %w", m.id, err)
+		}
+		m.created = created.Unix()
+		m.doc = modelDoc(m)
+	}
+	a.modelsDoc = modelListDoc(a.modelList)
+	a.index = indexDoc()
+
+	repl := caddy.NewReplacer()
+	for _, pc := range a.Providers {
+		if err := a.provisionProvider(ctx, repl, pc); err != nil {
+			return err
+		}
+	}
+	for _, m := range a.models {
+		for i := range m.routes {
+			m.routes[i].provider = a.providers[m.routes[i].provider.Name]
+		}
+	}
+	return nil
+}
+
+// setDefaults fills in what the configuration left out.
+func (a *App) setDefaults() error {
+	if a.Ledger == nil {
+		a.Ledger = new(LedgerConfig)
+	}
+	if a.Ledger.Driver == "" {
+		a.Ledger.Driver = "sqlite"
+	}
+	if a.Ledger.Driver != "sqlite" {
+		return fmt.Errorf("ledger: unknown driver %q (want sqlite)", a.Ledger.Driver)
+	}
+	if a.Ledger.Path == "" {
+		a.Ledger.Path = filepath.Join(caddy.AppDataDir(), "modelgate", "ledger.db")
+	}
+	if a.Currency == "" {
+		a.Currency = "USD"
+	}
+	if a.MinOutput == 0 {
+		a.MinOutput = defaultMinOutput
+	}
+	if a.MaxRequestBody == 0 {
+		a.MaxRequestBody = defaultMaxRequestBody
+	}
+	if len(a.Plans) == 0 {
+		a.Plans = []*PlanConfig{{Name: defaultPlanName}}
+	}
+	if a.DefaultPlan == "" {
+		a.DefaultPlan = a.Plans[0].Name
+	}
+	return nil
+}
+
+// buildCatalogue checks providers, models and plans and indexes them. Routes
+// point at placeholder providers until provisionProvider builds the real ones.
+func (a *App) buildCatalogue() error {
+	a.providers = make(map[string]*provider, len(a.Providers))
+	for _, pc := range a.Providers {
+		if pc.Name == "" {
+			return errors.New("provider without a name")
+		}
+		if _, dup := a.providers[pc.Name]; dup {
+			return fmt.Errorf("provider %s: defined twice", pc.Name)
+		}
+		f, err := upstream.ParseFormat(pc.Format)
+		if err != nil {
+			return fmt.Errorf("provider %s: %w", pc.Name, err)
+		}
+		if f != upstream.FormatOpenAI {
+			return fmt.Errorf("provider %s: format %s is not served by this version yet (only openai)", pc.Name, f)
+		}
+		a.providers[pc.Name] = &provider{Provider: &upstream.Provider{Name: pc.Name, Format: f}}
+	}
+
+	a.models = make(map[string]*model, len(a.Models))
+	for _, mc := range a.Models {
+		m, err := a.buildModel(mc)
+		if err != nil {
+			return err
+		}
+		if _, dup := a.models[m.id]; dup {
+			return fmt.Errorf("model %s: defined twice", m.id)
+		}
+		a.models[m.id] = m
+		a.modelList = append(a.modelList, m)
+	}
+
+	a.plans = make(map[string]*plan, len(a.Plans))
+	for _, pc := range a.Plans {
+		p, err := buildPlan(pc)
+		if err != nil {
+			return err
+		}
+		if _, dup := a.plans[p.name]; dup {
+			return fmt.Errorf("plan %s: defined twice", p.name)
+		}
+		a.plans[p.name] = p
+	}
+	if _, ok := a.plans[a.DefaultPlan]; !ok {
+		return fmt.Errorf("default_plan %s: no such plan", a.DefaultPlan)
+	}
+	return nil
+}
+
+// buildModel checks one model's settings.
+func (a *App) buildModel(mc *ModelConfig) (*model, error) {
+	if mc.ID == "" {
+		return nil, errors.New("model without an id")
+	}
+	m := &model{id: mc.ID, ownedBy: mc.OwnedBy, maxOutput: mc.MaxOutput}
+	if m.maxOutput == 0 {
+		m.maxOutput = defaultMaxOutput
+	}
+	if m.maxOutput < 1 {
+		return nil, fmt.Errorf("model %s: max_output must be at least 1", m.id)
+	}
+	if len(mc.Routes) == 0 {
+		return nil, fmt.Errorf("model %s: no route", m.id)
+	}
+	for _, rc := range mc.Routes {
+		p, ok := a.providers[rc.Provider]
+		if !ok {
+			return nil, fmt.Errorf("model %s: route to unknown provider %q", m.id, rc.Provider)
+		}
+		if rc.Model == "" {
+			return nil, fmt.Errorf("model %s: route to %s without an upstream model name", m.id, rc.Provider)
+		}
+		if rc.Weight < 0 {
+			return nil, fmt.Errorf("model %s: negative route weight", m.id)
+		}
+		m.routes = append(m.routes, route{provider: p, upstreamModel: rc.Model, weight: rc.Weight})
+	}
+	if m.ownedBy == "" {
+		m.ownedBy = mc.Routes[0].Provider
+	}
+	price, err := parsePrice(mc.Price)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.id, err)
+	}
+	m.price = price
+	return m, nil
+}
+
+// parsePrice converts decimal prices per 1M tokens to nanos per token.
+func parsePrice(pc PriceConfig) (ledger.Price, error) {
+	var p ledger.Price
+	if pc.Input == "" || pc.Output == "" {
+		return p, errors.New("price needs both input and output")
+	}
+	for _, f := range []struct {
+		name string
+		in   string
+		out  *ledger.Money
+	}{
+		{"input", pc.Input, &p.Input},
+		{"output", pc.Output, &p.Output},
+		{"cache_read", pc.CacheRead, &p.CacheRead},
+		{"cache_write", pc.CacheWrite, &p.CacheWrite},
+	} {
+		if f.in == "" {
+			*f.out = p.Input // a missing cache price falls back to the input price, never to zero
+			continue
+		}
+		v, err := ledger.ParsePerMillion(f.in)
+		if err != nil {
+			return p, fmt.Errorf("price %s %s: %w", f.name, f.in, err)
+		}
+		*f.out = v
+	}
+	return p, nil
+}
+
+// buildPlan checks one plan.
+func buildPlan(pc *PlanConfig) (*plan, error) {
+	if pc.Name == "" {
+		return nil, errors.New("plan without a name")
+	}
+	if pc.RPM < 0 || pc.Concurrency < 0 {
+		return nil, fmt.Errorf("plan %s: limits must not be negative", pc.Name)
+	}
+	p := &plan{name: pc.Name, rpm: pc.RPM, concurrency: pc.Concurrency}
+	if pc.Discount != "" {
+		bps, err := ledger.ParseDiscount(pc.Discount)
+		if err != nil {
+			return nil, fmt.Errorf("plan %s: discount %s: %w", pc.Name, pc.Discount, err)
+		}
+		p.discountBps = bps
+	}
+	return p, nil
+}
+
+// provisionProvider expands the provider's secrets and sets up its reverse
+// proxy with the modelgate transport.
+func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *ProviderConfig) error {
+	base, err := repl.ReplaceOrErr(pc.BaseURL, true, true)
+	if err != nil {
+		return fmt.Errorf("provider %s: base_url: %w", pc.Name, err)
+	}
+	secrets := make([]string, 0, len(pc.Keys))
+	for i, raw := range pc.Keys {
+		s, err := repl.ReplaceOrErr(raw, true, true)
+		if err != nil {
+			// the error names the placeholder, never a value
+			return fmt.Errorf("provider %s: key %d: %w", pc.Name, i+1, err)
+		}
+		secrets = append(secrets, s)
+	}
+	up, err := upstream.NewProvider(pc.Name, a.providers[pc.Name].Format, base, secrets)
+	if err != nil {
+		return err
+	}
+	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), app: a, provider: up}
+	if up.Scheme == "https" {
+		t.TLS = &reverseproxy.TLSConfig{ServerName: up.ServerName}
+	}
+	if err := t.Provision(ctx); err != nil {
+		return fmt.Errorf("provider %s: transport: %w", pc.Name, err)
+	}
+	rp := &reverseproxy.Handler{
+		Transport: t,
+		Upstreams: reverseproxy.UpstreamPool{{Dial: up.DialAddress}},
+	}
+	if err := rp.Provision(ctx); err != nil {
+		_ = t.Cleanup()
+		return fmt.Errorf("provider %s: proxy: %w", pc.Name, err)
+	}
+	p := a.providers[pc.Name]
+	p.Provider, p.proxy, p.transport = up, rp, t
+	return nil
+}
+
+// Start implements caddy.App.
+func (a *App) Start() error { return nil }
+
+// Stop implements caddy.App.
+func (a *App) Stop() error { return nil }
+
+// Cleanup releases the proxies and this config's hold on the ledger.
+func (a *App) Cleanup() error {
+	var errs []error
+	for _, p := range a.providers {
+		if p.proxy != nil {
+			errs = append(errs, p.proxy.Cleanup())
+		}
+		if p.transport != nil {
+			errs = append(errs, p.transport.Cleanup())
+		}
+	}
+	if a.storeKey != "" {
+		_, err := ledgers.Delete(a.storeKey)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// plan returns an account's plan, or the default plan when the account names
+// one the configuration no longer has.
+func (a *App) plan(name string) *plan {
+	if p, ok := a.plans[name]; ok {
+		return p
+	}
+	return a.plans[a.DefaultPlan]
+}
+
+// modelObject is the OpenAI model object.
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// modelDoc renders the OpenAI model object of m.
+func modelDoc(m *model) []byte {
+	b, _ := json.Marshal(modelObject{ID: m.id, Object: "model", Created: m.created, OwnedBy: m.ownedBy})
+	return b
+}
+
+// modelListDoc renders the OpenAI model list, sorted by ID.
+func modelListDoc(ms []*model) []byte {
+	sorted := slices.Clone(ms)
+	slices.SortFunc(sorted, func(x, y *model) int { return strings.Compare(x.id, y.id) })
+	b := []byte(`{"object":"list","data":[`)
+	for i, m := range sorted {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m.doc...)
+	}
+	return append(b, "]}"...)
+}
+
+// indexDoc renders the public index of GET / and GET /v1 (seed §4).
+func indexDoc() []byte {
+	b, _ := json.Marshal(struct {
+		Service   string              `json:"service"`
+		Object    string              `json:"object"`
+		Auth      string              `json:"auth"`
+		Endpoints map[string][]string `json:"endpoints"`
+	}{
+		Service: "modelgate",
+		Object:  "api",
+		Auth:    "Send your API key as Authorization: Bearer <API_KEY>, or as x-api-key: <API_KEY>.",
+		Endpoints: map[string][]string{
+			"chat-completions": {"GET /v1/models", "GET /v1/models/{model}", "POST /v1/chat/completions"},
+			"usage":            {"GET /api/usage"},
+		},
+	})
+	return b
+}
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)
