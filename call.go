@@ -62,16 +62,18 @@ type call struct {
 }
 
 // reserve holds the most the request can cost: the input bound at the
-// dearest input price plus the output cap at the output price. When the
-// balance covers the input and at least min_output tokens but not the whole
-// cap, the cap is lowered to what the balance covers (SPEC §5.3).
-func (c *call) reserve(inputBound int64, outputCap int) (int, *formats.Error) {
+// dearest input price plus the output cap, for each of the request's choices,
+// at the output price. When the balance covers the input and at least
+// min_output tokens but not the whole cap, the cap is lowered to what the
+// balance covers (SPEC §5.3).
+func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.Error) {
 	price := c.model.price
 	inPrice := max(price.Input, price.CacheRead, price.CacheWrite)
 	inCost := mulMoney(inputBound, inPrice)
+	outPrice := mulMoney(int64(max(choices, 1)), price.Output) // per token of every choice
 	minOut := min(c.app.MinOutput, outputCap)
-	minCost := addMoney(inCost, mulMoney(int64(minOut), price.Output))
-	maxCost := addMoney(inCost, mulMoney(int64(outputCap), price.Output))
+	minCost := addMoney(inCost, mulMoney(int64(minOut), outPrice))
+	maxCost := addMoney(inCost, mulMoney(int64(outputCap), outPrice))
 	hold, err := c.app.store.Reserve(c.principal.AccountID, minCost, maxCost)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInsufficientFunds) {
@@ -83,8 +85,8 @@ func (c *call) reserve(inputBound int64, outputCap int) (int, *formats.Error) {
 		return 0, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
 	}
 	c.hold = hold
-	if got := hold.Amount(); got < maxCost && price.Output > 0 {
-		outputCap = int(min(int64(outputCap), int64((got-inCost)/price.Output)))
+	if got := hold.Amount(); got < maxCost && outPrice > 0 {
+		outputCap = int(min(int64(outputCap), int64((got-inCost)/outPrice)))
 		c.outputCapped = true
 	}
 	return outputCap, nil
@@ -214,7 +216,17 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response) *http.Re
 	if ferr != nil {
 		return c.errorResponse(req, ferr)
 	}
-	if err := c.settle(usage, "upstream", http.StatusOK, "ok"); err != nil {
+	source := "upstream"
+	if usage == (formats.Usage{}) {
+		// an OpenAI-compatible server that reports no usage: estimate it
+		// from the text rather than bill nothing
+		n := int64(len(data))
+		if r, err := openai.DecodeChatResponse(data); err == nil {
+			n = r.OutputBytes()
+		}
+		usage, source = c.estimatedUsage(n), "estimated"
+	}
+	if err := c.settle(usage, source, http.StatusOK, "ok"); err != nil {
 		return c.errorResponse(req, billingFailed())
 	}
 	return &http.Response{

@@ -695,3 +695,62 @@ func TestKeysNeverLogged(t *testing.T) {
 func mockupstreamSlow() mockConfig {
 	return mockConfig{Latency: 20 * time.Millisecond}
 }
+
+// TestUpstreamWithoutUsage bills an estimate, never zero, when an
+// OpenAI-compatible upstream reports no usage, and says so in the row.
+func TestUpstreamWithoutUsage(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	acct, key := g.account("1.00")
+	for _, extra := range []string{"", `"stream":true`, `"stream":true,"stream_options":{"include_usage":true}`} {
+		before, _ := g.balance(acct)
+		r := g.do("POST", "/v1/chat/completions", chatBody(testModel, "no usage here mock:no_usage mock:tokens=40", extra), "Authorization", "Bearer "+key)
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", extra, r.status, r.body)
+		}
+		after, held := g.balance(acct)
+		row := g.rows(acct)[0]
+		if row.UsageSource != "estimated" || row.Tokens.Output < 40 || row.Tokens.Input <= 0 || held != 0 ||
+			before-after != row.Charged || row.Charged != cost(row.Tokens.Input, row.Tokens.Output) {
+			t.Errorf("%s: row %+v, debit %s", extra, row, before-after)
+		}
+	}
+	g.audit()
+}
+
+// TestClientDisconnectBillsRealUsage: a client that leaves mid-stream is
+// billed what the upstream reports for the answer, read to its end.
+func TestClientDisconnectBillsRealUsage(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	acct, key := g.account("1.00")
+	const prompt = "leave early mock:tokens=20 mock:delay=20ms"
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", gatewayAddr+"/v1/chat/completions", strings.NewReader(chatBody(testModel, prompt, `"stream":true`)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for len(g.rows(acct)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	rows := g.rows(acct)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows after the client left", len(rows))
+	}
+	r := rows[0]
+	if r.Outcome != "client_closed" || r.UsageSource != "upstream" || r.Tokens.Output != 20 || r.Tokens.Input != mockTokens(prompt) ||
+		r.Charged != cost(mockTokens(prompt), 20) {
+		t.Fatalf("row = %+v", r)
+	}
+	if _, held := g.balance(acct); held != 0 {
+		t.Fatalf("held %s", held)
+	}
+}

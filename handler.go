@@ -3,7 +3,6 @@ package modelgate
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -100,7 +99,7 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	r.Header.Del("Authorization")
 	r.Header.Del("X-Api-Key")
 
-	reqID := "req_" + rand.Text()
+	reqID := ledger.NewRequestID()
 	w.Header().Set("X-Request-Id", reqID)
 
 	switch route {
@@ -299,7 +298,7 @@ func (h *APIHandler) serveChat(w http.ResponseWriter, r *http.Request, p princip
 	if n, ok := req.MaxTokens(); ok && n < outputCap {
 		outputCap = n
 	}
-	outputCap, ferr = c.reserve(req.InputBound(), outputCap)
+	outputCap, ferr = c.reserve(req.InputBound(), outputCap, req.N)
 	if ferr != nil {
 		writeError(w, ferr)
 		return

@@ -125,7 +125,7 @@ http://localhost:9080 {
 }
 
 // runningStore finds the ledger the running config opened for path.
-func runningStore(t *testing.T, path string) *ledger.Store {
+func runningStore(t testing.TB, path string) *ledger.Store {
 	t.Helper()
 	var s *ledger.Store
 	ledgers.Range(func(key, value any) bool {

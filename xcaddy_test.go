@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -17,24 +16,18 @@ func TestXcaddyBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a whole Caddy")
 	}
-	caddyVersion := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, m := range bi.Deps {
-			if m.Path == "github.com/caddyserver/caddy/v2" {
-				caddyVersion = m.Version
-			}
-		}
+	v, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/caddyserver/caddy/v2").Output()
+	if err != nil {
+		t.Fatalf("finding the Caddy version in go.mod: %v", err)
 	}
-	if caddyVersion == "" {
-		t.Fatal("no Caddy version in the build info")
-	}
+	caddyVersion := strings.TrimSpace(string(v))
 	root, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "caddy")
 	build := exec.Command("go", "tool", "xcaddy", "build", caddyVersion,
-		"--with", "github.com/modelgate/modelgate="+root, "--output", bin)
+		"--with", "github.com/modelgate/modelgate@v0.0.0="+root, "--output", bin)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("xcaddy build: %v\n%s", err, out)

@@ -99,3 +99,17 @@ func (r *Response) Text() string {
 	}
 	return string(b)
 }
+
+// OutputBytes counts the generated text, thinking and tool-call arguments,
+// for estimating output tokens when the upstream reported no usage.
+func (r *Response) OutputBytes() int64 {
+	var n int64
+	for i := range r.Content {
+		p := &r.Content[i]
+		n += int64(len(p.Text))
+		if p.ToolCall != nil {
+			n += int64(len(p.ToolCall.Name) + len(p.ToolCall.Arguments))
+		}
+	}
+	return n
+}

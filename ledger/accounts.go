@@ -307,6 +307,10 @@ type UsageRecord struct {
 func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	_ = ctx
 	a := h.acct
+	if rec == nil {
+		h.Release()
+		return errors.New("ledger: settle: nil usage record")
+	}
 	if rec.Cost < 0 {
 		h.Release()
 		return fmt.Errorf("ledger: settle: negative cost %s", rec.Cost)
@@ -318,12 +322,7 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 		return fmt.Errorf("ledger: settle: usage record account %q does not match hold account %q", rec.AccountID, a.id)
 	}
 	if rec.RequestID == "" {
-		id, err := newID("req_")
-		if err != nil {
-			h.Release()
-			return err
-		}
-		rec.RequestID = id
+		rec.RequestID = NewRequestID()
 	}
 	if rec.CreatedAt.IsZero() {
 		rec.CreatedAt = time.Now()

@@ -2,22 +2,23 @@ package ledger
 
 import (
 	"context"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // BenchmarkSettle measures reserve + settle (a durable debit with its usage
-// row) from many goroutines, over many accounts and on one hot account.
+// row) from many goroutines, over many accounts and on one hot account, with
+// synchronous=NORMAL (and FULL for comparison).
 func BenchmarkSettle(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		accounts int
-	}{{"many-accounts", 1000}, {"hot-account", 1}} {
+		sync     string
+	}{{"many-accounts", 1000, "normal"}, {"hot-account", 1, "normal"}, {"many-accounts-sync-full", 1000, "full"}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
-			s := openTest(b)
+			s := openTest(b, func(o *Options) { o.Synchronous = bc.sync })
 			ids := make([]string, bc.accounts)
 			keys := make([]string, bc.accounts)
 			for i := range ids {
@@ -47,7 +48,7 @@ func BenchmarkSettle(b *testing.B) {
 						return
 					}
 					rec := &UsageRecord{
-						RequestID: "req_" + strconv.FormatInt(n, 10), KeyID: keys[i], Model: "gpt-4o-mini",
+						RequestID: NewRequestID(), KeyID: keys[i], Model: "gpt-4o-mini",
 						Provider: "openai", UpstreamModel: "gpt-4o-mini", UpstreamKeyID: "up_1", ClientFormat: "chat",
 						Stream: true, Tokens: Tokens{Input: 1200, Output: 300, CacheRead: 200},
 						Cost: 12_345, UsageSource: "upstream", Status: 200, Outcome: "ok",

@@ -51,6 +51,11 @@ type Options struct {
 	MaxBatch     int           // max commands per group commit; default 512
 	PollInterval time.Duration // how often to look for changes made by other processes; default 250ms
 	Logger       *zap.Logger   // may be nil
+
+	// OnCommit, if set, is called by the writer after each committed write
+	// transaction with its number of commands and how long it took from
+	// BEGIN to COMMIT (for a ledger write latency metric). It must not block.
+	OnCommit func(commands int, took time.Duration)
 }
 
 const (
@@ -66,7 +71,6 @@ const (
 
 	defaultMaxBatch     = 512
 	defaultPollInterval = 250 * time.Millisecond
-	busyTimeoutMillis   = 5000
 	readPoolSize        = 4
 )
 
@@ -113,6 +117,10 @@ type Store struct {
 		commitNanos                               atomic.Int64
 	}
 }
+
+// busyTimeoutMillis is how long a connection waits for another one's lock
+// (PRAGMA busy_timeout). A variable for tests.
+var busyTimeoutMillis = 5000
 
 // Stats are counters of the writer, for metrics and tests.
 type Stats struct {
@@ -203,9 +211,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	wq.Add("_pragma", "temp_store(MEMORY)")
 	wq.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walAutoCheckpointPages))
 	wq.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", journalSizeLimit))
-	for _, p := range extraWriterPragmas {
-		wq.Add("_pragma", p)
-	}
 	s.wdb, err = sql.Open("sqlite", dsn(abs, wq))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open: %w", err)
@@ -254,9 +259,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if err := s.loadLiveKeys(ctx); err != nil {
 		return nil, err
-	}
-	if expHook != nil {
-		expHook(s)
 	}
 	ok = true
 	go s.writer()
@@ -364,14 +366,6 @@ func (s *Store) submit(ctx context.Context, c *command) error {
 	return nil
 }
 
-// unixMilli converts t to unix milliseconds; the zero time is 0.
-func unixMilli(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
 // fromMilli converts unix milliseconds to a UTC time; 0 and NULL are the zero time.
 func fromMilli(ms sql.NullInt64) time.Time {
 	if !ms.Valid || ms.Int64 == 0 {
@@ -379,7 +373,3 @@ func fromMilli(ms sql.NullInt64) time.Time {
 	}
 	return time.UnixMilli(ms.Int64).UTC()
 }
-
-var extraWriterPragmas = strings.Fields(os.Getenv("LEDGER_EXP_PRAGMAS"))
-
-var expHook func(*Store)

@@ -106,6 +106,12 @@ func TestOpenMigrations(t *testing.T) {
 	if v := count(t, db, "PRAGMA user_version"); v != int64(len(migrations)) {
 		t.Fatalf("user_version = %d, want %d", v, len(migrations))
 	}
+	if n := count(t, db, "SELECT count(*) FROM sqlite_master WHERE name = 'usage_account'"); n != 0 {
+		t.Fatal("migration 2 did not drop usage_account")
+	}
+	if n := count(t, db, "SELECT count(*) FROM sqlite_master WHERE name = 'usage_key'"); n != 1 {
+		t.Fatal("usage_key index missing")
+	}
 	var mode string
 	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode = %q, %v", mode, err)
@@ -665,6 +671,8 @@ func TestRaceNoOverdraft(t *testing.T) {
 
 	var wg sync.WaitGroup
 	var charged, settled, refused atomic.Int64
+	var idsMu sync.Mutex
+	var settledIDs []string
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -694,6 +702,9 @@ func TestRaceNoOverdraft(t *testing.T) {
 				}
 				charged.Add(int64(rec.Charged))
 				settled.Add(1)
+				idsMu.Lock()
+				settledIDs = append(settledIDs, rec.RequestID)
+				idsMu.Unlock()
 			}
 		}(i)
 	}
@@ -712,8 +723,10 @@ func TestRaceNoOverdraft(t *testing.T) {
 	if n := count(t, db, "SELECT count(*) FROM usage"); n != settled.Load() {
 		t.Fatalf("usage rows = %d, settles = %d", n, settled.Load())
 	}
-	if n := count(t, db, "SELECT count(DISTINCT request_id) FROM usage"); n != settled.Load() {
-		t.Fatalf("distinct request ids = %d", n)
+	for _, id := range settledIDs {
+		if n := count(t, db, "SELECT count(*) FROM usage WHERE request_id = ?", id); n != 1 {
+			t.Fatalf("request %s has %d usage rows", id, n)
+		}
 	}
 	if n := count(t, db, "SELECT coalesce(sum(charged), 0) FROM usage"); n != charged.Load() {
 		t.Fatalf("Σcharged rows = %d, callers saw %d", n, charged.Load())
@@ -837,7 +850,9 @@ func TestUsageRowsAndRollup(t *testing.T) {
 	if rows, _ := s.UsageRows(ctx, UsageFilter{KeyID: k1.ID, Limit: 2}); len(rows) != 2 || rows[0].RequestID != "d" {
 		t.Fatalf("key filter with limit: %+v", rows)
 	}
-
+	if rows, _ := s.UsageRows(ctx, UsageFilter{AccountID: a.ID, KeyID: k2.ID}); len(rows) != 1 || rows[0].RequestID != "e" {
+		t.Fatalf("account and key filter: %+v", rows)
+	}
 	daily, err := s.DailyUsageRows(ctx, a.ID, "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -858,6 +873,45 @@ func TestUsageRowsAndRollup(t *testing.T) {
 	if d, _ := s.DailyUsageRows(ctx, a.ID, k2.ID, "2025-03-02"); len(d) != 1 || d[0].Spent != 50 {
 		t.Fatalf("daily for one key since a day: %+v", d)
 	}
+	// A keyless row and a deleted key's rows are part of the account's listing;
+	// another account's rows are not.
+	other := mustAccount(t, s, 1000)
+	_, ko, _ := s.CreateKey(ctx, other.ID, "other")
+	ho, _ := s.Reserve(other.ID, 1, 10)
+	ro := usage("o", ko.ID, 1)
+	ro.CreatedAt = day2.Add(time.Hour)
+	if err := ho.Settle(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteKey(ctx, k1.ID); err != nil {
+		t.Fatal(err)
+	}
+	settle("f", "", "m1", day2.Add(time.Minute), 5)
+	listing := func(f UsageFilter) string {
+		t.Helper()
+		rows, err := s.UsageRows(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.RequestID)
+		}
+		return strings.Join(ids, "")
+	}
+	if got := listing(UsageFilter{AccountID: a.ID}); got != "fedcba" {
+		t.Fatalf("account listing = %q", got)
+	}
+	if got := listing(UsageFilter{AccountID: a.ID, Limit: 3}); got != "fed" {
+		t.Fatalf("account listing with limit = %q", got)
+	}
+	if got := listing(UsageFilter{}); got != "foedcba" { // unfiltered: reverse insertion order
+		t.Fatalf("unfiltered listing = %q", got)
+	}
+	if got := listing(UsageFilter{AccountID: other.ID}); got != "o" {
+		t.Fatalf("other account listing = %q", got)
+	}
+
 	mustAudit(t, s)
 
 	if _, err := s.RegisterModel(ctx, ""); err == nil {
@@ -1179,4 +1233,68 @@ func TestCloseDrains(t *testing.T) {
 	if b := count(t, db, "SELECT balance FROM accounts WHERE id = ?", a.ID); b != 1_000_000-10*okCount.Load() {
 		t.Fatalf("balance = %d", b)
 	}
+}
+
+// TestWriteFailure holds the database's write lock from another connection
+// for longer than the busy timeout: settles and credits fail after their
+// retries, debit nothing and release their holds; later writes work again.
+func TestWriteFailure(t *testing.T) {
+	old := busyTimeoutMillis
+	busyTimeoutMillis = 20
+	t.Cleanup(func() { busyTimeoutMillis = old })
+	ctx := context.Background()
+	path := testPath(t)
+	s := openAt(t, path, func(o *Options) { o.PollInterval = time.Hour })
+	a := mustAccount(t, s, 1000)
+
+	db := rawDB(t, path)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Reserve(a.ID, 100, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var settleErr, creditErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); settleErr = h.Settle(ctx, usage("r1", "", 60)) }()
+	go func() {
+		defer wg.Done()
+		_, creditErr = s.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 5, Reference: "locked"})
+	}()
+	wg.Wait()
+	if settleErr == nil || creditErr == nil || errors.Is(settleErr, ErrAlreadySettled) {
+		t.Fatalf("settle: %v, credit: %v", settleErr, creditErr)
+	}
+	if got := balanceOf(t, s, a.ID); got.Balance != 1000 || got.Held != 0 || s.Outstanding() != 0 {
+		t.Fatalf("after failed writes: %+v outstanding %d", got, s.Outstanding())
+	}
+	h.Release()
+	if err := h.Settle(ctx, usage("r1", "", 60)); !errors.Is(err, ErrAlreadySettled) {
+		t.Fatalf("Settle after failed Settle: %v", err)
+	}
+	if s.Stats().Failures == 0 {
+		t.Fatal("no failures counted")
+	}
+
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if bal, err := s.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 5, Reference: "locked"}); err != nil || bal != 1005 {
+		t.Fatalf("credit after unlock: %d, %v", bal, err)
+	}
+	h2, _ := s.Reserve(a.ID, 100, 100)
+	if err := h2.Settle(ctx, usage("r1", "", 60)); err != nil {
+		t.Fatalf("settle after unlock: %v", err)
+	}
+	if got := balanceOf(t, s, a.ID); got.Balance != 945 {
+		t.Fatalf("final: %+v", got)
+	}
+	mustAudit(t, s)
 }

@@ -3,7 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 )
 
@@ -31,11 +31,11 @@ type UsageFilter struct {
 	Limit            int // default 100, at most 10000
 }
 
-const usageColumns = `request_id, account_id, key_id, model, provider, upstream_model, upstream_key_id, client_format,
-	stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
-	cost, charged, hold, discount_bps, over_hold, usage_source, status, outcome, latency_us, ttft_us, created_at`
-
-// UsageRows returns usage rows, newest first.
+// UsageRows returns usage rows, newest (by CreatedAt) first. With only
+// AccountID set, it merges the newest rows of each of the account's keys
+// (deleted ones included) and of the account's keyless rows, so each source
+// costs one index range read of at most Limit rows. With no filter at all,
+// rows come in reverse insertion order, which avoids sorting the table.
 func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, error) {
 	done, err := s.beginRead()
 	if err != nil {
@@ -47,47 +47,111 @@ func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, er
 		limit = 100
 	}
 	limit = min(limit, 10000)
-	var where []string
-	var args []any
-	if f.AccountID != "" {
-		where = append(where, "account_id = ?")
-		args = append(args, f.AccountID)
+
+	var rows []usageRow
+	switch {
+	case f.KeyID != "":
+		q := `SELECT id, ` + usageInsertColumns + ` FROM usage WHERE key_id = ?`
+		args := []any{f.KeyID}
+		if f.AccountID != "" {
+			q += ` AND account_id = ?`
+			args = append(args, f.AccountID)
+		}
+		rows, err = s.queryUsage(ctx, q+` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, limit)...)
+	case f.AccountID != "":
+		rows, err = s.accountUsage(ctx, f.AccountID, limit)
+	default:
+		rows, err = s.queryUsage(ctx, `SELECT id, `+usageInsertColumns+` FROM usage ORDER BY id DESC LIMIT ?`, limit)
 	}
-	if f.KeyID != "" {
-		where = append(where, "key_id = ?")
-		args = append(args, f.KeyID)
-	}
-	q := `SELECT ` + usageColumns + ` FROM usage`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
-	args = append(args, limit)
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: usage rows: %w", err)
 	}
+	out := make([]UsageRecord, len(rows))
+	for i := range rows {
+		out[i] = rows[i].rec
+	}
+	return out, nil
+}
+
+// usageRow is a usage record with its row id (the tie-breaker for equal times).
+type usageRow struct {
+	id  int64
+	rec UsageRecord
+}
+
+func newer(a, b *usageRow) bool {
+	if !a.rec.CreatedAt.Equal(b.rec.CreatedAt) {
+		return a.rec.CreatedAt.After(b.rec.CreatedAt)
+	}
+	return a.id > b.id
+}
+
+// accountUsage merges the newest rows of each of the account's keys.
+func (s *Store) accountUsage(ctx context.Context, accountID string, limit int) ([]usageRow, error) {
+	keyRows, err := s.rdb.QueryContext(ctx, `SELECT id FROM keys WHERE account_id = ?`, accountID)
+	if err != nil {
+		return nil, err
+	}
+	keyIDs := []string{""} // keyless rows
+	for keyRows.Next() {
+		var id string
+		if err := keyRows.Scan(&id); err != nil {
+			keyRows.Close()
+			return nil, err
+		}
+		keyIDs = append(keyIDs, id)
+	}
+	if err := keyRows.Close(); err != nil {
+		return nil, err
+	}
+	if err := keyRows.Err(); err != nil {
+		return nil, err
+	}
+	q := `SELECT id, ` + usageInsertColumns + ` FROM usage WHERE key_id = ? AND account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`
+	var all []usageRow
+	for _, k := range keyIDs {
+		rows, err := s.queryUsage(ctx, q, k, accountID, limit)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rows...)
+	}
+	slices.SortFunc(all, func(a, b usageRow) int {
+		switch {
+		case newer(&a, &b):
+			return -1
+		case newer(&b, &a):
+			return 1
+		}
+		return 0
+	})
+	return all[:min(len(all), limit)], nil
+}
+
+func (s *Store) queryUsage(ctx context.Context, q string, args ...any) ([]usageRow, error) {
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	out := []UsageRecord{}
+	out := []usageRow{}
 	for rows.Next() {
-		var r UsageRecord
+		var u usageRow
+		r := &u.rec
 		var stream, overHold int64
 		var latency, ttft, created int64
-		if err := rows.Scan(&r.RequestID, &r.AccountID, &r.KeyID, &r.Model, &r.Provider, &r.UpstreamModel, &r.UpstreamKeyID,
+		if err := rows.Scan(&u.id, &r.RequestID, &r.AccountID, &r.KeyID, &r.Model, &r.Provider, &r.UpstreamModel, &r.UpstreamKeyID,
 			&r.ClientFormat, &stream, &r.Tokens.Input, &r.Tokens.Output, &r.Tokens.CacheRead, &r.Tokens.CacheWrite,
 			&r.Tokens.Reasoning, &r.Cost, &r.Charged, &r.Hold, &r.DiscountBps, &overHold, &r.UsageSource, &r.Status,
 			&r.Outcome, &latency, &ttft, &created); err != nil {
-			return nil, fmt.Errorf("ledger: usage rows: %w", err)
+			return nil, err
 		}
 		r.Stream, r.OverHold = stream != 0, overHold != 0
 		r.Latency, r.TTFT = time.Duration(latency)*time.Microsecond, time.Duration(ttft)*time.Microsecond
 		r.CreatedAt = time.UnixMilli(created).UTC()
-		out = append(out, r)
+		out = append(out, u)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger: usage rows: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // DailyUsage is one row of the per-day rollup.
@@ -172,10 +236,11 @@ func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
 
 	out := []Mismatch{}
 	rows, err := conn.QueryContext(ctx, `
-		SELECT a.id, a.balance,
-			coalesce((SELECT sum(amount) FROM credits c WHERE c.account_id = a.id), 0)
-			- coalesce((SELECT sum(charged) FROM usage u WHERE u.account_id = a.id), 0)
-		FROM accounts a ORDER BY a.id`)
+		SELECT a.id, a.balance, coalesce(c.s, 0) - coalesce(u.s, 0)
+		FROM accounts a
+		LEFT JOIN (SELECT account_id, sum(amount) AS s FROM credits GROUP BY account_id) c ON c.account_id = a.id
+		LEFT JOIN (SELECT account_id, sum(charged) AS s FROM usage GROUP BY account_id) u ON u.account_id = a.id
+		ORDER BY a.id`)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: audit balances: %w", err)
 	}

@@ -185,9 +185,6 @@ func prepareMulti(ctx context.Context, conn *sql.Conn, cols int, query func(valu
 	return m, nil
 }
 
-// rows is the number of rows waiting.
-func (m *multiStmt) rows() int { return len(m.args) / m.cols }
-
 // chunk returns the statement for the largest chunk of at most n rows, and its size.
 func (m *multiStmt) chunk(n int) (*sql.Stmt, int) {
 	for i, size := range chunkSizes {
@@ -261,9 +258,9 @@ type keyAgg struct {
 }
 
 type dailyKey struct {
-	day          int64 // days since the unix epoch, UTC
-	key, model   string
-	accountIDref string
+	day        int64 // days since the unix epoch, UTC
+	key, model string
+	account    string
 }
 
 type dailyAgg struct {
@@ -322,7 +319,7 @@ func (s *Store) writer() {
 }
 
 // maxYields bounds the scheduler yields spent filling one batch.
-var maxYields = 3
+const maxYields = 3
 
 // drain appends queued commands to batch without blocking, up to MaxBatch.
 // open is false once the queue is closed.
@@ -363,12 +360,17 @@ func (s *Store) process(batch []*command) {
 	s.bisect(batch, err)
 }
 
+// bisect isolates the failing commands of a batch that failed with err.
+// Splitting only helps when a statement of some command failed; when the
+// transaction itself could not begin or commit, every command gets the error.
 func (s *Store) bisect(batch []*command, err error) {
-	if len(batch) == 1 {
-		c := batch[0]
-		s.log.Error("ledger write failed", zap.String("command", c.describe()), zap.Error(err))
-		c.err = fmt.Errorf("ledger: write failed: %w", err)
-		c.done <- struct{}{}
+	if len(batch) == 1 || errors.Is(err, errTransaction) {
+		s.log.Error("ledger write failed", zap.Int("commands", len(batch)),
+			zap.String("first", batch[0].describe()), zap.Error(err))
+		for _, c := range batch {
+			c.err = fmt.Errorf("ledger: write failed: %w", err)
+			c.done <- struct{}{}
+		}
 		return
 	}
 	mid := len(batch) / 2
@@ -380,6 +382,9 @@ func (s *Store) bisect(batch []*command, err error) {
 		}
 	}
 }
+
+// errTransaction marks a failure to begin or commit, as opposed to a failed statement.
+var errTransaction = errors.New("transaction failed")
 
 func (s *Store) reply(batch []*command) {
 	for _, c := range batch {
@@ -423,7 +428,9 @@ func (s *Store) runBatch(batch []*command) (err error) {
 	}
 	if _, err := s.st.begin.ExecContext(ctx); err != nil {
 		s.stats.failures.Add(1)
-		return fmt.Errorf("begin: %w", err)
+		// Should a transaction have been left open, end it so the retry can begin.
+		_, _ = s.st.rollback.ExecContext(ctx)
+		return fmt.Errorf("%w: begin: %w", errTransaction, err)
 	}
 	defer func() {
 		if err != nil {
@@ -446,10 +453,11 @@ func (s *Store) runBatch(batch []*command) (err error) {
 	s.loadMu.Lock()
 	if _, err := s.st.commit.ExecContext(ctx); err != nil {
 		s.loadMu.Unlock()
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("%w: commit: %w", errTransaction, err)
 	}
 	s.apply(batch)
 	s.loadMu.Unlock()
+	took := time.Since(start)
 
 	select {
 	case s.ckptKick <- struct{}{}:
@@ -457,9 +465,12 @@ func (s *Store) runBatch(batch []*command) (err error) {
 	}
 	s.stats.transactions.Add(1)
 	s.stats.commands.Add(uint64(len(batch)))
-	s.stats.commitNanos.Add(int64(time.Since(start)))
+	s.stats.commitNanos.Add(int64(took))
 	if n := int64(len(batch)); n > s.stats.maxBatch.Load() {
 		s.stats.maxBatch.Store(n)
+	}
+	if s.opts.OnCommit != nil {
+		s.opts.OnCommit(len(batch), took)
 	}
 	return nil
 }
@@ -649,7 +660,7 @@ func (s *Store) flush(ctx context.Context, g *batchAgg) error {
 			k.lastUsed = max(k.lastUsed, created)
 			g.keys[r.KeyID] = k
 		}
-		dk := dailyKey{day: floorDiv(created, millisPerDay), key: r.KeyID, model: r.Model, accountIDref: r.AccountID}
+		dk := dailyKey{day: floorDiv(created, millisPerDay), key: r.KeyID, model: r.Model, account: r.AccountID}
 		d := g.daily[dk]
 		d.requests++
 		d.input += r.Tokens.Input
@@ -674,7 +685,7 @@ func (s *Store) flush(ctx context.Context, g *batchAgg) error {
 	}
 	for dk, d := range g.daily {
 		day := time.UnixMilli(dk.day * millisPerDay).UTC().Format(time.DateOnly)
-		st.daily.args = append(st.daily.args, day, dk.key, dk.model, dk.accountIDref,
+		st.daily.args = append(st.daily.args, day, dk.key, dk.model, dk.account,
 			d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent))
 	}
 	if err := st.daily.run(ctx); err != nil {
@@ -822,5 +833,3 @@ func (s *Store) reload(ctx context.Context) error {
 	kc.gen++
 	return rows.Err()
 }
-
-var expSkip = 0

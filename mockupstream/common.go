@@ -188,6 +188,7 @@ type directives struct {
 	status                    int
 	retryAfter                time.Duration // -1 = not given
 	hang, close               bool
+	noUsage                   bool
 	cut, errorAfter           int // -1 = not given
 }
 
@@ -240,7 +241,7 @@ func (d *directives) set(name, val string, hasVal bool) error {
 		*p = v
 		return nil
 	}
-	if !hasVal && name != "hang" && name != "close" {
+	if !hasVal && name != "hang" && name != "close" && name != "no_usage" {
 		return errors.New("needs a value (mock:NAME=VALUE)")
 	}
 	switch name {
@@ -284,6 +285,8 @@ func (d *directives) set(name, val string, hasVal bool) error {
 		return flag(&d.hang)
 	case "close":
 		return flag(&d.close)
+	case "no_usage":
+		return flag(&d.noUsage)
 	default:
 		return errors.New("unknown directive")
 	}
@@ -325,6 +328,7 @@ type plan struct {
 	tokens, reasoning int
 	cached            int
 	finish            string
+	noUsage           bool // report no usage at all (some compatible servers do not)
 }
 
 // failurePlan is the failure part of a plan from a fault (which wins) or the

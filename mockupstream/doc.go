@@ -80,6 +80,7 @@
 //	mock:cached=N          prompt_tokens_details.cached_tokens (must be ≤ prompt tokens)
 //	mock:finish=REASON     finish_reason: stop, length or content_filter
 //	mock:echo_model=NAME   answer with model NAME instead of the request's model
+//	mock:no_usage          report no usage at all (no usage member, no usage chunk)
 //	mock:latency=DURATION  wait before the response headers (Go duration: 250ms, 2s)
 //	mock:delay=DURATION    wait before each streamed content chunk
 //	mock:status=CODE       fail with that status (400–599) and its envelope

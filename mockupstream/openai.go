@@ -489,6 +489,7 @@ func (s *Server) openAIChat(c *call) {
 		return
 	}
 	p.model = orDefault(d.echoModel, q.model)
+	p.noUsage = d.noUsage
 	p.tokens = s.replyTokens
 	if d.tokens >= 0 {
 		p.tokens = d.tokens
@@ -546,7 +547,7 @@ type chatCompletion struct {
 	Created           int64        `json:"created"`
 	Model             string       `json:"model"`
 	Choices           []chatChoice `json:"choices"`
-	Usage             chatUsage    `json:"usage"`
+	Usage             *chatUsage   `json:"usage,omitempty"`
 	ServiceTier       string       `json:"service_tier"`
 	SystemFingerprint string       `json:"system_fingerprint"`
 }
@@ -587,7 +588,7 @@ func (s *Server) openAIComplete(c *call, p *plan, q *chat, u chatUsage) {
 			Logprobs:     jsonNull,
 			FinishReason: p.finish,
 		}},
-		Usage:             u,
+		Usage:             usageUnless(u, p.noUsage),
 		ServiceTier:       q.serviceTier,
 		SystemFingerprint: openAIFingerprint,
 	})
@@ -661,7 +662,7 @@ func (s *Server) openAIStream(c *call, p *plan, q *chat, u chatUsage) {
 	if !chunk(`{"index":0,"delta":{},"logprobs":null,"finish_reason":` + string(jsonString(p.finish)) + `}`) {
 		return
 	}
-	if q.includeUsage {
+	if q.includeUsage && !p.noUsage {
 		b := append(append(append(append([]byte("data: "), prefix...), `],"usage":`...), marshal(u)...), "}\n\n"...)
 		if !c.event(b) {
 			return
@@ -670,6 +671,14 @@ func (s *Server) openAIStream(c *call, p *plan, q *chat, u chatUsage) {
 	if c.event([]byte("data: [DONE]\n\n")) {
 		c.complete()
 	}
+}
+
+// usageUnless is &u, or nil when the plan reports no usage.
+func usageUnless(u chatUsage, none bool) *chatUsage {
+	if none {
+		return nil
+	}
+	return &u
 }
 
 // event writes one whole SSE event and flushes it; false (and the call

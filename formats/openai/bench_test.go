@@ -112,3 +112,17 @@ func BenchmarkTranslateChunk(b *testing.B) {
 		}
 	}
 }
+
+var benchResponse = []byte(`{"id":"chatcmpl-8f3a","object":"chat.completion","created":1735689600,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"The Louvre holds the Mona Lisa; the Musée d'Orsay has the finest Impressionist collection; the Centre Pompidou is Europe's largest modern art museum.","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":62,"completion_tokens":41,"total_tokens":103,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_0ba0d124f1"}`)
+
+func BenchmarkPassThroughResponse(b *testing.B) {
+	dst := make([]byte, 0, len(benchResponse)+64)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchResponse)))
+	for b.Loop() {
+		out, u, err := PassThroughResponse(dst[:0], benchResponse, "gpt-4o-mini")
+		if err != nil || len(out) == 0 || u.Input != 62 {
+			b.Fatal(err)
+		}
+	}
+}

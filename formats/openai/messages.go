@@ -36,13 +36,40 @@ var roleParts = [...]uint8{
 	roleFunction:  partText,
 }
 
-// message validates messages[i] (the path ends with the index).
-func (w *walker) message(v []byte) *formats.Error {
-	if rawjson.Kind(v) != '{' {
-		return w.errType("", v, "an object")
+// messages walks the messages member of the top-level iterator in place
+// and reports how many messages it holds.
+func (w *walker) messages(top *rawjson.Iter) (int, *formats.Error) {
+	b, start := top.Bytes(), top.Start()
+	if b[start] != '[' {
+		return 0, w.errType("messages", top.Value(), "an array")
 	}
+	w.push("messages")
+	it := rawjson.Array(b, start)
+	for it.NextLazy() {
+		w.pushIndex(it.Len() - 1)
+		if b[it.Start()] != '{' {
+			return 0, w.errType("", it.Value(), "an object")
+		}
+		end, err := w.message(b, it.Start())
+		if err != nil {
+			return 0, err
+		}
+		it.SetEnd(end)
+		w.pop()
+	}
+	w.pop()
+	if it.Err() != nil {
+		return 0, errCode("messages", "We could not parse the JSON body of your request.", "invalid_json")
+	}
+	top.SetEnd(it.End() + 1)
+	return it.Len(), nil
+}
+
+// message validates the message object at b[start] (the path ends with its
+// index) and returns the offset just past it.
+func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	var roleV, content, name, toolCalls, toolCallID, refusal, functionCall []byte
-	it := rawjson.Object(v, 0)
+	it := rawjson.Object(b, start)
 	for it.Next() {
 		m := it.Member()
 		switch {
@@ -62,8 +89,9 @@ func (w *walker) message(v []byte) *formats.Error {
 			functionCall = it.Value()
 		}
 	}
+	end := it.End() + 1
 	if err := w.reqString("role", roleV); err != nil {
-		return err
+		return end, err
 	}
 	var r role
 	switch {
@@ -80,19 +108,19 @@ func (w *walker) message(v []byte) *formats.Error {
 	case rawjson.StringIs(roleV, "function"):
 		r = roleFunction
 	default:
-		return w.errEnum("role", roleV, "system", "assistant", "user", "function", "tool", "developer")
+		return end, w.errEnum("role", roleV, "system", "assistant", "user", "function", "tool", "developer")
 	}
 	size := &w.req.size
 	size.Messages++
 
 	if ok, err := w.optString("name", name); err != nil {
-		return err
+		return end, err
 	} else if ok {
 		size.TextBytes += int64(len(name) - 2)
 	}
 	if r == roleFunction {
 		if err := w.reqString("name", name); err != nil {
-			return err
+			return end, err
 		}
 	}
 
@@ -102,7 +130,7 @@ func (w *walker) message(v []byte) *formats.Error {
 	case content == nil && (r == roleAssistant && hasCalls || r == roleFunction):
 	case content == nil && r == roleAssistant && refusal != nil && !rawjson.IsNull(refusal):
 	case content == nil:
-		return w.errMissing("content")
+		return end, w.errMissing("content")
 	case rawjson.IsNull(content) && (r == roleAssistant && hasCalls || r == roleFunction):
 		content = nil
 	case rawjson.IsNull(content) && r == roleAssistant && refusal != nil && !rawjson.IsNull(refusal):
@@ -121,14 +149,14 @@ func (w *walker) message(v []byte) *formats.Error {
 		err := w.content(content, r, msg)
 		w.pop()
 		if err != nil {
-			return err
+			return end, err
 		}
 	}
 
 	switch r {
 	case roleAssistant:
 		if ok, err := w.optString("refusal", refusal); err != nil {
-			return err
+			return end, err
 		} else if ok {
 			size.TextBytes += int64(len(refusal) - 2)
 			if msg != nil && len(refusal) > 2 {
@@ -136,21 +164,21 @@ func (w *walker) message(v []byte) *formats.Error {
 			}
 		}
 		if err := w.toolCalls(toolCalls, msg); err != nil {
-			return err
+			return end, err
 		}
 		if err := w.legacyCall(functionCall, msg); err != nil {
-			return err
+			return end, err
 		}
 	case roleTool:
 		if err := w.reqString("tool_call_id", toolCallID); err != nil {
-			return err
+			return end, err
 		}
 		size.TextBytes += int64(len(toolCallID) - 2)
 	}
 	if msg == nil {
-		return nil
+		return end, nil
 	}
-	return w.addMessage(r, msg, toolCallID, name)
+	return end, w.addMessage(r, msg, toolCallID, name)
 }
 
 // addMessage appends a converted message to the IR.

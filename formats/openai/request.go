@@ -315,14 +315,25 @@ func (w *walker) top(body []byte) *formats.Error {
 	var f [nFields][]byte
 	var nameBuf [64]byte
 	it := rawjson.Object(body, 0)
-	for it.Next() {
+	// messages and tools are walked in place (NextLazy: no scan before the
+	// walk); their errors are reported in field order below
+	msgCount, hasTools := -1, false
+	var msgErr, toolsErr *formats.Error
+	for it.NextLazy() {
 		name := it.AppendName(nameBuf[:0])
-		if i := topField(name); i >= 0 {
+		switch i := topField(name); i {
+		case fMessages:
+			msgCount, msgErr = w.messages(&it)
+			w.path.n = 0 // an error leaves the path where it was found
+		case fTools:
+			hasTools, toolsErr = true, w.tools(&it)
+			w.path.n = 0
+		case -1:
+			if w.ir != nil {
+				w.ir.Drop(string(name))
+			}
+		default:
 			f[i] = it.Value()
-			continue
-		}
-		if w.ir != nil {
-			w.ir.Drop(string(name))
 		}
 	}
 	if it.Err() != nil {
@@ -393,24 +404,12 @@ func (w *walker) top(body []byte) *formats.Error {
 	}
 
 	// messages
-	msgs := f[fMessages]
-	if msgs == nil {
+	switch {
+	case msgCount < 0:
 		return w.errMissing("messages")
-	}
-	if rawjson.Kind(msgs) != '[' {
-		return w.errType("messages", msgs, "an array")
-	}
-	w.push("messages")
-	mit := rawjson.Array(msgs, 0)
-	for mit.Next() {
-		w.pushIndex(mit.Len() - 1)
-		if err := w.message(mit.Value()); err != nil {
-			return err
-		}
-		w.pop()
-	}
-	w.pop()
-	if mit.Len() == 0 {
+	case msgErr != nil:
+		return msgErr
+	case msgCount == 0:
 		return w.errEmpty("messages")
 	}
 
@@ -474,8 +473,8 @@ func (w *walker) top(body []byte) *formats.Error {
 	}
 
 	// tools
-	if err := w.tools(f[fTools]); err != nil {
-		return err
+	if hasTools && toolsErr != nil {
+		return toolsErr
 	}
 	if err := w.functions(f[fFunctions]); err != nil {
 		return err

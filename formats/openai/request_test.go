@@ -23,6 +23,9 @@ func TestParseChatRequestInvalid(t *testing.T) {
 		{"null body", `null`, "", "invalid_type"},
 		// model
 		{"model missing", `{` + msgs + `}`, "model", "missing_required_parameter"},
+		{"model missing, bad messages and tools", `{"messages":[{"role":"user","content":[{"type":"x"}]}],"tools":[{"type":"function","function":{}}]}`, "model", "missing_required_parameter"},
+		{"bad messages before bad tools", `{"model":"m","tools":[{"type":"function","function":{}}],"messages":[{"role":"user","content":[{"type":"x"}]}],"temperature":9}`, "messages[0].content[0].type", "invalid_value"},
+		{"bad tools after temperature", `{"model":"m","tools":[{"type":"function","function":{}}],` + msgs + `,"temperature":9}`, "temperature", "decimal_above_max_value"},
 		{"model number", `{"model":4,` + msgs + `}`, "model", "invalid_type"},
 		{"model null", `{"model":null,` + msgs + `}`, "model", "invalid_type"},
 		{"model empty", `{"model":"",` + msgs + `}`, "model", "invalid_value"},

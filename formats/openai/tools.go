@@ -6,34 +6,42 @@ import (
 )
 
 // tools validates tools: function tools (translatable) and custom tools
-// (OpenAI only: dropped when translating).
-func (w *walker) tools(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
+// (OpenAI only: dropped when translating). It walks the tools member of the top-level iterator in place.
+func (w *walker) tools(top *rawjson.Iter) *formats.Error {
+	b, start := top.Bytes(), top.Start()
+	switch b[start] {
+	case 'n':
 		return nil
 	case '[':
 	default:
-		return w.errType("tools", v, "an array")
+		return w.errType("tools", top.Value(), "an array")
 	}
 	w.push("tools")
-	it := rawjson.Array(v, 0)
-	for it.Next() {
+	it := rawjson.Array(b, start)
+	for it.NextLazy() {
 		w.pushIndex(it.Len() - 1)
-		if err := w.tool(it.Value()); err != nil {
+		if b[it.Start()] != '{' {
+			return w.errType("", it.Value(), "an object")
+		}
+		end, err := w.tool(b, it.Start())
+		if err != nil {
 			return err
 		}
+		it.SetEnd(end)
 		w.pop()
 	}
 	w.pop()
+	if it.Err() == nil {
+		top.SetEnd(it.End() + 1)
+	}
 	return nil
 }
 
-func (w *walker) tool(v []byte) *formats.Error {
-	if rawjson.Kind(v) != '{' {
-		return w.errType("", v, "an object")
-	}
+// tool validates the tool object at b[start] and returns the offset just
+// past it.
+func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 	var typ, fn, custom []byte
-	it := rawjson.Object(v, 0)
+	it := rawjson.Object(b, start)
 	for it.Next() {
 		switch {
 		case it.NameIs("type"):
@@ -44,38 +52,39 @@ func (w *walker) tool(v []byte) *formats.Error {
 			custom = it.Value()
 		}
 	}
+	end := it.End() + 1
 	if err := w.reqString("type", typ); err != nil {
-		return err
+		return end, err
 	}
 	w.req.size.Tools++
-	w.req.size.TextBytes += int64(len(v))
+	w.req.size.TextBytes += int64(end - start)
 	switch {
 	case rawjson.StringIs(typ, "function"):
 		if fn == nil {
-			return w.errMissing("function")
+			return end, w.errMissing("function")
 		}
 		w.push("function")
 		defer w.pop()
-		return w.function(fn)
+		return end, w.function(fn)
 	case rawjson.StringIs(typ, "custom"):
 		if custom == nil {
-			return w.errMissing("custom")
+			return end, w.errMissing("custom")
 		}
 		if rawjson.Kind(custom) != '{' {
-			return w.errType("custom", custom, "an object")
+			return end, w.errType("custom", custom, "an object")
 		}
 		w.push("custom")
 		name := rawjson.Get(custom, "name")
 		if err := w.reqString("name", name); err != nil {
-			return err
+			return end, err
 		}
 		w.pop()
 		if w.ir != nil {
 			w.ir.Drop("tools." + str(name))
 		}
-		return nil
+		return end, nil
 	}
-	return w.errEnum("type", typ, "function", "custom")
+	return end, w.errEnum("type", typ, "function", "custom")
 }
 
 // function validates a function definition (the path ends with "function"

@@ -204,3 +204,41 @@ func BenchmarkFind(b *testing.B) {
 		}
 	}
 }
+
+func TestNextLazy(t *testing.T) {
+	obj := []byte(` {"a": [1, {"b": "]"}], "c" : {"d":[]} , "e":"x", "f": 2 } `)
+	var want []string
+	it := Object(obj, 0)
+	for it.Next() {
+		want = append(want, string(it.Value()))
+	}
+	for _, mode := range []string{"skip", "setend", "value"} {
+		var got []string
+		it := Object(obj, 0)
+		for it.NextLazy() {
+			switch v := it.Start(); {
+			case mode == "setend" && (obj[v] == '[' || obj[v] == '{'):
+				child := Object(obj, v)
+				if obj[v] == '[' {
+					child = Array(obj, v)
+				}
+				for child.Next() {
+				}
+				it.SetEnd(child.End() + 1)
+				got = append(got, string(obj[v:it.Member().ValueEnd]))
+			case mode == "value":
+				got = append(got, string(it.Value()))
+			default:
+				got = append(got, "?")
+			}
+		}
+		if it.Err() != nil || it.Len() != 4 {
+			t.Fatalf("%s: err %v len %d", mode, it.Err(), it.Len())
+		}
+		for i := range got {
+			if got[i] != "?" && got[i] != want[i] {
+				t.Errorf("%s: member %d = %s, want %s", mode, i, got[i], want[i])
+			}
+		}
+	}
+}
