@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
@@ -128,4 +129,62 @@ func TestCLIWithConfig(t *testing.T) {
 			t.Errorf("%s: %+v, %v", id, a, err)
 		}
 	}
+}
+
+// TestCLIWhileServing: accounts, keys, credits and deletions made by the
+// CLI on the ledger file of a running gateway take effect within a second.
+func TestCLIWhileServing(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	acct, err := runCLI(t, "account", "create", "--db", g.dbPath, "--credit", "1.00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := runCLI(t, "key", "create", "--db", g.dbPath, "--account", acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := chatBody(testModel, "hello from the cli", "")
+	// a new key works at once: an unknown key is looked up in the database
+	if r := g.do("POST", "/v1/chat/completions", body, "Authorization", "Bearer "+key); r.status != 200 {
+		t.Fatalf("new key: %d %s", r.status, r.body)
+	}
+	within := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not take effect within a second", what)
+			}
+		}
+	}
+	before, _ := g.balance(acct)
+	if _, err := runCLI(t, "credit", "--db", g.dbPath, "--account", acct, "--amount", "5", "--reason", "top-up"); err != nil {
+		t.Fatal(err)
+	}
+	within("a credit", func() bool {
+		r := g.do("GET", "/api/usage", "", "Authorization", "Bearer "+key)
+		return strings.Contains(r.body, `"balance":"`+(before+5_000_000_000).String()+`"`)
+	})
+	if _, err := runCLI(t, "account", "suspend", "--db", g.dbPath, "--account", acct); err != nil {
+		t.Fatal(err)
+	}
+	within("a suspension", func() bool {
+		return g.do("POST", "/v1/chat/completions", body, "Authorization", "Bearer "+key).status == 403
+	})
+	if _, err := runCLI(t, "account", "resume", "--db", g.dbPath, "--account", acct); err != nil {
+		t.Fatal(err)
+	}
+	within("a resumption", func() bool {
+		return g.do("POST", "/v1/chat/completions", body, "Authorization", "Bearer "+key).status == 200
+	})
+	p, err := g.store.Authenticate(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "key", "delete", "--db", g.dbPath, "--key-id", p.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	within("a key deletion", func() bool {
+		return g.do("POST", "/v1/chat/completions", body, "Authorization", "Bearer "+key).status == 401
+	})
+	g.audit()
 }

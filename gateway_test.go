@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -159,6 +160,14 @@ func TestStreamBytes(t *testing.T) {
 	r := g.do("POST", "/v1/chat/completions", chatBody(testModel, "hi mock:tokens=3", `"stream":true`), "Authorization", "Bearer "+key)
 	if r.status != 200 || r.header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d %q: %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	if !strings.HasPrefix(r.header.Get("X-Request-Id"), "req_") {
+		t.Errorf("X-Request-Id = %q", r.header.Get("X-Request-Id"))
+	}
+	for name := range r.header {
+		if strings.HasPrefix(strings.ToLower(name), "openai-") {
+			t.Errorf("the upstream's header %s reached the client", name)
+		}
 	}
 	events := strings.Split(strings.TrimSuffix(r.body, "\n\n"), "\n\n")
 	// role, 3 tokens, finish, [DONE]
@@ -753,4 +762,42 @@ func TestClientDisconnectBillsRealUsage(t *testing.T) {
 	if _, held := g.balance(acct); held != 0 {
 		t.Fatalf("held %s", held)
 	}
+}
+
+// TestReloadKeepsStreamsAndMoney reloads the config while a stream is open:
+// the stream finishes, is billed once, and balances and holds carry over.
+func TestReloadKeepsStreamsAndMoney(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	acct, key := g.account("1.00")
+	const prompt = "survive the reload mock:tokens=30 mock:delay=30ms"
+	req, _ := http.NewRequest("POST", gatewayAddr+"/v1/chat/completions", strings.NewReader(chatBody(testModel, prompt, `"stream":true`)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, held := g.balance(acct); held == 0 {
+		t.Fatal("no hold while streaming")
+	}
+	g.reload()
+	if _, held := g.balance(acct); held == 0 {
+		t.Fatal("the reload dropped the open stream's hold")
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.HasSuffix(string(data), "data: [DONE]\n\n") {
+		t.Fatalf("the stream did not finish across the reload: %v\n%s", err, data)
+	}
+	bal, held := g.balance(acct)
+	if rows := g.rows(acct); len(rows) != 1 || held != 0 || bal != 1_000_000_000-cost(mockTokens(prompt), 30) {
+		t.Fatalf("after the reload: balance %s held %s rows %+v", bal, held, rows)
+	}
+	// the reloaded config serves the same accounts
+	if r := g.do("POST", "/v1/chat/completions", chatBody(testModel, "after", ""), "Authorization", "Bearer "+key); r.status != 200 {
+		t.Fatalf("after the reload: %d %s", r.status, r.body)
+	}
+	if r := g.do("GET", "/api/usage", "", "Authorization", "Bearer "+key); !strings.Contains(r.body, `"currency":"EUR"`) {
+		t.Fatalf("the reload did not take: %s", r.body)
+	}
+	g.audit()
 }

@@ -41,6 +41,7 @@ type gateway struct {
 	mock    *mockupstream.Server
 	dbPath  string
 	logPath string
+	cfg     string
 	store   *ledger.Store // the running gateway's own store
 }
 
@@ -115,6 +116,7 @@ http://localhost:9080 {
 	modelgate_api
 }
 `, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, o.extra, g.logPath)
+	g.cfg = cfg
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
 	g.tester.InitServer(cfg, "caddyfile")
 	if t.Failed() {
@@ -122,6 +124,17 @@ http://localhost:9080 {
 	}
 	g.store = runningStore(t, g.dbPath)
 	return g
+}
+
+// reload loads the gateway's config again with one change (the currency),
+// as `caddy reload` does.
+func (g *gateway) reload() {
+	g.t.Helper()
+	g.cfg = strings.Replace(g.cfg, "default_plan developer\n", "default_plan developer\n\t\tcurrency EUR\n", 1)
+	g.tester.InitServer(g.cfg, "caddyfile")
+	if s := runningStore(g.t, g.dbPath); s != g.store {
+		g.t.Fatal("a reload opened a second ledger")
+	}
 }
 
 // runningStore finds the ledger the running config opened for path.

@@ -1,17 +1,23 @@
 package modelgate
 
 import (
+	"bytes"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestXcaddyBuild proves that an operator's `xcaddy build --with
 // github.com/modelgate/modelgate` works: it builds Caddy with this tree as
-// the plugin (xcaddy pinned in go.mod's tool block), then asks the binary for
-// its modules and has it adapt Caddyfile.example.
+// the plugin (xcaddy pinned in go.mod's tool block), asks the binary for its
+// modules, and then runs README.md's quick start with it: Caddyfile.example
+// served offline, an account and a key made by the CLI, a chat completion
+// through the gateway, the key's usage.
 func TestXcaddyBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a whole Caddy")
@@ -49,5 +55,86 @@ func TestXcaddyBuild(t *testing.T) {
 	out, err = exec.Command(bin, "modelgate", "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "account") {
 		t.Fatalf("caddy modelgate --help: %v\n%s", err, out)
+	}
+
+	runQuickStart(t, bin)
+}
+
+// runQuickStart follows README.md with the built binary.
+func runQuickStart(t *testing.T, bin string) {
+	dir := t.TempDir()
+	env := append(os.Environ(), "MODELGATE_DB="+filepath.Join(dir, "quickstart.db"), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("caddy %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return strings.TrimSpace(string(out))
+	}
+	acct := run("modelgate", "account", "create", "--config", "Caddyfile.example", "--email", "you@example.com", "--credit", "10.00")
+	key := run("modelgate", "key", "create", "--config", "Caddyfile.example", "--account", acct, "--label", "laptop")
+
+	server := exec.Command(bin, "run", "--config", "Caddyfile.example")
+	server.Env = env
+	var logs bytes.Buffer
+	server.Stdout, server.Stderr = &logs, &logs
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			_ = server.Process.Signal(os.Interrupt)
+			_ = server.Wait()
+		}
+	}
+	defer func() {
+		stop()
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	}()
+
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there"}]}`
+	var resp *http.Response
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		req, _ := http.NewRequest("POST", "http://localhost:8080/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		var err error
+		if resp, err = http.DefaultClient.Do(req); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway did not come up: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(data), `"model":"gpt-4o-mini"`) || !strings.Contains(string(data), `"completion_tokens":12`) {
+		t.Fatalf("chat completion: %d %s", resp.StatusCode, data)
+	}
+	req, _ := http.NewRequest("GET", "http://localhost:8080/api/usage", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// 9 input tokens at 0.15 and 12 output tokens at 0.60 per million
+	if resp.StatusCode != 200 || !strings.Contains(string(data), `"requests":1`) || !strings.Contains(string(data), `"spent":"0.000008550"`) {
+		t.Fatalf("usage: %d %s", resp.StatusCode, data)
+	}
+	stop()
+	if strings.Contains(logs.String(), key) {
+		t.Fatal("the key appears in the server's log")
 	}
 }
