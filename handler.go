@@ -2,7 +2,6 @@ package modelgate
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -398,12 +397,6 @@ func debugf(l *zap.Logger, msg string, fields ...zap.Field) {
 	if c := l.Check(zapcore.DebugLevel, msg); c != nil {
 		c.Write(fields...)
 	}
-}
-
-// detached returns a context for work that must finish even when the
-// client's request ends (settling a bill).
-func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
 // Interface guards
