@@ -93,7 +93,30 @@ func (w *walker) function(v []byte) *formats.Error {
 	if rawjson.Kind(v) != '{' {
 		return w.errType("", v, "an object")
 	}
-	var name, desc, params, strict []byte
+	d, err := w.namedSchema(v, "parameters")
+	if err != nil {
+		return err
+	}
+	if w.ir != nil {
+		w.ir.Tools = append(w.ir.Tools, formats.Tool{Name: d.name, Description: d.description, Parameters: d.schema, Strict: d.strict})
+	}
+	return nil
+}
+
+// namedSchemaDef is what a function definition and a json_schema response
+// format share.
+type namedSchemaDef struct {
+	name, description string // set only when building the IR
+	schema            []byte // nil when absent or null
+	strict            *bool
+}
+
+// namedSchema validates an object of {name, description, <schemaKey>,
+// strict}: a function definition (schemaKey "parameters") or a response
+// format's json_schema (schemaKey "schema").
+func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *formats.Error) {
+	var d namedSchemaDef
+	var name, desc, schema, strict []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
 		switch {
@@ -101,41 +124,41 @@ func (w *walker) function(v []byte) *formats.Error {
 			name = it.Value()
 		case it.NameIs("description"):
 			desc = it.Value()
-		case it.NameIs("parameters"):
-			params = it.Value()
+		case it.NameIs(schemaKey):
+			schema = it.Value()
 		case it.NameIs("strict"):
 			strict = it.Value()
 		}
 	}
 	if err := w.checkName("name", name); err != nil {
-		return err
+		return d, err
 	}
 	hasDesc, err := w.optString("description", desc)
 	if err != nil {
-		return err
+		return d, err
 	}
-	switch rawjson.Kind(params) {
+	switch rawjson.Kind(schema) {
 	case 0, 'n':
-		params = nil
+		schema = nil
 	case '{':
 	default:
-		return w.errType("parameters", params, "an object")
+		return d, w.errType(schemaKey, schema, "an object")
 	}
 	sv, hasStrict, err := w.optBool("strict", strict)
 	if err != nil {
-		return err
+		return d, err
 	}
+	d.schema = schema
 	if w.ir != nil {
-		t := formats.Tool{Name: str(name), Parameters: params}
+		d.name = str(name)
 		if hasDesc {
-			t.Description = str(desc)
+			d.description = str(desc)
 		}
 		if hasStrict {
-			t.Strict = ptr(sv)
+			d.strict = ptr(sv)
 		}
-		w.ir.Tools = append(w.ir.Tools, t)
 	}
-	return nil
+	return d, nil
 }
 
 // functions validates the deprecated functions list.
@@ -367,49 +390,13 @@ func (w *walker) responseFormat(v []byte) *formats.Error {
 			return w.errType("json_schema", js, "an object")
 		}
 		w.push("json_schema")
-		var name, desc, schema, strict []byte
-		it := rawjson.Object(js, 0)
-		for it.Next() {
-			switch {
-			case it.NameIs("name"):
-				name = it.Value()
-			case it.NameIs("description"):
-				desc = it.Value()
-			case it.NameIs("schema"):
-				schema = it.Value()
-			case it.NameIs("strict"):
-				strict = it.Value()
-			}
-		}
-		if err := w.checkName("name", name); err != nil {
-			return err
-		}
-		hasDesc, err := w.optString("description", desc)
-		if err != nil {
-			return err
-		}
-		switch rawjson.Kind(schema) {
-		case 0, 'n':
-			schema = nil
-		case '{':
-		default:
-			return w.errType("schema", schema, "an object")
-		}
-		sv, hasStrict, err := w.optBool("strict", strict)
+		d, err := w.namedSchema(js, "schema")
 		if err != nil {
 			return err
 		}
 		w.pop()
 		w.req.size.TextBytes += int64(len(js))
-		if w.ir != nil {
-			rf.Name, rf.Schema = str(name), schema
-			if hasDesc {
-				rf.Description = str(desc)
-			}
-			if hasStrict {
-				rf.Strict = ptr(sv)
-			}
-		}
+		rf.Name, rf.Description, rf.Schema, rf.Strict = d.name, d.description, d.schema, d.strict
 	default:
 		return w.errEnum("type", typ, "text", "json_object", "json_schema")
 	}
