@@ -56,6 +56,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			format openai|anthropic|gemini
 //			base_url <url>
 //			keys <key...>
+//			anthropic_version <date>
 //		}
 //		model <id> {
 //			route <provider> <upstream_model> [weight <n>]
@@ -246,6 +247,13 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 			if len(p.Keys) == 0 {
 				return nil, d.ArgErr()
 			}
+		case "anthropic_version":
+			if !d.AllArgs(&p.AnthropicVersion) {
+				return nil, d.ArgErr()
+			}
+			if !datedVersion.MatchString(p.AnthropicVersion) {
+				return nil, d.Errf("provider %s: anthropic_version %q: want a date such as 2023-06-01", p.Name, p.AnthropicVersion)
+			}
 		default:
 			return nil, d.Errf("provider %s: unrecognized option %q", p.Name, opt)
 		}
@@ -257,6 +265,8 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 		return nil, start.errf("provider %s: missing base_url", p.Name)
 	case len(p.Keys) == 0:
 		return nil, start.errf("provider %s: missing keys", p.Name)
+	case p.AnthropicVersion != "" && p.Format != "anthropic":
+		return nil, start.errf("provider %s: anthropic_version applies to anthropic providers only", p.Name)
 	}
 	return p, nil
 }

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/formats/openai"
 	"github.com/modelgate/modelgate/formats/sse"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/upstream"
@@ -46,12 +45,15 @@ type call struct {
 	model     *model
 	route     *route
 
-	clientFormat  string
+	format        clientFormat
 	stream        bool
-	includeUsage  bool
+	includeUsage  bool // OpenAI client: wants the usage chunk
+	sse           bool // Gemini client: SSE rather than a JSON array
+	count         bool // a token count: nothing held, nothing billed
 	inputEstimate int64
-	upstreamPath  string
+	anthropicBeta []string
 	upstreamBody  []byte
+	passThrough   bool // client and upstream speak the same format
 
 	hold         *ledger.Hold
 	outputCapped bool
@@ -119,7 +121,7 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request) {
 		zap.String("provider", c.route.provider.Name),
 		zap.String("upstream_key", c.upstreamKeyID),
 		zap.Error(err))
-	writeError(w, formats.NewError(kind, msg))
+	writeError(w, c.format, formats.NewError(kind, msg))
 }
 
 // noNext is the next handler of the proxies: never reached.
@@ -130,7 +132,7 @@ func (noNext) ServeHTTP(http.ResponseWriter, *http.Request) error { return nil }
 // roundTrip is one attempt at the upstream: it builds the upstream request,
 // sends it, and turns the answer into the client's format.
 func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
-	p := t.provider
+	p := t.provider.Provider
 	key := p.Pick()
 	c.upstreamKeyID = key.ID
 
@@ -141,18 +143,23 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	stop := context.AfterFunc(req.Context(), cancel)
 
 	out := req.WithContext(ctx)
-	out.URL = &url.URL{Scheme: p.Scheme, Host: req.URL.Host, Path: p.PathPrefix + c.upstreamPath}
+	path, query := upstreamURL(p, c.route.upstreamModel, c.stream, c.count)
+	out.URL = &url.URL{Scheme: p.Scheme, Host: req.URL.Host, Path: path, RawQuery: query}
 	out.Host = p.Host
 	accept := "application/json"
 	if c.stream {
 		accept = "text/event-stream"
 	}
 	out.Header = http.Header{
-		"Content-Type":  {"application/json"},
-		"Accept":        {accept},
-		"User-Agent":    {upstreamUserAgent},
-		"Authorization": {"Bearer " + key.Secret()},
+		"Content-Type": {"application/json"},
+		"Accept":       {accept},
+		"User-Agent":   {upstreamUserAgent},
 	}
+	var beta []string
+	if c.passThrough && c.format == clientAnthropic {
+		beta = c.anthropicBeta // beta features are for Anthropic upstreams only
+	}
+	setUpstreamAuth(out.Header, t.provider, key.Secret(), beta)
 	body := c.upstreamBody
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -171,6 +178,10 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 		defer func() { cancel(); key.Done() }()
 		return c.upstreamError(req, resp), nil
 	}
+	if c.count {
+		defer func() { cancel(); key.Done() }()
+		return c.countAnswer(req, resp), nil
+	}
 	if c.stream {
 		if !isEventStream(resp.Header) {
 			defer func() { cancel(); key.Done() }()
@@ -183,13 +194,13 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 			c:      c,
 			src:    resp.Body,
 			events: sse.NewReader(resp.Body, maxStreamEvent),
-			tr:     openai.NewPassThroughStream(c.model.id, c.includeUsage),
+			tr:     c.streamTranslator(),
 			cancel: cancel,
 			key:    key,
 		}
 		resp.Body = s
 		resp.Header = http.Header{
-			"Content-Type":  {"text/event-stream"},
+			"Content-Type":  {c.streamContentType()},
 			"Cache-Control": {"no-cache"},
 		}
 		resp.ContentLength = -1
@@ -212,23 +223,38 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response) *http.Re
 		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
 	}
 	c.ttft = time.Since(c.start)
-	out, usage, ferr := openai.PassThroughResponse(make([]byte, 0, len(data)+16), data, c.model.id)
+	out, usage, hasUsage, outputBytes, ferr := c.translateResponse(data)
 	if ferr != nil {
 		return c.errorResponse(req, ferr)
 	}
 	source := "upstream"
-	if usage == (formats.Usage{}) {
-		// an OpenAI-compatible server that reports no usage: estimate it
-		// from the text rather than bill nothing
-		n := int64(len(data))
-		if r, err := openai.DecodeChatResponse(data); err == nil {
-			n = r.OutputBytes()
-		}
-		usage, source = c.estimatedUsage(n), "estimated"
+	if !hasUsage {
+		// an upstream that reports no usage (some OpenAI-compatible
+		// servers): estimate it from the text rather than bill nothing
+		usage, source = c.estimatedUsage(outputBytes), "estimated"
 	}
 	if err := c.settle(usage, source, http.StatusOK, "ok"); err != nil {
 		return c.errorResponse(req, billingFailed())
 	}
+	return okResponse(req, resp, out)
+}
+
+// countAnswer turns an upstream's token count into the client's format.
+func (c *call) countAnswer(req *http.Request, resp *http.Response) *http.Response {
+	data, err := readAll(resp.Body, maxErrorBody)
+	resp.Body.Close()
+	if err != nil {
+		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+	}
+	out, ferr := c.countResponse(data)
+	if ferr != nil {
+		return c.errorResponse(req, ferr)
+	}
+	return okResponse(req, resp, out)
+}
+
+// okResponse is a 200 with a JSON body.
+func okResponse(req *http.Request, resp *http.Response, body []byte) *http.Response {
 	return &http.Response{
 		Status:        "200 OK",
 		StatusCode:    http.StatusOK,
@@ -236,8 +262,8 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response) *http.Re
 		ProtoMajor:    resp.ProtoMajor,
 		ProtoMinor:    resp.ProtoMinor,
 		Header:        http.Header{"Content-Type": {"application/json"}},
-		Body:          io.NopCloser(bytes.NewReader(out)),
-		ContentLength: int64(len(out)),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
 		Request:       req,
 	}
 }
@@ -247,7 +273,7 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response) *http.Re
 func (c *call) upstreamError(req *http.Request, resp *http.Response) *http.Response {
 	data, _ := readAll(resp.Body, maxErrorBody)
 	resp.Body.Close()
-	ferr := openai.ParseUpstreamError(resp.StatusCode, data)
+	ferr := parseUpstreamError(c.route.provider.Format, resp.StatusCode, data)
 	c.logger.Warn("upstream error",
 		zap.String("request_id", c.reqID),
 		zap.String("provider", c.route.provider.Name),
@@ -263,14 +289,15 @@ func (c *call) upstreamError(req *http.Request, resp *http.Response) *http.Respo
 
 // errorResponse builds a response carrying an error in the client's format.
 func (c *call) errorResponse(req *http.Request, e *formats.Error) *http.Response {
-	body := openai.AppendError(nil, e)
+	body := appendError(nil, c.format, e)
 	h := http.Header{"Content-Type": {"application/json"}}
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
+	status := errorStatus(c.format, e)
 	return &http.Response{
-		Status:        strconv.Itoa(e.Status()) + " " + http.StatusText(e.Status()),
-		StatusCode:    e.Status(),
+		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
+		StatusCode:    status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
@@ -311,7 +338,7 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		Provider:      c.route.provider.Name,
 		UpstreamModel: c.route.upstreamModel,
 		UpstreamKeyID: c.upstreamKeyID,
-		ClientFormat:  c.clientFormat,
+		ClientFormat:  c.format.String(),
 		Stream:        c.stream,
 		Tokens:        tokens,
 		Cost:          ledger.Discounted(cost, discount),

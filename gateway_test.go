@@ -577,7 +577,7 @@ func TestModelsAndIndex(t *testing.T) {
 			t.Errorf("model %+v", m)
 		}
 	}
-	if strings.Join(ids, ",") != "gpt-test,other" {
+	if strings.Join(ids, ",") != "claude-test,gemini-test,gpt-test,other" {
 		t.Errorf("models = %v", ids)
 	}
 	m, err := g.client(key).Models.Get(context.Background(), testModel)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +18,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/formats/openai"
+	"github.com/modelgate/modelgate/formats/tokencount"
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/upstream"
 )
 
 func init() {
@@ -26,8 +28,10 @@ func init() {
 }
 
 // APIHandler serves the gateway's API: the index at / and /v1, the OpenAI
-// routes under /v1, and /api/usage. Requests for other paths go to the next
-// handler. Every answer, errors included, is in the client's wire format.
+// and Anthropic routes under /v1, the Gemini routes under /v1beta (and under
+// /v1/models/{model}:…, where the Google GenAI SDK sends them), and
+// /api/usage. Requests for other paths go to the next handler. Every answer,
+// errors included, is in the client's wire format.
 type APIHandler struct {
 	app    *App
 	logger *zap.Logger
@@ -56,122 +60,213 @@ func (h *APIHandler) Provision(ctx caddy.Context) error {
 type apiRoute uint8
 
 const (
-	routeNone apiRoute = iota // not ours: next handler
-	routeIndex
-	routeModels
-	routeModel
-	routeChat
-	routeUsage
-	routeUnknownV1 // under /v1 but no such route: 404
+	routeNone           apiRoute = iota // not ours: next handler
+	routeIndex                          // GET / and /v1
+	routeModels                         // GET /v1/models, in the shape the client expects
+	routeModel                          // GET /v1/models/{id}
+	routeChat                           // POST /v1/chat/completions
+	routeMessages                       // POST /v1/messages
+	routeMessagesCount                  // POST /v1/messages/count_tokens
+	routeGeminiModels                   // GET /v1beta/models
+	routeGeminiModel                    // GET /v1beta/models/{model}
+	routeGeminiGenerate                 // POST …/models/{model}:generateContent
+	routeGeminiStream                   // POST …/models/{model}:streamGenerateContent
+	routeGeminiCount                    // POST …/models/{model}:countTokens
+	routeUsage                          // GET /api/usage
+	routeUnknown                        // under /v1 or /v1beta but no such route: 404
 )
 
+// routeInfo is a classified request path.
+type routeInfo struct {
+	route  apiRoute
+	arg    string       // the model of a model or Gemini route
+	format clientFormat // the format its errors are written in
+	method string       // the HTTP method it accepts
+}
+
 // classify maps a path to its route.
-func classify(path string) (apiRoute, string) {
+func classify(path string) routeInfo {
 	switch path {
 	case "/", "/v1", "/v1/":
-		return routeIndex, ""
+		return routeInfo{route: routeIndex, method: http.MethodGet}
 	case "/v1/models":
-		return routeModels, ""
+		return routeInfo{route: routeModels, method: http.MethodGet}
 	case "/v1/chat/completions":
-		return routeChat, ""
+		return routeInfo{route: routeChat, format: clientOpenAI, method: http.MethodPost}
+	case "/v1/messages":
+		return routeInfo{route: routeMessages, format: clientAnthropic, method: http.MethodPost}
+	case "/v1/messages/count_tokens":
+		return routeInfo{route: routeMessagesCount, format: clientAnthropic, method: http.MethodPost}
+	case "/v1beta/models", "/v1beta/models/":
+		return routeInfo{route: routeGeminiModels, format: clientGemini, method: http.MethodGet}
 	case "/api/usage":
-		return routeUsage, ""
+		return routeInfo{route: routeUsage, method: http.MethodGet}
 	}
-	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
-		return routeModel, id
+	if rest, ok := strings.CutPrefix(path, "/v1beta/models/"); ok {
+		return classifyGemini(rest, true)
 	}
-	if strings.HasPrefix(path, "/v1/") || strings.HasPrefix(path, "/v1beta/") {
-		return routeUnknownV1, ""
+	if rest, ok := strings.CutPrefix(path, "/v1/models/"); ok && rest != "" {
+		if strings.Contains(rest, ":") {
+			return classifyGemini(rest, false)
+		}
+		return routeInfo{route: routeModel, arg: rest, method: http.MethodGet}
 	}
-	return routeNone, ""
+	if strings.HasPrefix(path, "/v1beta/") {
+		return routeInfo{route: routeUnknown, format: clientGemini}
+	}
+	if strings.HasPrefix(path, "/v1/") {
+		return routeInfo{route: routeUnknown, format: clientOpenAI}
+	}
+	return routeInfo{route: routeNone}
+}
+
+// classifyGemini maps "{model}" or "{model}:{method}" of a Gemini path.
+func classifyGemini(rest string, v1beta bool) routeInfo {
+	// a full resource name reads models/models/{id}
+	rest = strings.TrimPrefix(rest, "models/")
+	model, method, hasMethod := cutLast(rest, ':')
+	if !hasMethod {
+		if v1beta && rest != "" {
+			return routeInfo{route: routeGeminiModel, arg: rest, format: clientGemini, method: http.MethodGet}
+		}
+		return routeInfo{route: routeUnknown, format: clientGemini}
+	}
+	ri := routeInfo{arg: model, format: clientGemini, method: http.MethodPost}
+	switch method {
+	case "generateContent":
+		ri.route = routeGeminiGenerate
+	case "streamGenerateContent":
+		ri.route = routeGeminiStream
+	case "countTokens":
+		ri.route = routeGeminiCount
+	default:
+		ri.route = routeUnknown
+	}
+	if model == "" {
+		ri.route = routeUnknown
+	}
+	return ri
+}
+
+// cutLast splits s around the last sep.
+func cutLast(s string, sep byte) (before, after string, found bool) {
+	if i := strings.LastIndexByte(s, sep); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
 }
 
 // ServeHTTP serves one API request.
 func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	route, arg := classify(r.URL.Path)
-	if route == routeNone {
+	ri := classify(r.URL.Path)
+	if ri.route == routeNone {
 		return next.ServeHTTP(w, r)
 	}
 	// Client credentials go no further than this handler; the proxied
 	// request is built fresh, so they never reach an upstream or its logs.
-	key, keyState := credential(r.Header)
-	r.Header.Del("Authorization")
-	r.Header.Del("X-Api-Key")
+	cred := takeCredential(r)
 
 	reqID := ledger.NewRequestID()
 	w.Header().Set("X-Request-Id", reqID)
 
-	switch route {
-	case routeIndex:
+	if ri.route == routeModels || ri.route == routeModel {
+		// the same path serves three SDKs: answer in the one that asked
+		switch {
+		case r.Header.Get("Anthropic-Version") != "":
+			ri.format = clientAnthropic
+		case cred.via == viaGoogHeader || cred.via == viaQuery:
+			ri.format = clientGemini
+		}
+	}
+	if ri.route == routeIndex {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			return h.methodNotAllowed(w, "GET")
+			return methodNotAllowed(w, ri)
 		}
 		writeJSON(w, http.StatusOK, h.app.index)
 		return nil
-	case routeUnknownV1:
-		writeError(w, &formats.Error{Kind: formats.KindNotFound, Code: "unknown_url",
+	}
+	if ri.route == routeUnknown {
+		writeError(w, ri.format, &formats.Error{Kind: formats.KindNotFound, Code: "unknown_url",
 			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."})
 		return nil
 	}
+	if r.Method != ri.method && !(ri.method == http.MethodGet && r.Method == http.MethodHead) {
+		return methodNotAllowed(w, ri)
+	}
 
-	p, ferr := h.authenticate(key, keyState)
+	p, ferr := h.authenticate(cred)
 	if ferr != nil {
-		writeError(w, ferr)
+		writeError(w, ri.format, ferr)
+		return nil
+	}
+	if ri.format == clientAnthropic && (ri.route == routeMessages || ri.route == routeMessagesCount) &&
+		r.Header.Get("Anthropic-Version") == "" {
+		writeError(w, clientAnthropic, formats.InvalidRequest("anthropic-version", "anthropic-version: header is required"))
 		return nil
 	}
 
-	switch route {
-	case routeModels:
-		if r.Method != http.MethodGet {
-			return h.methodNotAllowed(w, "GET")
-		}
-		writeJSON(w, http.StatusOK, h.app.modelsDoc)
-	case routeModel:
-		if r.Method != http.MethodGet {
-			return h.methodNotAllowed(w, "GET")
-		}
-		m, ok := h.app.models[arg]
-		if !ok {
-			writeError(w, modelNotFound(arg))
-			return nil
-		}
-		writeJSON(w, http.StatusOK, m.doc)
+	switch ri.route {
+	case routeModels, routeGeminiModels:
+		h.serveModelList(w, r, ri.format)
+	case routeModel, routeGeminiModel:
+		h.serveModel(w, ri.format, ri.arg)
 	case routeUsage:
-		if r.Method != http.MethodGet {
-			return h.methodNotAllowed(w, "GET")
-		}
 		h.serveUsage(w, r, p)
-	case routeChat:
-		if r.Method != http.MethodPost {
-			return h.methodNotAllowed(w, "POST")
-		}
-		h.serveChat(w, r, p, reqID)
+	default:
+		h.serveGeneration(w, r, p, ri, reqID)
 	}
 	return nil
 }
 
-// keyState says how a credential was presented.
-type keyState uint8
+// credVia says where a credential was found.
+type credVia uint8
 
 const (
-	keyMissing keyState = iota
-	keyMalformedHeader
-	keyPresent
+	viaNone credVia = iota
+	viaBearer
+	viaAPIKeyHeader
+	viaGoogHeader
+	viaQuery
+	viaMalformedAuthorization
 )
 
-// credential takes the API key from Authorization: Bearer or x-api-key.
-func credential(h http.Header) (string, keyState) {
+// credential is the API key a request carries.
+type credential struct {
+	key string
+	via credVia
+}
+
+// takeCredential takes the API key from Authorization: Bearer, x-api-key,
+// x-goog-api-key or ?key=, and removes all of them from the request so that
+// nothing after this handler sees a key.
+func takeCredential(r *http.Request) credential {
+	var c credential
+	h := r.Header
 	if v := h.Get("Authorization"); v != "" {
 		const scheme = "Bearer "
-		if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
-			return "", keyMalformedHeader
+		if len(v) > len(scheme) && strings.EqualFold(v[:len(scheme)], scheme) {
+			c = credential{strings.TrimSpace(v[len(scheme):]), viaBearer}
+		} else {
+			c.via = viaMalformedAuthorization
 		}
-		return strings.TrimSpace(v[len(scheme):]), keyPresent
+	} else if v := h.Get("X-Api-Key"); v != "" {
+		c = credential{strings.TrimSpace(v), viaAPIKeyHeader}
+	} else if v := h.Get("X-Goog-Api-Key"); v != "" {
+		c = credential{strings.TrimSpace(v), viaGoogHeader}
 	}
-	if v := h.Get("X-Api-Key"); v != "" {
-		return strings.TrimSpace(v), keyPresent
+	h.Del("Authorization")
+	h.Del("X-Api-Key")
+	h.Del("X-Goog-Api-Key")
+	if strings.Contains(r.URL.RawQuery, "key=") {
+		q := r.URL.Query()
+		if v := q.Get("key"); v != "" && c.via == viaNone {
+			c = credential{strings.TrimSpace(v), viaQuery}
+		}
+		q.Del("key")
+		r.URL.RawQuery = q.Encode()
+		r.RequestURI = r.URL.RequestURI()
 	}
-	return "", keyMissing
+	return c
 }
 
 // principal is an authenticated caller.
@@ -182,20 +277,20 @@ type principal struct {
 
 // authenticate checks the key and the account's state. The key itself never
 // appears in an error.
-func (h *APIHandler) authenticate(key string, st keyState) (principal, *formats.Error) {
-	switch st {
-	case keyMissing:
+func (h *APIHandler) authenticate(c credential) (principal, *formats.Error) {
+	switch c.via {
+	case viaNone:
 		return principal{}, &formats.Error{Kind: formats.KindAuthentication,
 			Message: "You didn't provide an API key. Send it as Authorization: Bearer <API_KEY> (or x-api-key: <API_KEY>)."}
-	case keyMalformedHeader:
+	case viaMalformedAuthorization:
 		return principal{}, &formats.Error{Kind: formats.KindAuthentication,
 			Message: "Malformed Authorization header: expected Bearer <API_KEY>."}
 	}
-	if !ledger.WellFormedKey(key) {
+	if !ledger.WellFormedKey(c.key) {
 		return principal{}, &formats.Error{Kind: formats.KindAuthentication,
 			Message: "Malformed API key: keys look like mg-… followed by at least 40 letters and digits."}
 	}
-	p, err := h.app.store.Authenticate(key)
+	p, err := h.app.store.Authenticate(c.key)
 	if err != nil {
 		if !errors.Is(err, ledger.ErrUnauthorized) {
 			h.logger.Error("authenticating", zap.Error(err))
@@ -256,29 +351,44 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p princi
 		}
 	}
 	h.logger.Error("reading usage", zap.String("key_id", p.KeyID), zap.Error(err))
-	writeError(w, formats.NewError(formats.KindInternal, "The gateway could not read the usage; try again."))
+	writeError(w, clientOpenAI, formats.NewError(formats.KindInternal, "The gateway could not read the usage; try again."))
 }
 
-// serveChat handles POST /v1/chat/completions: parse, hold, proxy. The
-// transport settles the bill when the answer ends.
-func (h *APIHandler) serveChat(w http.ResponseWriter, r *http.Request, p principal, reqID string) {
+// serveGeneration handles the generation and token-count routes of every
+// format: parse, then hold and proxy (generation) or count.
+func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p principal, ri routeInfo, reqID string) {
 	body, ferr := readBody(r, h.app.MaxRequestBody)
 	if ferr != nil {
-		writeError(w, ferr)
+		writeError(w, ri.format, ferr)
 		return
 	}
-	req, ferr := openai.ParseChatRequest(body)
+	var req *genRequest
+	count := false
+	switch ri.route {
+	case routeChat:
+		req, ferr = parseChat(body)
+	case routeMessages:
+		req, ferr = parseMessages(body, false, r.Header)
+	case routeMessagesCount:
+		req, ferr = parseMessages(body, true, r.Header)
+		count = true
+	case routeGeminiGenerate:
+		req, ferr = parseGenerate(body, ri.arg, false, false, false)
+	case routeGeminiStream:
+		req, ferr = parseGenerate(body, ri.arg, true, r.URL.Query().Get("alt") == "sse", false)
+	case routeGeminiCount:
+		req, ferr = parseGenerate(body, ri.arg, false, false, true)
+		count = true
+	}
 	if ferr != nil {
-		writeError(w, ferr)
+		writeError(w, ri.format, ferr)
 		return
 	}
-	m, ok := h.app.models[req.Model]
+	m, ok := h.app.models[req.model]
 	if !ok {
-		writeError(w, modelNotFound(req.Model))
+		writeError(w, ri.format, modelNotFound(req.model))
 		return
 	}
-	rt := &m.routes[0]
-
 	c := &call{
 		app:           h.app,
 		logger:        h.logger,
@@ -286,40 +396,82 @@ func (h *APIHandler) serveChat(w http.ResponseWriter, r *http.Request, p princip
 		start:         time.Now(),
 		principal:     p,
 		model:         m,
-		route:         rt,
-		clientFormat:  "openai.chat",
-		stream:        req.Stream,
-		includeUsage:  req.IncludeUsage,
-		inputEstimate: req.InputEstimate(),
-		upstreamPath:  "/v1/chat/completions",
+		route:         &m.routes[0],
+		format:        req.format,
+		stream:        req.stream,
+		includeUsage:  req.includeUsage,
+		sse:           req.sse,
+		inputEstimate: req.inputEstimate,
+		anthropicBeta: req.anthropicBeta,
 	}
+	if count {
+		h.serveCount(w, r, c, req)
+		return
+	}
+
 	outputCap := m.maxOutput
-	if n, ok := req.MaxTokens(); ok && n < outputCap {
-		outputCap = n
+	if req.maxTokens > 0 && req.maxTokens < outputCap {
+		outputCap = req.maxTokens
 	}
-	outputCap, ferr = c.reserve(req.InputBound(), outputCap, req.N)
+	outputCap, ferr = c.reserve(req.inputBound, outputCap, req.choices)
 	if ferr != nil {
-		writeError(w, ferr)
+		writeError(w, c.format, ferr)
 		return
 	}
 	defer c.release() // every path that does not settle gives the hold back
 	if c.outputCapped {
 		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
 	}
-
-	up, err := openai.RewriteChatRequest(make([]byte, 0, len(body)+64), body, rt.upstreamModel, outputCap, req.Stream)
-	if err != nil {
-		writeError(w, formats.InvalidRequest("", "The request body could not be rewritten for the upstream: "+err.Error()))
+	body, dropped, passThrough, ferr := upstreamBody(req, c.route, outputCap, h.app.signatures)
+	if ferr != nil {
+		writeError(w, c.format, ferr)
 		return
 	}
-	c.upstreamBody = up
+	if dropped != "" {
+		w.Header().Set("X-Modelgate-Dropped", dropped)
+	}
+	c.upstreamBody, c.passThrough = body, passThrough
+	c.proxy(w, r)
+}
+
+// serveCount answers count_tokens and countTokens: exactly, through the
+// routed upstream's count API when it has one (Anthropic, Gemini), or from a
+// local tokenizer, flagged as an estimate. Counting is never billed.
+func (h *APIHandler) serveCount(w http.ResponseWriter, r *http.Request, c *call, req *genRequest) {
+	if c.route.provider.Format == upstream.FormatOpenAI {
+		ir, ferr := req.toIR()
+		if ferr != nil {
+			writeError(w, c.format, ferr)
+			return
+		}
+		n, err := tokencount.Count(ir)
+		if err != nil {
+			h.logger.Error("counting tokens", zap.Error(err))
+			writeError(w, c.format, formats.NewError(formats.KindInternal, "The gateway could not count the tokens; try again."))
+			return
+		}
+		w.Header().Set("X-Modelgate-Token-Count", "estimate")
+		writeJSON(w, http.StatusOK, appendCount(nil, c.format, n))
+		return
+	}
+	body, ferr := countBody(req, c.route)
+	if ferr != nil {
+		writeError(w, c.format, ferr)
+		return
+	}
+	c.count = true
+	c.upstreamBody = body
 	c.proxy(w, r)
 }
 
 // methodNotAllowed answers a known route called with the wrong method.
-func (h *APIHandler) methodNotAllowed(w http.ResponseWriter, allow string) error {
+func methodNotAllowed(w http.ResponseWriter, ri routeInfo) error {
+	allow := ri.method
+	if allow == "" {
+		allow = http.MethodGet
+	}
 	w.Header().Set("Allow", allow)
-	writeError(w, &formats.Error{Kind: formats.KindMethodNotAllowed, Message: "This route accepts " + allow + " only."})
+	writeError(w, ri.format, &formats.Error{Kind: formats.KindMethodNotAllowed, Message: "This route accepts " + allow + " only."})
 	return nil
 }
 
@@ -363,15 +515,6 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// writeError writes an error in the client's format (OpenAI, for the routes
-// this handler serves today).
-func writeError(w http.ResponseWriter, e *formats.Error) {
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
-	writeJSON(w, e.Status(), openai.AppendError(nil, e))
-}
-
 // mulMoney multiplies a token count by a per-token price, saturating instead
 // of overflowing (a saturated hold is refused, never wrapped around).
 func mulMoney(tokens int64, price ledger.Money) ledger.Money {
@@ -397,6 +540,15 @@ func debugf(l *zap.Logger, msg string, fields ...zap.Field) {
 	if c := l.Check(zapcore.DebugLevel, msg); c != nil {
 		c.Write(fields...)
 	}
+}
+
+// queryInt reads a positive integer query parameter, or def.
+func queryInt(q url.Values, name string, def, max int) int {
+	n, err := strconv.Atoi(q.Get(name))
+	if err != nil || n <= 0 {
+		return def
+	}
+	return min(n, max)
 }
 
 // Interface guards

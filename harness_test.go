@@ -99,6 +99,26 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 			route mock other-upstream
 			price input 1 output 1
 		}
+		provider mock-anthropic {
+			format anthropic
+			base_url %s
+			keys {env.MG_TEST_UPSTREAM_KEY}
+		}
+		provider mock-gemini {
+			format gemini
+			base_url %s
+			keys {env.MG_TEST_UPSTREAM_KEY}
+		}
+		model claude-test {
+			route mock-anthropic up-claude-test
+			price input 0.5 output 1.5
+			max_output %d
+		}
+		model gemini-test {
+			route mock-gemini up-gemini-test
+			price input 0.5 output 1.5
+			max_output %d
+		}
 %s	}
 }
 
@@ -115,7 +135,7 @@ http://localhost:9080 {
 	}
 	modelgate_api
 }
-`, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, o.extra, g.logPath)
+`, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath)
 	g.cfg = cfg
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
 	g.tester.InitServer(cfg, "caddyfile")

@@ -8,12 +8,10 @@
 package modelgate
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"strings"
+	"regexp"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -78,6 +76,10 @@ type App struct {
 	plans     map[string]*plan
 	index     []byte // the body of GET / and GET /v1
 	modelsDoc []byte // the body of GET /v1/models
+
+	// signatures keeps Gemini thought signatures for the tool calls the
+	// gateway handed to non-Gemini clients (wire/translation.md §4.6).
+	signatures *signatureCache
 }
 
 // LedgerConfig selects the ledger store.
@@ -102,6 +104,10 @@ type ProviderConfig struct {
 	// Keys are its API keys (upstream accounts). Write them as
 	// placeholders ({env.OPENAI_KEY}); they are expanded at provision time.
 	Keys []string `json:"keys,omitempty"`
+	// AnthropicVersion is the anthropic-version header sent to an
+	// anthropic-format provider, whatever version the client sent.
+	// Default: 2023-06-01.
+	AnthropicVersion string `json:"anthropic_version,omitempty"`
 }
 
 // ModelConfig is a model customers may call.
@@ -151,9 +157,16 @@ type PlanConfig struct {
 // provider is a configured upstream with its reverse proxy.
 type provider struct {
 	*upstream.Provider
-	proxy     *reverseproxy.Handler
-	transport *Transport
+	anthropicVersion string
+	proxy            *reverseproxy.Handler
+	transport        *Transport
 }
+
+// defaultAnthropicVersion is the anthropic-version sent upstream by default.
+const defaultAnthropicVersion = "2023-06-01"
+
+// datedVersion is the shape of an anthropic-version.
+var datedVersion = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
 
 // model is a configured model, ready to serve.
 type model struct {
@@ -237,6 +250,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		m.created = created.Unix()
 		m.doc = modelDoc(m)
 	}
+	sc, _, _ := signatureCaches.LoadOrNew("signatures", func() (caddy.Destructor, error) {
+		return newSignatureCache(signatureCacheSize, signatureTTL), nil
+	})
+	a.signatures = sc.(*signatureCache)
+	a.modelList = sortedModels(a.modelList)
 	a.modelsDoc = modelListDoc(a.modelList)
 	a.index = indexDoc()
 
@@ -301,10 +319,17 @@ func (a *App) buildCatalogue() error {
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", pc.Name, err)
 		}
-		if f != upstream.FormatOpenAI {
-			return fmt.Errorf("provider %s: format %s is not served by this version yet (only openai)", pc.Name, f)
+		version := pc.AnthropicVersion
+		if version == "" {
+			version = defaultAnthropicVersion
 		}
-		a.providers[pc.Name] = &provider{Provider: &upstream.Provider{Name: pc.Name, Format: f}}
+		if !datedVersion.MatchString(version) {
+			return fmt.Errorf("provider %s: anthropic_version %q: want a date such as 2023-06-01", pc.Name, version)
+		}
+		if pc.AnthropicVersion != "" && f != upstream.FormatAnthropic {
+			return fmt.Errorf("provider %s: anthropic_version applies to anthropic providers only", pc.Name)
+		}
+		a.providers[pc.Name] = &provider{Provider: &upstream.Provider{Name: pc.Name, Format: f}, anthropicVersion: version}
 	}
 
 	a.models = make(map[string]*model, len(a.Models))
@@ -440,27 +465,28 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 		}
 		secrets = append(secrets, s)
 	}
-	up, err := upstream.NewProvider(pc.Name, a.providers[pc.Name].Format, base, secrets)
+	p := a.providers[pc.Name]
+	up, err := upstream.NewProvider(pc.Name, p.Format, base, secrets)
 	if err != nil {
 		return err
 	}
-	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), app: a, provider: up}
+	p.Provider = up
+	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), app: a, provider: p}
 	if up.Scheme == "https" {
 		t.TLS = &reverseproxy.TLSConfig{ServerName: up.ServerName}
 	}
 	if err := t.Provision(ctx); err != nil {
 		return fmt.Errorf("provider %s: transport: %w", pc.Name, err)
 	}
+	p.transport = t
 	rp := &reverseproxy.Handler{
 		Transport: t,
 		Upstreams: reverseproxy.UpstreamPool{{Dial: up.DialAddress}},
 	}
 	if err := rp.Provision(ctx); err != nil {
-		_ = t.Cleanup()
 		return fmt.Errorf("provider %s: proxy: %w", pc.Name, err)
 	}
-	p := a.providers[pc.Name]
-	p.Provider, p.proxy, p.transport = up, rp, t
+	p.proxy = rp
 	return nil
 }
 
@@ -485,6 +511,10 @@ func (a *App) Cleanup() error {
 		_, err := ledgers.Delete(a.storeKey)
 		errs = append(errs, err)
 	}
+	if a.signatures != nil {
+		_, err := signatureCaches.Delete("signatures")
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -495,53 +525,6 @@ func (a *App) plan(name string) *plan {
 		return p
 	}
 	return a.plans[a.DefaultPlan]
-}
-
-// modelObject is the OpenAI model object.
-type modelObject struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
-
-// modelDoc renders the OpenAI model object of m.
-func modelDoc(m *model) []byte {
-	b, _ := json.Marshal(modelObject{ID: m.id, Object: "model", Created: m.created, OwnedBy: m.ownedBy})
-	return b
-}
-
-// modelListDoc renders the OpenAI model list, sorted by ID.
-func modelListDoc(ms []*model) []byte {
-	sorted := slices.Clone(ms)
-	slices.SortFunc(sorted, func(x, y *model) int { return strings.Compare(x.id, y.id) })
-	b := []byte(`{"object":"list","data":[`)
-	for i, m := range sorted {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, m.doc...)
-	}
-	return append(b, "]}"...)
-}
-
-// indexDoc renders the public index of GET / and GET /v1 (seed §4).
-func indexDoc() []byte {
-	b, _ := json.Marshal(struct {
-		Service   string              `json:"service"`
-		Object    string              `json:"object"`
-		Auth      string              `json:"auth"`
-		Endpoints map[string][]string `json:"endpoints"`
-	}{
-		Service: "modelgate",
-		Object:  "api",
-		Auth:    "Send your API key as Authorization: Bearer <API_KEY>, or as x-api-key: <API_KEY>.",
-		Endpoints: map[string][]string{
-			"chat-completions": {"GET /v1/models", "GET /v1/models/{model}", "POST /v1/chat/completions"},
-			"usage":            {"GET /api/usage"},
-		},
-	})
-	return b
 }
 
 // Interface guards

@@ -6,8 +6,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-
-	"github.com/modelgate/modelgate/upstream"
 )
 
 func init() {
@@ -26,7 +24,7 @@ type Transport struct {
 	*reverseproxy.HTTPTransport
 
 	app      *App
-	provider *upstream.Provider
+	provider *provider
 }
 
 // CaddyModule returns the Caddy module information.

@@ -121,6 +121,29 @@ func runQuickStart(t *testing.T, bin string) {
 	if resp.StatusCode != 200 || !strings.Contains(string(data), `"model":"gpt-4o-mini"`) || !strings.Contains(string(data), `"completion_tokens":12`) {
 		t.Fatalf("chat completion: %d %s", resp.StatusCode, data)
 	}
+	// the README's other two formats, on models of other upstream formats
+	for _, ex := range []struct{ path, body, header, value, want string }{
+		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Hello there"}]}`,
+			"anthropic-version", "2023-06-01", `"type":"message"`},
+		{"/v1beta/models/gpt-4o-mini:generateContent", `{"contents":[{"parts":[{"text":"Hello there"}]}]}`,
+			"", "", `"modelVersion":"gpt-4o-mini"`},
+	} {
+		req, _ := http.NewRequest("POST", "http://localhost:8080"+ex.path, strings.NewReader(ex.body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		if ex.header != "" {
+			req.Header.Set(ex.header, ex.value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(data), ex.want) {
+			t.Fatalf("%s: %d %s", ex.path, resp.StatusCode, data)
+		}
+	}
 	req, _ := http.NewRequest("GET", "http://localhost:8080/api/usage", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
@@ -129,8 +152,9 @@ func runQuickStart(t *testing.T, bin string) {
 	}
 	data, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	// 9 input tokens at 0.15 and 12 output tokens at 0.60 per million
-	if resp.StatusCode != 200 || !strings.Contains(string(data), `"requests":1`) || !strings.Contains(string(data), `"spent":"0.000008550"`) {
+	// 9 input tokens and 12 output tokens each time: at 0.15/0.60, 3/15
+	// and 0.15/0.60 per million
+	if resp.StatusCode != 200 || !strings.Contains(string(data), `"requests":3`) || !strings.Contains(string(data), `"spent":"0.000224100"`) {
 		t.Fatalf("usage: %d %s", resp.StatusCode, data)
 	}
 	stop()

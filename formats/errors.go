@@ -60,6 +60,9 @@ type Error struct {
 	Code string
 	// RetryAfter, in seconds, is sent as Retry-After when positive.
 	RetryAfter int
+	// RequestID is the gateway's id of the request, for the envelopes that
+	// carry one (Anthropic's "request_id"); empty to omit it.
+	RequestID string
 }
 
 // Error implements the error interface.

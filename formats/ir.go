@@ -339,6 +339,13 @@ type Request struct {
 	Metadata    map[string]string
 	ServiceTier string
 
+	// StructuredOutputs says that the routed model takes a JSON schema for
+	// its output natively (Anthropic output_config.format). The caller sets
+	// it from the model's configuration before rendering; a renderer whose
+	// vendor's support varies by model emulates json_schema otherwise
+	// (wire/translation.md §9).
+	StructuredOutputs bool
+
 	// Names maps Fields to the client format's parameter names; nil means
 	// DefaultFieldNames.
 	Names *FieldNames

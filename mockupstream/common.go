@@ -15,8 +15,9 @@ import (
 // Config configures a [Server]. The zero value is usable: any non-empty key,
 // no latency, 12-token replies, every model, no faults.
 type Config struct {
-	// Keys are the accepted upstream API keys (Authorization: Bearer K).
-	// Empty: any non-empty key is accepted.
+	// Keys are the accepted upstream API keys, as each vendor sends them
+	// (OpenAI: Authorization: Bearer K; Anthropic: x-api-key or Bearer;
+	// Gemini: x-goog-api-key or ?key=). Empty: any non-empty key is accepted.
 	Keys []string
 	// Latency is waited before the response headers of every request.
 	Latency time.Duration
@@ -25,9 +26,10 @@ type Config struct {
 	TokenDelay time.Duration
 	// ReplyTokens is the default reply length in tokens. Default: 12.
 	ReplyTokens int
-	// Models, if non-empty, are the only models served: others get a 404
-	// model_not_found. Empty: every model is served and GET /v1/models lists
-	// [DefaultModels].
+	// Models, if non-empty, are the only models served, by every vendor, and
+	// the model lists list them: others get the vendor's 404. Empty: every
+	// model is served, and the lists show [DefaultModels] (OpenAI),
+	// [DefaultAnthropicModels] or [DefaultGeminiModels].
 	Models []string
 	// Faults inject failures per upstream key; see the package doc.
 	Faults []Fault
@@ -36,7 +38,8 @@ type Config struct {
 // DefaultReplyTokens is the reply length when Config.ReplyTokens is 0.
 const DefaultReplyTokens = 12
 
-// DefaultModels is the model list of GET /v1/models when Config.Models is empty.
+// DefaultModels is the model list of GET /v1/models (OpenAI shape) when
+// Config.Models is empty.
 var DefaultModels = []string{"gpt-4o-mini", "gpt-4o", "gpt-4.1", "gpt-4.1-mini", "o4-mini"}
 
 // The fault modes.
@@ -58,9 +61,9 @@ type Fault struct {
 	// Status is the status for mode "status" (e.g. 500, 429, 503, 401). Default: 500.
 	Status int
 	// RetryAfter is sent as the Retry-After header, in seconds rounded up.
-	// A 429 without it gets Retry-After: 1.
+	// A 429 or 529 without it gets Retry-After: 1.
 	RetryAfter time.Duration
-	// After is the number of content chunks sent before mode "cut" cuts the
+	// After is the number of text chunks sent before mode "cut" cuts the
 	// connection, or before mode "error" sends the error event.
 	After int
 	// Times is how many requests the fault applies to; 0 = every request.
@@ -164,6 +167,8 @@ const (
 	finishStop          = "stop"
 	finishLength        = "length"
 	finishContentFilter = "content_filter"
+	finishToolCalls     = "tool_calls"
+	finishStopSequence  = "stop_sequence"
 )
 
 // applyCap applies an output cap (max tokens, ≤ 0 = none) to n visible and r
@@ -190,6 +195,12 @@ type directives struct {
 	hang, close               bool
 	noUsage                   bool
 	cut, errorAfter           int // -1 = not given
+
+	// The zero values below mean "not given".
+	cacheWrite   int    // cache_write=N
+	tool         string // tool=NAME
+	tools        int    // tools=K
+	stopSequence bool   // stop_sequence
 }
 
 const maxDirectiveTokens = 100000
@@ -241,16 +252,27 @@ func (d *directives) set(name, val string, hasVal bool) error {
 		*p = v
 		return nil
 	}
-	if !hasVal && name != "hang" && name != "close" && name != "no_usage" {
+	if !hasVal && name != "hang" && name != "close" && name != "no_usage" && name != "stop_sequence" {
 		return errors.New("needs a value (mock:NAME=VALUE)")
 	}
 	switch name {
 	case "tokens":
 		return count(&d.tokens, maxDirectiveTokens)
-	case "reasoning":
+	case "reasoning", "thinking":
 		return count(&d.reasoning, maxDirectiveTokens)
 	case "cached":
 		return count(&d.cached, math.MaxInt32)
+	case "cache_write":
+		return count(&d.cacheWrite, math.MaxInt32)
+	case "tool":
+		if !validToolName(val) {
+			return errors.New("want a tool name of 1 to 64 letters, digits, '_', '-', '.' or ':'")
+		}
+		d.tool = val
+	case "tools":
+		if err := count(&d.tools, maxToolCalls); err != nil || d.tools < 1 {
+			return fmt.Errorf("want an integer from 1 to %d", maxToolCalls)
+		}
 	case "cut":
 		return count(&d.cut, maxDirectiveTokens)
 	case "error_after":
@@ -287,6 +309,8 @@ func (d *directives) set(name, val string, hasVal bool) error {
 		return flag(&d.close)
 	case "no_usage":
 		return flag(&d.noUsage)
+	case "stop_sequence":
+		return flag(&d.stopSequence)
 	default:
 		return errors.New("unknown directive")
 	}
@@ -329,6 +353,11 @@ type plan struct {
 	cached            int
 	finish            string
 	noUsage           bool // report no usage at all (some compatible servers do not)
+
+	cacheWrite   int        // input tokens written to the cache (Anthropic)
+	calls        []toolCall // the tool calls of the answer, after the text
+	output       int        // output tokens billed: tokens + reasoning + the calls' tokens, or the cap
+	stopSequence string     // the stop sequence matched (Anthropic), or ""
 }
 
 // failurePlan is the failure part of a plan from a fault (which wins) or the
@@ -391,7 +420,7 @@ func orDefault[T comparable](v, def T) T {
 func (p *plan) retryAfterSeconds(status int) string {
 	d := p.retryAfter
 	if d < 0 {
-		if status != http.StatusTooManyRequests {
+		if status != http.StatusTooManyRequests && status != statusOverloaded {
 			return ""
 		}
 		d = time.Second

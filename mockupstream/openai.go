@@ -50,6 +50,7 @@ type openAI struct{}
 
 func (openAI) setHeaders(c *call) {
 	h := c.w.Header()
+	h.Set("X-Request-Id", c.requestID())
 	h.Set("Openai-Version", "2020-10-01")
 	h.Set("Openai-Organization", "org-mock")
 	h.Set("Openai-Project", "proj_mock")
@@ -75,7 +76,7 @@ func nullable(s string) *string {
 	return &s
 }
 
-func (openAI) errorBody(e apiError) []byte {
+func (openAI) errorBody(_ *call, e apiError) []byte {
 	return marshal(openAIErrorEnvelope{openAIError{
 		Message: e.message, Type: e.typ, Param: nullable(e.param), Code: nullable(e.code),
 	}})
@@ -227,14 +228,22 @@ type chatRequest struct {
 	MaxCompletionTokens *int64           `json:"max_completion_tokens"`
 	N                   *int64           `json:"n"`
 	ServiceTier         *string          `json:"service_tier"`
+	Tools               []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
 }
 
 type chatMessage struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	ToolCalls []struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID *string         `json:"tool_call_id"`
+	ToolCalls  []struct {
+		ID       *string `json:"id"`
 		Function struct {
-			Arguments string `json:"arguments"`
+			Name      *string `json:"name"`
+			Arguments string  `json:"arguments"`
 		} `json:"function"`
 	} `json:"tool_calls"`
 }
@@ -253,6 +262,13 @@ type chat struct {
 	serviceTier  string
 	texts        [][]string // per message, the texts whose words count
 	lastUser     []string   // the texts of the last user message
+	firstTool    string     // the name of the first tool, or ""
+}
+
+// gen is the vendor-neutral part of q.
+func (q *chat) gen() genRequest {
+	return genRequest{model: q.model, stream: q.stream, maxTokens: q.maxTokens, turns: q.texts,
+		lastUser: q.lastUser, firstTool: q.firstTool}
 }
 
 var chatRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
@@ -347,15 +363,73 @@ func parseChat(body []byte) (chat, *apiError) {
 		if err != nil {
 			return q, err
 		}
-		for _, tc := range m.ToolCalls {
+		for j, tc := range m.ToolCalls {
+			tp := fmt.Sprintf("%s.tool_calls[%d]", param, j)
+			switch {
+			case tc.ID == nil:
+				return q, invalid(tp+".id", "missing_required_parameter", "Missing required parameter: '%s.id'.", tp)
+			case tc.Function.Name == nil:
+				return q, invalid(tp+".function.name", "missing_required_parameter", "Missing required parameter: '%s.function.name'.", tp)
+			}
 			texts = append(texts, tc.Function.Arguments)
+		}
+		if m.Role == "tool" && m.ToolCallID == nil {
+			return q, invalid(param+".tool_call_id", "missing_required_parameter", "Missing required parameter: '%s.tool_call_id'.", param)
 		}
 		q.texts[i] = texts
 		if m.Role == "user" {
 			q.lastUser = texts
 		}
 	}
+	if err := chatToolPairs(msgs); err != nil {
+		return q, err
+	}
+	if len(req.Tools) > 0 {
+		q.firstTool = req.Tools[0].Function.Name
+	}
 	return q, nil
+}
+
+// chatToolPairs checks OpenAI's tool-call pairing: each tool message answers
+// a call of the assistant message before it (tool messages in between), and
+// every such call has its tool message before the next other message.
+func chatToolPairs(msgs []chatMessage) *apiError {
+	var pending []string // ids of the last assistant message still unanswered
+	at := -1             // that assistant message, or -1 when tool messages are not allowed
+	unanswered := func() *apiError {
+		return invalid(fmt.Sprintf("messages.[%d].role", at), "", "An assistant message with 'tool_calls' must be followed by "+
+			"tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s",
+			strings.Join(pending, ", "))
+	}
+	for i, m := range msgs {
+		if m.Role == "tool" {
+			if at < 0 {
+				return invalid(fmt.Sprintf("messages.[%d].role", i), "", "Invalid parameter: messages with role 'tool' "+
+					"must be a response to a preceeding message with 'tool_calls'.")
+			}
+			j := slices.Index(pending, *m.ToolCallID)
+			if j < 0 {
+				return invalid(fmt.Sprintf("messages.[%d].tool_call_id", i), "", "Invalid parameter: 'tool_call_id' of '%s' "+
+					"not found in 'tool_calls' of previous message.", truncate(*m.ToolCallID, 64))
+			}
+			pending = slices.Delete(pending, j, j+1)
+			continue
+		}
+		if len(pending) > 0 {
+			return unanswered()
+		}
+		at, pending = -1, nil
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+			at = i
+			for _, tc := range m.ToolCalls {
+				pending = append(pending, *tc.ID)
+			}
+		}
+	}
+	if len(pending) > 0 {
+		return unanswered()
+	}
+	return nil
 }
 
 // contentTexts is the texts of a message content: a string, or the text of
@@ -447,72 +521,21 @@ func ChatPromptTokens(body []byte) (int, error) {
 
 func (s *Server) openAIChat(c *call) {
 	q, perr := parseChat(c.body)
-	c.model = q.model
+	g := q.gen()
+	p, prompt := s.prepare(c, &g, perr, s.openAIAuth, genOptions{})
+	if p == nil {
+		return
+	}
+	u := openAIUsage(prompt, p)
 	if q.stream {
-		c.countStream()
-	}
-	if !s.openAIAuth(c) {
-		return
-	}
-	f := s.takeFault(c.key)
-	if fp := failurePlan(f, noDirectives()); fp.fail == failStatus || fp.fail == failHang || fp.fail == failClose {
-		c.latency += fp.latency
-		c.act(&fp)
-		return
-	}
-	if perr != nil {
-		c.writeError(*perr)
-		return
-	}
-	d, err := parseDirectives(q.lastUser)
-	if err != nil {
-		c.writeError(*invalid("messages", "invalid_value", "%s", err.Error()))
-		return
-	}
-	prompt := InputTokens(q.texts)
-	if d.cached > prompt {
-		c.writeError(*invalid("messages", "invalid_value",
-			"mockupstream: directive cached=%d exceeds the %d prompt tokens", d.cached, prompt))
-		return
-	}
-	if !s.modelOK(q.model) {
-		c.writeError(openAI{}.statusError(c, http.StatusNotFound, ""))
-		return
-	}
-
-	p := failurePlan(f, d)
-	if d.latency >= 0 {
-		c.latency = d.latency
-	}
-	c.latency += p.latency
-	if c.act(&p) {
-		return
-	}
-	p.model = orDefault(d.echoModel, q.model)
-	p.noUsage = d.noUsage
-	p.tokens = s.replyTokens
-	if d.tokens >= 0 {
-		p.tokens = d.tokens
-	}
-	p.reasoning = max(d.reasoning, 0)
-	p.cached = max(d.cached, 0)
-	var capped bool
-	p.tokens, p.reasoning, capped = applyCap(p.tokens, p.reasoning, q.maxTokens)
-	p.finish = finishStop
-	if capped {
-		p.finish = finishLength
-	}
-	p.finish = orDefault(d.finish, p.finish)
-	p.delay = s.tokenDelay
-	if d.delay >= 0 {
-		p.delay = d.delay
-	}
-	u := openAIUsage(prompt, &p)
-	if q.stream {
-		s.openAIStream(c, &p, &q, u)
+		s.openAIStream(c, p, &q, u)
 	} else {
-		s.openAIComplete(c, &p, &q, u)
+		s.openAIComplete(c, p, &q, u)
 	}
+}
+
+func (openAI) badRequest(message string) apiError {
+	return *invalid("messages", "invalid_value", "%s", message)
 }
 
 type chatUsage struct {
@@ -534,7 +557,7 @@ type chatUsage struct {
 func openAIUsage(prompt int, p *plan) chatUsage {
 	var u chatUsage
 	u.PromptTokens = prompt
-	u.CompletionTokens = p.tokens + p.reasoning
+	u.CompletionTokens = p.output
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	u.PromptTokensDetails.CachedTokens = p.cached
 	u.CompletionTokensDetails.ReasoningTokens = p.reasoning
@@ -560,23 +583,50 @@ type chatChoice struct {
 }
 
 type chatReply struct {
-	Role        string   `json:"role"`
-	Content     string   `json:"content"`
-	Refusal     *string  `json:"refusal"`
-	Annotations []string `json:"annotations"`
+	Role        string         `json:"role"`
+	Content     *string        `json:"content"`
+	Refusal     *string        `json:"refusal"`
+	Annotations []string       `json:"annotations"`
+	ToolCalls   []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 var jsonNull = json.RawMessage("null")
 
 func (c *call) completionID() string { return "chatcmpl-mock" + strconv.FormatUint(c.id, 10) }
 
+// openAIFinish is the finish_reason of a vendor-neutral finish.
+func openAIFinish(f string) string {
+	if f == finishStopSequence {
+		return finishStop
+	}
+	return f
+}
+
 func (s *Server) openAIComplete(c *call, p *plan, q *chat, u chatUsage) {
 	if p.fail == failError {
 		c.writeErrorRetry(openAI{}.statusError(c, http.StatusInternalServerError, ""), p.retryAfterSeconds(500))
 		return
 	}
-	if !c.beforeHeaders(time.Duration(p.tokens) * p.delay) {
+	if !c.beforeHeaders(p.streamDelay(p.tokens)) {
 		return
+	}
+	reply := chatReply{Role: "assistant", Annotations: []string{}}
+	if text := ReplyText(p.tokens); text != "" || len(p.calls) == 0 {
+		reply.Content = &text
+	}
+	for _, tc := range p.calls {
+		call := chatToolCall{ID: tc.openAIID(), Type: "function"}
+		call.Function.Name, call.Function.Arguments = tc.name, ToolArguments
+		reply.ToolCalls = append(reply.ToolCalls, call)
 	}
 	body := marshal(chatCompletion{
 		ID:      c.completionID(),
@@ -584,9 +634,9 @@ func (s *Server) openAIComplete(c *call, p *plan, q *chat, u chatUsage) {
 		Created: time.Now().Unix(),
 		Model:   p.model,
 		Choices: []chatChoice{{
-			Message:      chatReply{Role: "assistant", Content: ReplyText(p.tokens), Annotations: []string{}},
+			Message:      reply,
 			Logprobs:     jsonNull,
-			FinishReason: p.finish,
+			FinishReason: openAIFinish(p.finish),
 		}},
 		Usage:             usageUnless(u, p.noUsage),
 		ServiceTier:       q.serviceTier,
@@ -632,22 +682,30 @@ func (s *Server) openAIStream(c *call, p *plan, q *chat, u chatUsage) {
 		return c.event(buf)
 	}
 	const tail = `},"logprobs":null,"finish_reason":null}`
+	// header is the first delta of tool call k: index, id, type, name, "".
+	header := func(k int) string {
+		return `{"index":` + strconv.Itoa(k) + `,"id":` + string(jsonString(p.calls[k].openAIID())) +
+			`,"type":"function","function":{"name":` + string(jsonString(p.calls[k].name)) + `,"arguments":""}}`
+	}
 
-	if !chunk(`{"index":0,"delta":{"role":"assistant","content":""` + tail) {
+	first := `{"index":0,"delta":{"role":"assistant","content":""` + tail
+	toolFirst := p.tokens == 0 && len(p.calls) > 0 && p.fail != failCut && p.fail != failError
+	if toolFirst {
+		// An answer that opens with a tool call: content null, the first
+		// call's header in the role chunk, as OpenAI does.
+		first = `{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[` + header(0) + `]` + tail
+	}
+	if !chunk(first) {
 		return
 	}
 	for i := range p.tokens {
-		if (p.fail == failCut || p.fail == failError) && i == p.after {
+		if p.cutHere(i) {
 			break
 		}
 		if !c.sleep(p.delay) {
 			return
 		}
-		tok := ReplyToken(i)
-		if i > 0 {
-			tok = " " + tok
-		}
-		if !chunk(`{"index":0,"delta":{"content":` + string(jsonString(tok)) + tail) {
+		if !chunk(`{"index":0,"delta":{"content":` + string(jsonString(streamToken(ReplyToken, i))) + tail) {
 			return
 		}
 	}
@@ -656,10 +714,29 @@ func (s *Server) openAIStream(c *call, p *plan, q *chat, u chatUsage) {
 		c.abort()
 		return
 	case failError:
-		c.event([]byte("data: " + string(openAI{}.errorBody(apiError{typ: "server_error", message: openAIServerErrorMessage})) + "\n\n"))
+		c.event([]byte("data: " + string(openAI{}.errorBody(c, apiError{typ: "server_error", message: openAIServerErrorMessage})) + "\n\n"))
 		return
 	}
-	if !chunk(`{"index":0,"delta":{},"logprobs":null,"finish_reason":` + string(jsonString(p.finish)) + `}`) {
+	// Tool calls: every header, then the argument fragments interleaved
+	// across the calls (call 0 fragment 0, call 1 fragment 0, ...), which
+	// OpenAI may do with parallel calls.
+	for k := range p.calls {
+		if k == 0 && toolFirst {
+			continue
+		}
+		if !chunk(`{"index":0,"delta":{"tool_calls":[` + header(k) + `]` + tail) {
+			return
+		}
+	}
+	for _, frag := range toolArgumentFragments {
+		for k := range p.calls {
+			if !chunk(`{"index":0,"delta":{"tool_calls":[{"index":` + strconv.Itoa(k) + `,"function":{"arguments":` +
+				string(jsonString(frag)) + `}}]` + tail) {
+				return
+			}
+		}
+	}
+	if !chunk(`{"index":0,"delta":{},"logprobs":null,"finish_reason":` + string(jsonString(openAIFinish(p.finish))) + `}`) {
 		return
 	}
 	if q.includeUsage && !p.noUsage {

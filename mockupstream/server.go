@@ -29,7 +29,8 @@ type Server struct {
 	tokenDelay  time.Duration
 	replyTokens int
 
-	seq       atomic.Uint64
+	seq       atomic.Uint64 // request ids
+	toolSeq   atomic.Uint64 // tool call ids
 	done      chan struct{}
 	closeOnce sync.Once
 
@@ -239,15 +240,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		c.cancel() // the client went away while sending
 	case len(body) > maxBody:
-		c.writeError(apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
-			message: "Request body too large (limit " + strconv.Itoa(maxBody) + " bytes)."})
+		e := c.vendor.statusError(c, http.StatusRequestEntityTooLarge, "")
+		if _, ok := c.vendor.(openAI); ok {
+			e = apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
+				message: "Request body too large (limit " + strconv.Itoa(maxBody) + " bytes)."}
+		}
+		c.writeError(e)
 	default:
 		handle(c)
 	}
 }
 
-// route picks the handler, the vendor and the key of a request.
+// route picks the handler, the vendor and the key of a request. The vendor
+// is recognised by the path, and on the paths the vendors share (GET
+// /v1/models) by the vendor's own headers: anthropic-version for Anthropic,
+// x-goog-api-key or ?key= without Authorization for Gemini.
 func (s *Server) route(r *http.Request) (func(*call), vendor, string) {
+	switch {
+	case isAnthropic(r):
+		return s.anthropicRoute(r), anthropicAPI{}, anthropicKey(r)
+	case isGemini(r):
+		return s.geminiRoute(r), geminiAPI{}, geminiKey(r)
+	}
 	if h := s.openAIRoute(r); h != nil {
 		return h, openAI{}, bearerKey(r)
 	}
@@ -260,18 +274,25 @@ func (s *Server) route(r *http.Request) (func(*call), vendor, string) {
 // vendor renders errors in one provider's format.
 type vendor interface {
 	// statusError is the vendor's canonical error for an injected status;
-	// retryAfter is the Retry-After value in seconds, or "".
+	// retryAfter is the Retry-After value in seconds, or "". A 404 is the
+	// vendor's unknown-model error for c.model.
 	statusError(c *call, status int, retryAfter string) apiError
+	// badRequest is the vendor's 400 for a message of the mock's own (a bad
+	// directive).
+	badRequest(message string) apiError
 	// errorBody is the error envelope.
-	errorBody(e apiError) []byte
+	errorBody(c *call, e apiError) []byte
 	// setHeaders sets the vendor's usual response headers.
 	setHeaders(c *call)
 }
 
-// apiError is a vendor-neutral error; param and code "" are null.
+// apiError is a vendor-neutral error; param and code "" are null. typ is
+// the error type (OpenAI, Anthropic) or the status name (Gemini); details are
+// Gemini's error details.
 type apiError struct {
 	status                    int
 	typ, message, param, code string
+	details                   []any
 }
 
 // outcomes of a request.
@@ -313,6 +334,10 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, key string, body 
 	}
 }
 
+// requestID is the id of the request, as the vendors' request-id headers
+// carry it.
+func (c *call) requestID() string { return "req_mock" + strconv.FormatUint(c.id, 10) }
+
 func (c *call) end() {
 	c.s.mu.Lock()
 	c.s.stats(c.key).Active--
@@ -353,8 +378,6 @@ func (c *call) writeHeader(status int) {
 	c.s.mu.Lock()
 	c.s.stats(c.key).ByStatus[status]++
 	c.s.mu.Unlock()
-	h := c.w.Header()
-	h.Set("X-Request-Id", "req_mock"+strconv.FormatUint(c.id, 10))
 	c.vendor.setHeaders(c)
 	c.w.WriteHeader(status)
 }
@@ -404,7 +427,7 @@ func (c *call) writeErrorRetry(e apiError, retryAfter string) {
 	if !c.beforeHeaders(0) {
 		return
 	}
-	body := c.vendor.errorBody(e)
+	body := c.vendor.errorBody(c, e)
 	h := c.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))

@@ -1,0 +1,277 @@
+package anthropic
+
+import (
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+// PassThroughResponse appends to dst a non-streamed upstream Message for an
+// Anthropic client: model replaced by serviceModel (inserted if missing),
+// everything else byte-identical. u is the normalised usage (input_tokens
+// plus both cache buckets, wire/translation.md §5.3); a zero Usage means
+// the upstream reported none. A body that is not a Message (or that is an
+// error) yields a *formats.Error.
+func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
+	body = rawjson.TrimSpace(body)
+	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+		return dst, u, unusable()
+	}
+	var model rawjson.Member
+	var hasModel, hasContent bool
+	it := rawjson.Object(body, 0)
+	for it.Next() {
+		m := it.Member()
+		v := it.Value()
+		switch {
+		case m.NameIs("model"):
+			model, hasModel = *m, true
+		case m.NameIs("content"):
+			hasContent = rawjson.Kind(v) == '['
+		case m.NameIs("usage"):
+			u, _ = parseUsage(v)
+		case m.NameIs("error"):
+			if rawjson.Kind(v) == '{' {
+				return dst, formats.Usage{}, streamError(parseErrorObject(v))
+			}
+		}
+	}
+	if it.Err() != nil || !hasContent {
+		return dst, formats.Usage{}, unusable()
+	}
+	var mq [96]byte
+	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
+	if hasModel {
+		return rawjson.Apply(dst, body, rawjson.Edit{Start: model.ValueStart, End: model.ValueEnd, Text: quoted}), u, nil
+	}
+	at := it.Last()
+	var tb [128]byte
+	return rawjson.Apply(dst, body, rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "model", quoted)}), u, nil
+}
+
+// DecodeMessagesResponse parses an upstream Message into the IR: text,
+// thinking (with its signature), redacted thinking and tool calls, in
+// order; server-tool blocks and citations are dropped. A tool_use of the
+// gateway's JSON-output tool (the json_schema emulation of
+// RenderMessagesRequest) becomes the answer's text. HasUsage is set when
+// the body has a usage object.
+func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
+	body = rawjson.TrimSpace(body)
+	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+		return nil, unusable()
+	}
+	resp := &formats.Response{}
+	var content, stop, seq []byte
+	it := rawjson.Object(body, 0)
+	for it.Next() {
+		v := it.Value()
+		switch {
+		case it.NameIs("id"):
+			if rawjson.Kind(v) == '"' {
+				resp.ID = str(v)
+			}
+		case it.NameIs("model"):
+			if rawjson.Kind(v) == '"' {
+				resp.Model = str(v)
+			}
+		case it.NameIs("content"):
+			content = v
+		case it.NameIs("stop_reason"):
+			stop = v
+		case it.NameIs("stop_sequence"):
+			seq = v
+		case it.NameIs("usage"):
+			resp.Usage, resp.HasUsage = parseUsage(v)
+		case it.NameIs("error"):
+			if rawjson.Kind(v) == '{' {
+				return nil, streamError(parseErrorObject(v))
+			}
+		}
+	}
+	if rawjson.Kind(content) != '[' {
+		return nil, unusable()
+	}
+	jsonOut := false
+	ci := rawjson.Array(content, 0)
+	for ci.Next() {
+		f := readBlock(ci.Value())
+		switch {
+		case rawjson.StringIs(f.typ, "text"):
+			if rawjson.Kind(f.text) == '"' && len(f.text) > 2 {
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: str(f.text)})
+			}
+		case rawjson.StringIs(f.typ, "thinking"):
+			p := formats.Part{Type: formats.PartThinking}
+			if rawjson.Kind(f.thinking) == '"' {
+				p.Text = str(f.thinking)
+			}
+			if rawjson.Kind(f.signature) == '"' {
+				p.Signature = str(f.signature)
+			}
+			resp.Content = append(resp.Content, p)
+		case rawjson.StringIs(f.typ, "redacted_thinking"):
+			if rawjson.Kind(f.data) == '"' {
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartRedactedThinking, Signature: str(f.data)})
+			}
+		case rawjson.StringIs(f.typ, "tool_use"):
+			args := "{}"
+			if rawjson.Kind(f.input) == '{' {
+				args = string(rawjson.Compact(nil, f.input))
+			}
+			if rawjson.StringIs(f.name, jsonToolName) {
+				jsonOut = true
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: args})
+				continue
+			}
+			tc := &formats.ToolCall{Arguments: args}
+			if rawjson.Kind(f.id) == '"' {
+				tc.ID = str(f.id)
+			}
+			if rawjson.Kind(f.name) == '"' {
+				tc.Name = str(f.name)
+			}
+			resp.Content = append(resp.Content, formats.Part{Type: formats.PartToolCall, ToolCall: tc})
+		}
+	}
+	if ci.Err() != nil {
+		return nil, unusable()
+	}
+	resp.Stop = stopToIR(stop)
+	if resp.Stop == formats.StopSequence && rawjson.Kind(seq) == '"' {
+		resp.StopSequence = str(seq)
+	}
+	hasCalls := resp.HasToolCalls()
+	if jsonOut && !hasCalls && resp.Stop == formats.StopToolUse {
+		resp.Stop = formats.StopEnd
+	}
+	resp.Stop = resp.Stop.Final(hasCalls)
+	return resp, nil
+}
+
+// messageID keeps an upstream id that suits Anthropic clients, else makes
+// one.
+func messageID(id string) string {
+	if strings.HasPrefix(id, "msg_") && len(id) <= 128 && validID(id) {
+		return id
+	}
+	return formats.NewID("msg_")
+}
+
+// toolUseID keeps an upstream tool call id that Anthropic clients accept,
+// else makes one (wire/translation.md §4.5).
+func toolUseID(id string) string {
+	if validID(id) && len(id) <= 128 {
+		return id
+	}
+	return formats.NewID("toolu_")
+}
+
+// appendInput appends a tool call's arguments as a JSON object: compact
+// when they are one, {} when empty, else {"_raw_arguments": <text>}
+// (wire/translation.md §3.3).
+func appendInput[S ~string | ~[]byte](dst []byte, args S) []byte {
+	a := rawjson.TrimSpace([]byte(args))
+	if len(a) == 0 {
+		return append(dst, "{}"...)
+	}
+	if a[0] == '{' && jsontext.Value(a).IsValid() {
+		return rawjson.Compact(dst, a)
+	}
+	dst = append(dst, `{"_raw_arguments":`...)
+	dst = rawjson.AppendQuote(dst, args)
+	return append(dst, '}')
+}
+
+// RenderMessagesResponse appends an IR answer as an Anthropic Message for
+// the service model (wire/translation.md §5): text and refusal parts as text
+// blocks, tool calls as tool_use blocks (ids kept when valid, else
+// toolu_…), thinking only when it carries an Anthropic signature (reasoning
+// of other vendors is dropped), the stop reason of §5.2 and the four usage
+// counts.
+func RenderMessagesResponse(dst []byte, resp *formats.Response, model string) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = rawjson.AppendQuote(dst, messageID(resp.ID))
+	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
+	dst = rawjson.AppendQuote(dst, model)
+	dst = append(dst, `,"content":[`...)
+	n := 0
+	sep := func() {
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+	}
+	for i := range resp.Content {
+		p := &resp.Content[i]
+		switch p.Type {
+		case formats.PartText, formats.PartRefusal:
+			if p.Text == "" {
+				continue
+			}
+			sep()
+			dst = append(dst, `{"type":"text","text":`...)
+			dst = rawjson.AppendQuote(dst, p.Text)
+			dst = append(dst, '}')
+		case formats.PartThinking:
+			if p.Signature == "" {
+				continue
+			}
+			sep()
+			dst = append(dst, `{"type":"thinking","thinking":`...)
+			dst = rawjson.AppendQuote(dst, p.Text)
+			dst = append(dst, `,"signature":`...)
+			dst = rawjson.AppendQuote(dst, p.Signature)
+			dst = append(dst, '}')
+		case formats.PartRedactedThinking:
+			if p.Signature == "" {
+				continue
+			}
+			sep()
+			dst = append(dst, `{"type":"redacted_thinking","data":`...)
+			dst = rawjson.AppendQuote(dst, p.Signature)
+			dst = append(dst, '}')
+		case formats.PartToolCall:
+			sep()
+			dst = append(dst, `{"type":"tool_use","id":`...)
+			dst = rawjson.AppendQuote(dst, toolUseID(p.ToolCall.ID))
+			dst = append(dst, `,"name":`...)
+			dst = rawjson.AppendQuote(dst, p.ToolCall.Name)
+			dst = append(dst, `,"input":`...)
+			dst = appendInput(dst, p.ToolCall.Arguments)
+			dst = append(dst, '}')
+		}
+	}
+	dst = append(dst, "],"...)
+	dst = appendStop(dst, resp.Stop.Final(resp.HasToolCalls()), resp.StopSequence)
+	dst = append(dst, `,"usage":`...)
+	dst = appendUsage(dst, resp.Usage)
+	return append(dst, '}')
+}
+
+// AppendCountTokensResponse appends a count_tokens answer,
+// {"input_tokens":n}.
+func AppendCountTokensResponse(dst []byte, inputTokens int64) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = rawjson.AppendInt(dst, inputTokens)
+	return append(dst, '}')
+}
+
+// ParseCountTokensResponse reads an upstream count_tokens answer.
+func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
+	body = rawjson.TrimSpace(body)
+	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+		return 0, unusable()
+	}
+	if ev := rawjson.Get(body, "error"); rawjson.Kind(ev) == '{' {
+		return 0, streamError(parseErrorObject(ev))
+	}
+	v := rawjson.Get(body, "input_tokens")
+	n, ok := rawjson.ParseInt(v)
+	if rawjson.Kind(v) != '0' || !ok || n < 0 {
+		return 0, unusable()
+	}
+	return n, nil
+}

@@ -1,0 +1,378 @@
+package anthropic
+
+import (
+	"strconv"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+// system validates the system prompt: a string or a list of text blocks.
+func (w *walker) system(v []byte) *formats.Error {
+	size := &w.req.size
+	switch rawjson.Kind(v) {
+	case 0, 'n':
+		return nil
+	case '"':
+		size.Messages++
+		size.TextBytes += int64(len(v) - 2)
+		if w.ir != nil && len(v) > 2 {
+			w.ir.System = append(w.ir.System, formats.Part{Type: formats.PartText, Text: str(v)})
+		}
+		return nil
+	case '[':
+	default:
+		return w.errType("system", tList)
+	}
+	size.Messages++
+	w.push("system")
+	it := rawjson.Array(v, 0)
+	var sys []formats.Part
+	for it.Next() {
+		w.pushIndex(it.Len() - 1)
+		bv := it.Value()
+		if rawjson.Kind(bv) != '{' {
+			return w.errType("", tDict)
+		}
+		f := readBlock(bv)
+		if err := w.reqString("type", f.typ); err != nil {
+			return err
+		}
+		if !rawjson.StringIs(f.typ, "text") {
+			return w.errTag("", f.typ, "text")
+		}
+		if err := w.cacheControl(f.cacheControl); err != nil {
+			return err
+		}
+		if err := w.reqString("text", f.text); err != nil {
+			return err
+		}
+		if ok, err := w.optArray("citations", f.citations); err != nil {
+			return err
+		} else if ok {
+			w.drop("citations")
+		}
+		size.TextBytes += int64(len(f.text) - 2)
+		if w.ir != nil {
+			sys = append(sys, formats.Part{Type: formats.PartText, Text: str(f.text)})
+		}
+		w.pop()
+	}
+	w.pop()
+	if w.ir != nil {
+		// the top-level system comes before any hoisted system messages
+		w.ir.System = append(sys, w.ir.System...)
+	}
+	return nil
+}
+
+// tools validates tools, walking the member of the top-level iterator in
+// place: client tools (name, input_schema), which translate, and server
+// tools with a versioned type, which pass through and are dropped when
+// translating.
+func (w *walker) tools(top *rawjson.Iter) *formats.Error {
+	b, start := top.Bytes(), top.Start()
+	switch b[start] {
+	case 'n':
+		return nil
+	case '[':
+	default:
+		return w.errType("tools", tList)
+	}
+	w.push("tools")
+	it := rawjson.Array(b, start)
+	for it.NextLazy() {
+		w.pushIndex(it.Len() - 1)
+		if b[it.Start()] != '{' {
+			return w.errType("", tDict)
+		}
+		end, err := w.tool(b, it.Start())
+		if err != nil {
+			return err
+		}
+		it.SetEnd(end)
+		w.pop()
+	}
+	w.pop()
+	if it.Err() == nil {
+		top.SetEnd(it.End() + 1)
+	}
+	return nil
+}
+
+// tool validates the tool object at b[start] and returns the offset just
+// past it.
+func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
+	var typ, name, desc, schema, strict, cc []byte
+	it := rawjson.Object(b, start)
+	for it.Next() {
+		switch m := it.Member(); {
+		case m.NameIs("type"):
+			typ = it.Value()
+		case m.NameIs("name"):
+			name = it.Value()
+		case m.NameIs("description"):
+			desc = it.Value()
+		case m.NameIs("input_schema"):
+			schema = it.Value()
+		case m.NameIs("strict"):
+			strict = it.Value()
+		case m.NameIs("cache_control"):
+			cc = it.Value()
+		}
+	}
+	end := it.End() + 1
+	size := &w.req.size
+	size.Tools++
+	size.TextBytes += int64(end - start)
+	if err := w.cacheControl(cc); err != nil {
+		return end, err
+	}
+	isServer := false
+	switch rawjson.Kind(typ) {
+	case 0, 'n':
+	case '"':
+		isServer = !rawjson.StringIs(typ, "custom")
+	default:
+		return end, w.errType("type", tString)
+	}
+	if isServer {
+		// a server or typed tool (web_search_20250305, bash_20250124,
+		// mcp_toolset…): Anthropic checks its fields
+		ok, err := w.optString("name", name)
+		if err != nil {
+			return end, err
+		}
+		if w.ir != nil {
+			label := str(typ)
+			if ok {
+				label = str(name)
+			}
+			w.serverTools = append(w.serverTools, label)
+			w.ir.Drop("tools." + label)
+		}
+		return end, nil
+	}
+	if err := w.reqString("name", name); err != nil {
+		return end, err
+	}
+	if !rawValid(name, validToolName[[]byte]) {
+		return end, w.errAt("name", "String should match pattern '^[a-zA-Z0-9_-]{1,128}$'")
+	}
+	hasDesc, err := w.optString("description", desc)
+	if err != nil {
+		return end, err
+	}
+	switch rawjson.Kind(schema) {
+	case 0:
+		return end, w.errMissing("input_schema")
+	case '{':
+	default:
+		return end, w.errType("input_schema", tDict)
+	}
+	if t := rawjson.Get(schema, "type"); !rawjson.StringIs(t, "object") {
+		w.push("input_schema")
+		defer w.pop()
+		if t == nil {
+			return end, w.errMissing("type")
+		}
+		return end, w.errEnum("type", "object")
+	}
+	sv, hasStrict, err := w.optBool("strict", strict)
+	if err != nil {
+		return end, err
+	}
+	if w.ir != nil {
+		t := formats.Tool{Name: str(name), Parameters: schema}
+		if hasDesc {
+			t.Description = str(desc)
+		}
+		if hasStrict {
+			t.Strict = ptr(sv)
+		}
+		w.ir.Tools = append(w.ir.Tools, t)
+	}
+	return end, nil
+}
+
+// toolChoice validates tool_choice.
+func (w *walker) toolChoice(v []byte) *formats.Error {
+	if ok, err := w.optObject("tool_choice", v); !ok {
+		return err
+	}
+	w.push("tool_choice")
+	defer w.pop()
+	var typ, name, dpt []byte
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		switch {
+		case it.NameIs("type"):
+			typ = it.Value()
+		case it.NameIs("name"):
+			name = it.Value()
+		case it.NameIs("disable_parallel_tool_use"):
+			dpt = it.Value()
+		}
+	}
+	if err := w.reqString("type", typ); err != nil {
+		return err
+	}
+	w.req.size.TextBytes += int64(len(v))
+	tc := formats.ToolChoice{}
+	switch {
+	case rawjson.StringIs(typ, "auto"):
+		tc.Mode = formats.ToolChoiceAuto
+	case rawjson.StringIs(typ, "any"):
+		tc.Mode = formats.ToolChoiceRequired
+	case rawjson.StringIs(typ, "none"):
+		tc.Mode = formats.ToolChoiceNone
+	case rawjson.StringIs(typ, "tool"):
+		tc.Mode = formats.ToolChoiceNamed
+		if err := w.reqString("name", name); err != nil {
+			return err
+		}
+		if w.ir != nil {
+			tc.Name = str(name)
+			for _, s := range w.serverTools {
+				if s == tc.Name {
+					return invalid("tool_choice.name", "tool_choice forces the Anthropic server tool '"+s+"', which this model's provider cannot run.")
+				}
+			}
+		}
+	default:
+		return w.errTag("", typ, "auto", "any", "tool", "none")
+	}
+	disable, ok, err := w.optBool("disable_parallel_tool_use", dpt)
+	if err != nil {
+		return err
+	}
+	if w.ir != nil {
+		w.ir.ToolChoice = tc
+		if ok && disable && tc.Mode != formats.ToolChoiceNone {
+			w.ir.ParallelToolCalls = ptr(false)
+		}
+	}
+	return nil
+}
+
+// thinking validates thinking: enabled with a budget, disabled, or
+// adaptive.
+func (w *walker) thinking(v []byte) *formats.Error {
+	if ok, err := w.optObject("thinking", v); !ok {
+		return err
+	}
+	w.push("thinking")
+	defer w.pop()
+	var typ, budget, display []byte
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		switch {
+		case it.NameIs("type"):
+			typ = it.Value()
+		case it.NameIs("budget_tokens"):
+			budget = it.Value()
+		case it.NameIs("display"):
+			display = it.Value()
+		}
+	}
+	if err := w.reqString("type", typ); err != nil {
+		return err
+	}
+	if _, err := w.optString("display", display); err != nil {
+		return err
+	}
+	var r formats.Reasoning
+	switch {
+	case rawjson.StringIs(typ, "enabled"):
+		w.push("enabled")
+		if budget == nil {
+			err := w.errMissing("budget_tokens")
+			w.pop()
+			return err
+		}
+		n, err := w.checkInt("budget_tokens", budget, 1024, 1<<31-1)
+		w.pop()
+		if err != nil {
+			return err
+		}
+		if !w.count && int(n) >= w.req.maxTokens {
+			return invalid("max_tokens", "`max_tokens` must be greater than `thinking.budget_tokens` ("+strconv.FormatInt(n, 10)+")")
+		}
+		r.Budget = int(n)
+	case rawjson.StringIs(typ, "disabled"):
+		r.Disabled = true
+	case rawjson.StringIs(typ, "adaptive"):
+		r.Adaptive = true
+	default:
+		return w.errTag("", typ, "enabled", "disabled", "adaptive")
+	}
+	if w.ir != nil {
+		if w.ir.Reasoning != nil { // output_config.effort came first
+			r.Effort = w.ir.Reasoning.Effort
+		}
+		w.ir.Reasoning = ptr(r)
+	}
+	return nil
+}
+
+// outputConfig validates output_config: effort and format.
+func (w *walker) outputConfig(v []byte) *formats.Error {
+	if ok, err := w.optObject("output_config", v); !ok {
+		return err
+	}
+	w.push("output_config")
+	defer w.pop()
+	var effort, format []byte
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		switch {
+		case it.NameIs("effort"):
+			effort = it.Value()
+		case it.NameIs("format"):
+			format = it.Value()
+		}
+	}
+	if ok, err := w.optString("effort", effort); err != nil {
+		return err
+	} else if ok && w.ir != nil {
+		if w.ir.Reasoning == nil {
+			w.ir.Reasoning = &formats.Reasoning{}
+		}
+		w.ir.Reasoning.Effort = str(effort)
+	}
+	return w.jsonFormat("format", format)
+}
+
+// outputFormat validates the older top-level output_format (structured
+// outputs beta), which has the shape of output_config.format.
+func (w *walker) outputFormat(v []byte) *formats.Error {
+	return w.jsonFormat("output_format", v)
+}
+
+// jsonFormat validates {"type":"json_schema","schema":{...}}.
+func (w *walker) jsonFormat(child string, v []byte) *formats.Error {
+	if ok, err := w.optObject(child, v); !ok {
+		return err
+	}
+	w.push(child)
+	defer w.pop()
+	typ, schema := rawjson.Get(v, "type"), rawjson.Get(v, "schema")
+	if err := w.reqString("type", typ); err != nil {
+		return err
+	}
+	if !rawjson.StringIs(typ, "json_schema") {
+		return w.errTag("", typ, "json_schema")
+	}
+	switch rawjson.Kind(schema) {
+	case 0:
+		return w.errMissing("schema")
+	case '{':
+	default:
+		return w.errType("schema", tDict)
+	}
+	w.req.size.TextBytes += int64(len(schema))
+	if w.ir != nil {
+		w.ir.ResponseFormat = formats.ResponseFormat{Type: formats.FormatJSONSchema, Schema: schema}
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package anthropic
+
+import (
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+// usage accumulates an Anthropic usage object. While streaming,
+// message_start carries the input side and message_delta cumulative
+// values; the last value seen of each field wins (wire/anthropic.md §5.3).
+type usage struct {
+	in, cacheWrite, cacheRead, out, thinking int64
+	seen                                     bool
+}
+
+// merge reads the counts present in the usage object v; ok is false when
+// v has none.
+func (u *usage) merge(v []byte) (ok bool) {
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		val := it.Value()
+		switch {
+		case it.NameIs("input_tokens"):
+			if rawjson.Kind(val) == '0' {
+				u.in, ok = count(val), true
+			}
+		case it.NameIs("cache_creation_input_tokens"):
+			if rawjson.Kind(val) == '0' {
+				u.cacheWrite, ok = count(val), true
+			}
+		case it.NameIs("cache_read_input_tokens"):
+			if rawjson.Kind(val) == '0' {
+				u.cacheRead, ok = count(val), true
+			}
+		case it.NameIs("output_tokens"):
+			if rawjson.Kind(val) == '0' {
+				u.out, ok = count(val), true
+			}
+		case it.NameIs("output_tokens_details"):
+			if t := rawjson.Get(val, "thinking_tokens"); rawjson.Kind(t) == '0' {
+				u.thinking = count(t)
+			}
+		}
+	}
+	if it.Err() != nil {
+		return false
+	}
+	u.seen = u.seen || ok
+	return ok
+}
+
+// ir is the normalised IR usage (wire/translation.md §5.3): Anthropic's
+// input_tokens excludes both cache buckets.
+func (u *usage) ir() formats.Usage {
+	return formats.Usage{
+		Input:      u.in + u.cacheWrite + u.cacheRead,
+		CacheWrite: u.cacheWrite,
+		CacheRead:  u.cacheRead,
+		Output:     u.out,
+		Reasoning:  u.thinking,
+	}.Normalized()
+}
+
+// parseUsage reads a whole usage object.
+func parseUsage(v []byte) (formats.Usage, bool) {
+	var u usage
+	if !u.merge(v) {
+		return formats.Usage{}, false
+	}
+	return u.ir(), true
+}
+
+// appendUsage renders IR usage as Anthropic's four counts.
+func appendUsage(dst []byte, u formats.Usage) []byte {
+	in := u.Input - u.CacheRead - u.CacheWrite
+	if in < 0 {
+		in = 0
+	}
+	dst = append(dst, `{"input_tokens":`...)
+	dst = rawjson.AppendInt(dst, in)
+	dst = append(dst, `,"cache_creation_input_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.CacheWrite)
+	dst = append(dst, `,"cache_read_input_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.CacheRead)
+	dst = append(dst, `,"output_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.Output)
+	return append(dst, '}')
+}
+
+// stopToIR maps an Anthropic stop_reason (wire/translation.md §5.2).
+func stopToIR(v []byte) formats.StopReason {
+	switch {
+	case rawjson.StringIs(v, "end_turn"):
+		return formats.StopEnd
+	case rawjson.StringIs(v, "stop_sequence"):
+		return formats.StopSequence
+	case rawjson.StringIs(v, "max_tokens"):
+		return formats.StopLength
+	case rawjson.StringIs(v, "tool_use"):
+		return formats.StopToolUse
+	case rawjson.StringIs(v, "pause_turn"):
+		return formats.StopPause
+	case rawjson.StringIs(v, "refusal"):
+		return formats.StopContentFilter
+	case rawjson.StringIs(v, "model_context_window_exceeded"):
+		return formats.StopContextWindow
+	case rawjson.Kind(v) == '"':
+		return formats.StopEnd
+	}
+	return formats.StopUnset
+}
+
+// stopFromIR maps an IR stop reason to an Anthropic stop_reason.
+func stopFromIR(s formats.StopReason) string {
+	switch s {
+	case formats.StopSequence:
+		return "stop_sequence"
+	case formats.StopLength:
+		return "max_tokens"
+	case formats.StopToolUse:
+		return "tool_use"
+	case formats.StopContentFilter:
+		return "refusal"
+	case formats.StopPause:
+		return "pause_turn"
+	case formats.StopContextWindow:
+		return "model_context_window_exceeded"
+	}
+	return "end_turn"
+}
+
+// appendStop appends "stop_reason":…,"stop_sequence":… for a final
+// reason; the sequence only goes with stop_sequence (OpenAI and Gemini do
+// not say which one matched: end_turn and null then).
+func appendStop(dst []byte, s formats.StopReason, seq string) []byte {
+	if s == formats.StopSequence && seq == "" {
+		s = formats.StopEnd
+	}
+	dst = append(dst, `"stop_reason":`...)
+	dst = rawjson.AppendQuote(dst, stopFromIR(s))
+	dst = append(dst, `,"stop_sequence":`...)
+	if s == formats.StopSequence {
+		return rawjson.AppendQuote(dst, seq)
+	}
+	return append(dst, "null"...)
+}

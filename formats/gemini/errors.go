@@ -1,0 +1,361 @@
+package gemini
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/openai"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+// statusOf is the HTTP status and the canonical status name a Gemini client
+// gets for each kind (wire/translation.md §8.1): Gemini has no 413 (a body
+// too large is INVALID_ARGUMENT, 400) and no 502 (an upstream failure is
+// INTERNAL, 500).
+func statusOf(k formats.ErrorKind) (int, string) {
+	switch k {
+	case formats.KindInvalidRequest, formats.KindRequestTooLarge:
+		return 400, "INVALID_ARGUMENT"
+	case formats.KindAuthentication:
+		return 401, "UNAUTHENTICATED"
+	case formats.KindAccountSuspended, formats.KindInsufficientQuota, formats.KindPermissionDenied:
+		return 403, "PERMISSION_DENIED"
+	case formats.KindNotFound:
+		return 404, "NOT_FOUND"
+	case formats.KindMethodNotAllowed:
+		return 405, "UNIMPLEMENTED"
+	case formats.KindRateLimited:
+		return 429, "RESOURCE_EXHAUSTED"
+	case formats.KindOverloaded:
+		return 503, "UNAVAILABLE"
+	case formats.KindTimeout:
+		return 504, "DEADLINE_EXCEEDED"
+	}
+	return 500, "INTERNAL" // internal, upstream
+}
+
+// Status is the HTTP status of e for a Gemini client.
+func Status(e *formats.Error) int {
+	s, _ := statusOf(e.Kind)
+	return s
+}
+
+// defaultMessage is used when an error carries no message.
+func defaultMessage(k formats.ErrorKind) string {
+	switch k {
+	case formats.KindInvalidRequest:
+		return "Request contains an invalid argument."
+	case formats.KindAuthentication:
+		return "API key not valid. Please pass a valid API key."
+	case formats.KindAccountSuspended:
+		return "This account is suspended."
+	case formats.KindInsufficientQuota:
+		return "The account's balance is insufficient for this request."
+	case formats.KindPermissionDenied:
+		return "The caller does not have permission."
+	case formats.KindNotFound:
+		return "The requested resource was not found."
+	case formats.KindMethodNotAllowed:
+		return "Method not allowed."
+	case formats.KindRequestTooLarge:
+		return "Request payload size exceeds the limit."
+	case formats.KindRateLimited:
+		return "Resource has been exhausted (e.g. check quota)."
+	case formats.KindUpstream:
+		return "The upstream provider failed."
+	case formats.KindOverloaded:
+		return "The model is overloaded. Please try again later."
+	case formats.KindTimeout:
+		return "The upstream provider timed out."
+	}
+	return "An internal error has occurred."
+}
+
+// AppendError appends the Gemini error envelope of e:
+// {"error":{"code","message","status"}}, code repeating the HTTP status of
+// Status. A named field adds a google.rpc.BadRequest detail, a RetryAfter a
+// google.rpc.RetryInfo detail (which the Gemini SDKs and CLI honour).
+func AppendError(dst []byte, e *formats.Error) []byte {
+	code, status := statusOf(e.Kind)
+	msg := e.Message
+	if msg == "" {
+		msg = defaultMessage(e.Kind)
+	}
+	dst = append(dst, `{"error":{"code":`...)
+	dst = rawjson.AppendInt(dst, int64(code))
+	dst = append(dst, `,"message":`...)
+	dst = rawjson.AppendQuote(dst, msg)
+	dst = append(dst, `,"status":`...)
+	dst = rawjson.AppendQuote(dst, status)
+	if e.Param != "" || e.RetryAfter > 0 {
+		dst = append(dst, `,"details":[`...)
+		if e.Param != "" {
+			dst = append(dst, `{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":`...)
+			dst = rawjson.AppendQuote(dst, e.Param)
+			dst = append(dst, `,"description":`...)
+			dst = rawjson.AppendQuote(dst, msg)
+			dst = append(dst, "}]}"...)
+		}
+		if e.RetryAfter > 0 {
+			if e.Param != "" {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"`...)
+			dst = rawjson.AppendInt(dst, int64(e.RetryAfter))
+			dst = append(dst, `s"}`...)
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, "}}"...)
+}
+
+// upstreamError is the content of a Google error envelope.
+type upstreamError struct {
+	code       int
+	message    string
+	status     string
+	reason     string // google.rpc.ErrorInfo reason
+	field      string // first google.rpc.BadRequest field violation
+	retryAfter int    // google.rpc.RetryInfo retryDelay, in seconds
+}
+
+// parseErrorBody reads {"error":{...}} (or that envelope inside a list, as
+// the non-SSE stream sends it).
+func parseErrorBody(body []byte) (ue upstreamError, ok bool) {
+	body = rawjson.TrimSpace(body)
+	if !jsontext.Value(body).IsValid() {
+		return ue, false
+	}
+	if rawjson.Kind(body) == '[' {
+		it := rawjson.Array(body, 0)
+		if !it.Next() {
+			return ue, false
+		}
+		body = it.Value()
+	}
+	if rawjson.Kind(body) != '{' {
+		return ue, false
+	}
+	ev := rawjson.Get(body, "error")
+	switch rawjson.Kind(ev) {
+	case '{':
+		return parseErrorObject(ev), true
+	case '"':
+		ue.message = str(ev)
+		return ue, true
+	}
+	return ue, false
+}
+
+func parseErrorObject(ev []byte) (ue upstreamError) {
+	it := rawjson.Object(ev, 0)
+	for it.Next() {
+		v := it.Value()
+		switch {
+		case it.NameIs("code"):
+			ue.code = int(count(v))
+		case it.NameIs("message"):
+			if rawjson.Kind(v) == '"' {
+				ue.message = str(v)
+			}
+		case it.NameIs("status"):
+			if rawjson.Kind(v) == '"' {
+				ue.status = str(v)
+			}
+		case it.NameIs("details"):
+			di := rawjson.Array(v, 0)
+			for di.Next() {
+				d := di.Value()
+				if r := rawjson.Get(d, "reason"); rawjson.Kind(r) == '"' && ue.reason == "" {
+					ue.reason = str(r)
+				}
+				if rd := rawjson.Get(d, "retryDelay"); rawjson.Kind(rd) == '"' {
+					ue.retryAfter = parseDelay(str(rd))
+				}
+				if fv := rawjson.Get(d, "fieldViolations"); rawjson.Kind(fv) == '[' && ue.field == "" {
+					fi := rawjson.Array(fv, 0)
+					if fi.Next() {
+						if f := rawjson.Get(fi.Value(), "field"); rawjson.Kind(f) == '"' {
+							ue.field = str(f)
+						}
+					}
+				}
+			}
+		}
+	}
+	return ue
+}
+
+// parseDelay reads a proto Duration ("30s", "1.5s") as whole seconds,
+// rounded up.
+func parseDelay(s string) int {
+	s, ok := strings.CutSuffix(s, "s")
+	if !ok {
+		return 0
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || f > 86400 {
+		return 0
+	}
+	n := int(f)
+	if float64(n) < f {
+		n++
+	}
+	return n
+}
+
+// statusCodes maps canonical status names to HTTP statuses, for error
+// elements inside a stream whose code is missing.
+func statusCode(name string) int {
+	switch name {
+	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE":
+		return 400
+	case "UNAUTHENTICATED":
+		return 401
+	case "PERMISSION_DENIED":
+		return 403
+	case "NOT_FOUND":
+		return 404
+	case "RESOURCE_EXHAUSTED":
+		return 429
+	case "CANCELLED":
+		return 499
+	case "UNAVAILABLE":
+		return 503
+	case "DEADLINE_EXCEEDED":
+		return 504
+	}
+	return 500
+}
+
+// ParseUpstreamError reads a Gemini upstream's error answer and maps it to
+// the gateway's kinds (wire/translation.md §8.2). A 400 keeps Google's
+// message (redacted: no keys, project or request ids) and field, since the
+// client's request was bad, except when it is about the gateway's own key
+// (API_KEY_INVALID) or account (FAILED_PRECONDITION: billing, location),
+// which are upstream failures. 401/403/404 are the gateway's fault
+// (credentials, routing): KindUpstream, never 401. 408/504 are timeouts,
+// 413 too large, 429/503 overload (with Google's retryDelay), other 5xx
+// upstream failures.
+func ParseUpstreamError(status int, body []byte) *formats.Error {
+	ue, _ := parseErrorBody(body)
+	return upstreamErr(status, ue)
+}
+
+func upstreamErr(status int, ue upstreamError) *formats.Error {
+	inStream := status < 400
+	if inStream {
+		status = ue.code
+		if status == 0 {
+			status = statusCode(ue.status)
+		}
+	}
+	s := strconv.Itoa(status)
+	switch {
+	case status == 400 && (ue.reason == "API_KEY_INVALID" || strings.Contains(ue.message, "API key not valid")):
+		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's credentials (HTTP 400).")
+	case status == 400 && ue.status == "FAILED_PRECONDITION":
+		return formats.NewError(formats.KindUpstream, "The upstream provider cannot serve the gateway's account (HTTP 400 FAILED_PRECONDITION).")
+	case status == 400 || status == 422:
+		e := &formats.Error{Kind: formats.KindInvalidRequest, Message: redact(ue.message), Param: ue.field}
+		if e.Message == "" {
+			e.Message = "The upstream provider rejected the request as invalid."
+		}
+		return e
+	case status == 401 || status == 403:
+		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's credentials (HTTP "+s+").")
+	case status == 404:
+		return formats.NewError(formats.KindUpstream, "The upstream provider does not serve the routed model (HTTP 404).")
+	case status == 408 || status == 504:
+		return formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
+	case status == 413:
+		e := formats.NewError(formats.KindRequestTooLarge, redact(ue.message))
+		if e.Message == "" {
+			e.Message = "The request is too large for the upstream provider."
+		}
+		return e
+	case status == 429 || status == 503:
+		e := formats.NewError(formats.KindOverloaded, "The upstream provider is overloaded; retry later.")
+		e.RetryAfter = ue.retryAfter
+		return e
+	case inStream && ue.message != "":
+		return formats.NewError(formats.KindUpstream, "The upstream provider reported an error: "+redact(ue.message))
+	case status >= 500:
+		return formats.NewError(formats.KindUpstream, "The upstream provider failed (HTTP "+s+").")
+	}
+	return formats.NewError(formats.KindUpstream, "The upstream provider rejected the request (HTTP "+s+").")
+}
+
+// redact removes keys and upstream ids from a message the client will see
+// (openai.Redact), and Google project numbers and names: runs of ten or
+// more digits, and the segment after "projects/".
+func redact(s string) string {
+	s = openai.Redact(s)
+	var b []byte
+	last := 0
+	for i := 0; i < len(s); {
+		switch {
+		case s[i] >= '0' && s[i] <= '9':
+			j := i
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			if j-i >= 10 {
+				b = append(append(b, s[last:i]...), "[redacted]"...)
+				last = j
+			}
+			i = j
+		case strings.HasPrefix(s[i:], "projects/"):
+			j := i + len("projects/")
+			k := j
+			for k < len(s) && s[k] != '/' && s[k] != ' ' && s[k] != '\'' && s[k] != '"' && s[k] != ',' {
+				k++
+			}
+			b = append(append(b, s[last:j]...), "[redacted]"...)
+			last, i = k, k
+		default:
+			i++
+		}
+	}
+	if b == nil {
+		return s
+	}
+	return string(append(b, s[last:]...))
+}
+
+// ParseCountTokensResponse reads an upstream countTokens answer
+// ({"totalTokens":N}; proto3 JSON omits a zero count).
+func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
+	body = rawjson.TrimSpace(body)
+	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+		return 0, unusable()
+	}
+	var total int64
+	it := rawjson.Object(body, 0)
+	for it.Next() {
+		switch {
+		case it.NameIs("totalTokens"), it.NameIs("total_tokens"):
+			total = count(it.Value())
+		case it.NameIs("error"):
+			if v := it.Value(); !rawjson.IsNull(v) {
+				ue, _ := parseErrorBody(body)
+				return 0, upstreamErr(0, ue)
+			}
+		}
+	}
+	return total, nil
+}
+
+// AppendCountTokensResponse appends a countTokens answer, {"totalTokens":N}.
+func AppendCountTokensResponse(dst []byte, totalTokens int64) []byte {
+	dst = append(dst, `{"totalTokens":`...)
+	dst = rawjson.AppendInt(dst, totalTokens)
+	return append(dst, '}')
+}
+
+func unusable() *formats.Error {
+	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")
+}

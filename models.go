@@ -1,0 +1,198 @@
+package modelgate
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The model catalogue, in the three shapes the vendors' SDKs expect from
+// GET /v1/models (OpenAI; Anthropic when anthropic-version is sent; Gemini
+// when the key came as x-goog-api-key or ?key=) and GET /v1beta/models.
+
+// openAIModel is an OpenAI model object.
+type openAIModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// anthropicModel is an Anthropic model object.
+type anthropicModel struct {
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+	MaxTokens   int    `json:"max_tokens"`
+}
+
+// geminiModel is a Gemini model object.
+type geminiModel struct {
+	Name                       string   `json:"name"`
+	Version                    string   `json:"version"`
+	DisplayName                string   `json:"displayName"`
+	Description                string   `json:"description,omitempty"`
+	OutputTokenLimit           int      `json:"outputTokenLimit"`
+	SupportedGenerationMethods []string `json:"supportedGenerationMethods"`
+}
+
+func (m *model) openAI() openAIModel {
+	return openAIModel{ID: m.id, Object: "model", Created: m.created, OwnedBy: m.ownedBy}
+}
+
+func (m *model) anthropic() anthropicModel {
+	return anthropicModel{Type: "model", ID: m.id, DisplayName: m.id,
+		CreatedAt: time.Unix(m.created, 0).UTC().Format(time.RFC3339), MaxTokens: m.maxOutput}
+}
+
+func (m *model) gemini() geminiModel {
+	return geminiModel{Name: "models/" + m.id, Version: "001", DisplayName: m.id,
+		Description: "Served by modelgate (owned by " + m.ownedBy + ").", OutputTokenLimit: m.maxOutput,
+		SupportedGenerationMethods: []string{"generateContent", "streamGenerateContent", "countTokens"}}
+}
+
+// modelDoc renders the OpenAI model object of m.
+func modelDoc(m *model) []byte {
+	b, _ := json.Marshal(m.openAI())
+	return b
+}
+
+// sortedModels is the catalogue sorted by ID.
+func sortedModels(ms []*model) []*model {
+	sorted := slices.Clone(ms)
+	slices.SortFunc(sorted, func(x, y *model) int { return strings.Compare(x.id, y.id) })
+	return sorted
+}
+
+// modelListDoc renders the OpenAI model list.
+func modelListDoc(ms []*model) []byte {
+	b := []byte(`{"object":"list","data":[`)
+	for i, m := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m.doc...)
+	}
+	return append(b, "]}"...)
+}
+
+// serveModelList answers a model list in the client's shape.
+func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f clientFormat) {
+	ms := h.app.modelList // sorted by ID
+	q := r.URL.Query()
+	switch f {
+	case clientAnthropic:
+		// pages of limit models after after_id or before before_id
+		limit := queryInt(q, "limit", 20, 1000)
+		var start, end int
+		var hasMore bool
+		if before := q.Get("before_id"); before != "" {
+			end = indexBefore(ms, before)
+			start = max(end-limit, 0)
+			hasMore = start > 0
+		} else {
+			if after := q.Get("after_id"); after != "" {
+				start = indexAfter(ms, after)
+			}
+			end = min(start+limit, len(ms))
+			hasMore = end < len(ms)
+		}
+		page := ms[start:end]
+		out := struct {
+			Data    []anthropicModel `json:"data"`
+			HasMore bool             `json:"has_more"`
+			FirstID *string          `json:"first_id"`
+			LastID  *string          `json:"last_id"`
+		}{Data: make([]anthropicModel, 0, len(page))}
+		for _, m := range page {
+			out.Data = append(out.Data, m.anthropic())
+		}
+		out.HasMore = hasMore
+		if len(page) > 0 {
+			out.FirstID, out.LastID = &page[0].id, &page[len(page)-1].id
+		}
+		b, _ := json.Marshal(out)
+		writeJSON(w, http.StatusOK, b)
+	case clientGemini:
+		size := queryInt(q, "pageSize", 50, 1000)
+		start := 0
+		if tok := q.Get("pageToken"); tok != "" {
+			start = indexAfter(ms, tok)
+		}
+		end := min(start+size, len(ms))
+		out := struct {
+			Models        []geminiModel `json:"models"`
+			NextPageToken string        `json:"nextPageToken,omitempty"`
+		}{Models: make([]geminiModel, 0, end-start)}
+		for _, m := range ms[start:end] {
+			out.Models = append(out.Models, m.gemini())
+		}
+		if end < len(ms) {
+			out.NextPageToken = ms[end-1].id
+		}
+		b, _ := json.Marshal(out)
+		writeJSON(w, http.StatusOK, b)
+	default:
+		writeJSON(w, http.StatusOK, h.app.modelsDoc)
+	}
+}
+
+// serveModel answers one model in the client's shape.
+func (h *APIHandler) serveModel(w http.ResponseWriter, f clientFormat, id string) {
+	m, ok := h.app.models[id]
+	if !ok {
+		writeError(w, f, modelNotFound(id))
+		return
+	}
+	switch f {
+	case clientAnthropic:
+		b, _ := json.Marshal(m.anthropic())
+		writeJSON(w, http.StatusOK, b)
+	case clientGemini:
+		b, _ := json.Marshal(m.gemini())
+		writeJSON(w, http.StatusOK, b)
+	default:
+		writeJSON(w, http.StatusOK, m.doc)
+	}
+}
+
+// indexAfter is the position just after the model with id (or where it
+// would sort).
+func indexAfter(ms []*model, id string) int {
+	i, found := slices.BinarySearchFunc(ms, id, func(m *model, id string) int { return strings.Compare(m.id, id) })
+	if found {
+		return i + 1
+	}
+	return i
+}
+
+// indexBefore is the position of the model with id (or where it would sort).
+func indexBefore(ms []*model, id string) int {
+	i, _ := slices.BinarySearchFunc(ms, id, func(m *model, id string) int { return strings.Compare(m.id, id) })
+	return i
+}
+
+// indexDoc renders the public index of GET / and GET /v1 (seed §4).
+func indexDoc() []byte {
+	b, _ := json.Marshal(struct {
+		Service   string              `json:"service"`
+		Object    string              `json:"object"`
+		Auth      string              `json:"auth"`
+		Endpoints map[string][]string `json:"endpoints"`
+	}{
+		Service: "modelgate",
+		Object:  "api",
+		Auth:    "Send your API key as Authorization: Bearer <API_KEY>, or as x-api-key: <API_KEY> (Gemini clients: x-goog-api-key or ?key=).",
+		Endpoints: map[string][]string{
+			"chat-completions": {"GET /v1/models", "GET /v1/models/{model}", "POST /v1/chat/completions"},
+			"messages":         {"POST /v1/messages", "POST /v1/messages/count_tokens"},
+			"gemini": {"GET /v1beta/models", "GET /v1beta/models/{model}", "POST /v1beta/models/{model}:generateContent",
+				"POST /v1beta/models/{model}:streamGenerateContent", "POST /v1beta/models/{model}:countTokens"},
+			"usage": {"GET /api/usage"},
+		},
+	})
+	return b
+}

@@ -1,0 +1,387 @@
+package modelgate
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/anthropic"
+	"github.com/modelgate/modelgate/formats/gemini"
+	"github.com/modelgate/modelgate/formats/openai"
+	"github.com/modelgate/modelgate/upstream"
+)
+
+// This file maps the gateway's three client formats and three upstream
+// formats onto the vendor packages of formats/: which parser, renderer,
+// stream translator and error envelope serve a (client, upstream) pair.
+
+// clientFormat is the wire format a client speaks.
+type clientFormat uint8
+
+// The client formats.
+const (
+	clientOpenAI    clientFormat = iota // Chat Completions
+	clientAnthropic                     // Messages
+	clientGemini                        // generateContent
+)
+
+// String names the format in usage rows and logs.
+func (f clientFormat) String() string {
+	switch f {
+	case clientAnthropic:
+		return "anthropic"
+	case clientGemini:
+		return "gemini"
+	}
+	return "openai.chat"
+}
+
+// upstreamFormat is the provider format that speaks like the client.
+func (f clientFormat) upstreamFormat() upstream.Format {
+	switch f {
+	case clientAnthropic:
+		return upstream.FormatAnthropic
+	case clientGemini:
+		return upstream.FormatGemini
+	}
+	return upstream.FormatOpenAI
+}
+
+// writeError writes e in the client's error envelope.
+func writeError(w http.ResponseWriter, f clientFormat, e *formats.Error) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, errorStatus(f, e), appendError(nil, f, e))
+}
+
+// appendError renders e in the client's error envelope.
+func appendError(dst []byte, f clientFormat, e *formats.Error) []byte {
+	switch f {
+	case clientAnthropic:
+		return anthropic.AppendError(dst, e)
+	case clientGemini:
+		return gemini.AppendError(dst, e)
+	}
+	return openai.AppendError(dst, e)
+}
+
+// errorStatus is the HTTP status of e for the client's format (Anthropic
+// clients get 529 when overloaded; Gemini clients never see 413 or 502).
+func errorStatus(f clientFormat, e *formats.Error) int {
+	switch f {
+	case clientAnthropic:
+		return anthropic.Status(e)
+	case clientGemini:
+		return gemini.Status(e)
+	}
+	return e.Status()
+}
+
+// genRequest is a parsed generation (or token count) request, whatever the
+// client's format: what the gateway needs to route, hold and forward it.
+type genRequest struct {
+	format        clientFormat
+	model         string
+	stream        bool
+	includeUsage  bool // OpenAI: the client wants the usage chunk
+	sse           bool // Gemini: SSE framing rather than a JSON array
+	maxTokens     int  // the client's output cap; 0 when it gave none
+	choices       int
+	inputBound    int64
+	inputEstimate int64
+	body          []byte
+	toIR          func() (*formats.Request, *formats.Error)
+	anthropicBeta []string // anthropic-beta header values of an Anthropic client
+}
+
+// parseChat reads an OpenAI Chat Completions request.
+func parseChat(body []byte) (*genRequest, *formats.Error) {
+	req, ferr := openai.ParseChatRequest(body)
+	if ferr != nil {
+		return nil, ferr
+	}
+	g := &genRequest{format: clientOpenAI, model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage,
+		choices: req.N, inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR}
+	if n, ok := req.MaxTokens(); ok {
+		g.maxTokens = n
+	}
+	return g, nil
+}
+
+// parseMessages reads an Anthropic Messages request (count selects the
+// count_tokens body).
+func parseMessages(body []byte, count bool, h http.Header) (*genRequest, *formats.Error) {
+	parse := anthropic.ParseMessagesRequest
+	if count {
+		parse = anthropic.ParseCountTokensRequest
+	}
+	req, ferr := parse(body)
+	if ferr != nil {
+		return nil, ferr
+	}
+	g := &genRequest{format: clientAnthropic, model: req.Model, stream: req.Stream, choices: 1,
+		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
+		anthropicBeta: h.Values("Anthropic-Beta")}
+	if !count {
+		g.maxTokens = req.MaxTokens()
+	}
+	return g, nil
+}
+
+// parseGenerate reads a Gemini generateContent or countTokens request; the
+// model and the stream switch come from the URL.
+func parseGenerate(body []byte, model string, stream, sse, count bool) (*genRequest, *formats.Error) {
+	var req *gemini.GenerateRequest
+	var ferr *formats.Error
+	if count {
+		req, ferr = gemini.ParseCountTokensRequest(body, model)
+	} else {
+		req, ferr = gemini.ParseGenerateRequest(body, model, stream)
+	}
+	if ferr != nil {
+		return nil, ferr
+	}
+	g := &genRequest{format: clientGemini, model: model, stream: stream, sse: sse, choices: req.Choices(),
+		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR}
+	if n, ok := req.MaxTokens(); ok {
+		g.maxTokens = n
+	}
+	return g, nil
+}
+
+// upstreamBody renders the request for the route's upstream: the client's
+// own bytes with the model and the output cap rewritten when the formats
+// match, a translation through the IR otherwise. It returns the names of
+// what translation dropped, for x-modelgate-dropped.
+func upstreamBody(req *genRequest, rt *route, outputCap int, sigs gemini.SignatureStore) (body []byte, dropped string, passThrough bool, ferr *formats.Error) {
+	uf := rt.provider.Format
+	if uf == req.format.upstreamFormat() {
+		var err error
+		dst := make([]byte, 0, len(req.body)+64)
+		switch uf {
+		case upstream.FormatAnthropic:
+			body, err = anthropic.RewriteMessagesRequest(dst, req.body, rt.upstreamModel, outputCap)
+		case upstream.FormatGemini:
+			body, err = gemini.RewriteGenerateRequest(dst, req.body, outputCap)
+		default:
+			body, err = openai.RewriteChatRequest(dst, req.body, rt.upstreamModel, outputCap, req.stream)
+		}
+		if err != nil {
+			return nil, "", false, formats.InvalidRequest("", "The request could not be prepared for the upstream: "+err.Error())
+		}
+		return body, "", true, nil
+	}
+	ir, ferr := req.toIR()
+	if ferr != nil {
+		return nil, "", false, ferr
+	}
+	ir.MaxTokens = outputCap
+	ir.Stream = req.stream
+	if len(req.anthropicBeta) > 0 {
+		ir.Drop("anthropic-beta")
+	}
+	switch uf {
+	case upstream.FormatAnthropic:
+		body, ferr = anthropic.RenderMessagesRequest(ir, rt.upstreamModel)
+	case upstream.FormatGemini:
+		body, ferr = gemini.RenderGenerateRequest(ir, sigs)
+	default:
+		body, ferr = openai.RenderChatRequest(ir, rt.upstreamModel)
+	}
+	if ferr != nil {
+		return nil, "", false, ferr
+	}
+	return body, ir.DroppedHeader(), false, nil
+}
+
+// countBody renders a token-count request for the route's upstream, which
+// has a count API (Anthropic, Gemini).
+func countBody(req *genRequest, rt *route) ([]byte, *formats.Error) {
+	uf := rt.provider.Format
+	if uf == upstream.FormatAnthropic && req.format == clientAnthropic {
+		body, err := anthropic.RewriteCountTokensRequest(make([]byte, 0, len(req.body)+32), req.body, rt.upstreamModel)
+		if err != nil {
+			return nil, formats.InvalidRequest("", "The request could not be prepared for the upstream: "+err.Error())
+		}
+		return body, nil
+	}
+	if uf == upstream.FormatGemini && req.format == clientGemini {
+		// the client's own countTokens body: the model is in the URL
+		return req.body, nil
+	}
+	ir, ferr := req.toIR()
+	if ferr != nil {
+		return nil, ferr
+	}
+	if uf == upstream.FormatAnthropic {
+		return anthropic.RenderCountTokensRequest(ir, rt.upstreamModel)
+	}
+	return gemini.RenderCountTokensRequest(ir, rt.upstreamModel)
+}
+
+// upstreamURL is the path and query of a call at the provider.
+func upstreamURL(p *upstream.Provider, upstreamModel string, stream, count bool) (path, query string) {
+	switch p.Format {
+	case upstream.FormatAnthropic:
+		if count {
+			return p.PathPrefix + "/v1/messages/count_tokens", ""
+		}
+		return p.PathPrefix + "/v1/messages", ""
+	case upstream.FormatGemini:
+		base := p.PathPrefix + "/v1beta/models/" + url.PathEscape(upstreamModel)
+		switch {
+		case count:
+			return base + ":countTokens", ""
+		case stream:
+			return base + ":streamGenerateContent", "alt=sse"
+		}
+		return base + ":generateContent", ""
+	}
+	return p.PathPrefix + "/v1/chat/completions", ""
+}
+
+// setUpstreamAuth adds the provider's credentials in its vendor's way.
+func setUpstreamAuth(h http.Header, p *provider, secret string, beta []string) {
+	switch p.Format {
+	case upstream.FormatAnthropic:
+		h["X-Api-Key"] = []string{secret}
+		h["Anthropic-Version"] = []string{p.anthropicVersion}
+		if len(beta) > 0 {
+			h["Anthropic-Beta"] = beta
+		}
+	case upstream.FormatGemini:
+		h["X-Goog-Api-Key"] = []string{secret}
+	default:
+		h["Authorization"] = []string{"Bearer " + secret}
+	}
+}
+
+// parseUpstreamError reads an upstream's error answer.
+func parseUpstreamError(f upstream.Format, status int, body []byte) *formats.Error {
+	switch f {
+	case upstream.FormatAnthropic:
+		return anthropic.ParseUpstreamError(status, body)
+	case upstream.FormatGemini:
+		return gemini.ParseUpstreamError(status, body)
+	}
+	return openai.ParseUpstreamError(status, body)
+}
+
+// translateResponse turns a whole upstream answer into the client's format.
+// hasUsage is false when the upstream reported no usage.
+func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasUsage bool, outputBytes int64, ferr *formats.Error) {
+	uf := c.route.provider.Format
+	dst := make([]byte, 0, len(data)+64)
+	if c.passThrough {
+		switch uf {
+		case upstream.FormatAnthropic:
+			out, u, ferr = anthropic.PassThroughResponse(dst, data, c.model.id)
+		case upstream.FormatGemini:
+			out, u, ferr = gemini.PassThroughResponse(dst, data, c.model.id)
+		default:
+			out, u, ferr = openai.PassThroughResponse(dst, data, c.model.id)
+		}
+		if ferr != nil {
+			return nil, u, false, 0, ferr
+		}
+		hasUsage = u != (formats.Usage{})
+		if !hasUsage {
+			if r, err := decodeResponse(uf, data, c.app.signatures); err == nil {
+				outputBytes = r.OutputBytes()
+			} else {
+				outputBytes = int64(len(data))
+			}
+		}
+		return out, u, hasUsage, outputBytes, nil
+	}
+	resp, ferr := decodeResponse(uf, data, c.app.signatures)
+	if ferr != nil {
+		return nil, u, false, 0, ferr
+	}
+	switch c.format {
+	case clientAnthropic:
+		out = anthropic.RenderMessagesResponse(dst, resp, c.model.id)
+	case clientGemini:
+		out = gemini.RenderGenerateResponse(dst, resp, c.model.id)
+	default:
+		out = openai.RenderChatResponse(dst, resp, c.model.id)
+	}
+	return out, resp.Usage, resp.HasUsage, resp.OutputBytes(), nil
+}
+
+// decodeResponse parses a whole upstream answer into the IR.
+func decodeResponse(f upstream.Format, data []byte, sigs gemini.SignatureStore) (*formats.Response, *formats.Error) {
+	switch f {
+	case upstream.FormatAnthropic:
+		return anthropic.DecodeMessagesResponse(data)
+	case upstream.FormatGemini:
+		return gemini.DecodeGenerateResponse(data, sigs)
+	}
+	return openai.DecodeChatResponse(data)
+}
+
+// streamTranslator is the translator of a streamed answer for this call.
+func (c *call) streamTranslator() formats.StreamTranslator {
+	uf := c.route.provider.Format
+	if c.passThrough {
+		switch uf {
+		case upstream.FormatAnthropic:
+			return anthropic.NewPassThroughStream(c.model.id)
+		case upstream.FormatGemini:
+			return gemini.NewPassThroughStream(c.model.id, c.sse)
+		}
+		return openai.NewPassThroughStream(c.model.id, c.includeUsage)
+	}
+	var dec formats.StreamDecoder
+	switch uf {
+	case upstream.FormatAnthropic:
+		dec = anthropic.NewStreamDecoder()
+	case upstream.FormatGemini:
+		dec = gemini.NewStreamDecoder(c.app.signatures)
+	default:
+		dec = openai.NewStreamDecoder()
+	}
+	var enc formats.StreamEncoder
+	switch c.format {
+	case clientAnthropic:
+		enc = anthropic.NewStreamEncoder(c.model.id)
+	case clientGemini:
+		enc = gemini.NewStreamEncoder(c.model.id, c.sse)
+	default:
+		enc = openai.NewStreamEncoder(c.model.id, c.includeUsage)
+	}
+	return formats.Translate(dec, enc)
+}
+
+// streamContentType is the Content-Type of a streamed answer to the client.
+func (c *call) streamContentType() string {
+	if c.format == clientGemini && !c.sse {
+		return "application/json"
+	}
+	return "text/event-stream"
+}
+
+// countResponse turns an upstream's token count answer into the client's.
+func (c *call) countResponse(data []byte) ([]byte, *formats.Error) {
+	var n int64
+	var ferr *formats.Error
+	if c.route.provider.Format == upstream.FormatAnthropic {
+		n, ferr = anthropic.ParseCountTokensResponse(data)
+	} else {
+		n, ferr = gemini.ParseCountTokensResponse(data)
+	}
+	if ferr != nil {
+		return nil, ferr
+	}
+	return appendCount(nil, c.format, n), nil
+}
+
+// appendCount renders a token count in the client's format.
+func appendCount(dst []byte, f clientFormat, n int64) []byte {
+	if f == clientGemini {
+		return gemini.AppendCountTokensResponse(dst, n)
+	}
+	return anthropic.AppendCountTokensResponse(dst, n)
+}
