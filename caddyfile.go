@@ -63,6 +63,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			price input <x> output <y> [cache_read <z>] [cache_write <w>]
 //			owned_by <name>
 //			max_output <tokens>
+//			features [reasoning] [structured_outputs]
 //		}
 //		plan <name> {
 //			rpm <n>
@@ -354,6 +355,16 @@ func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, err
 				return nil, nil, err
 			}
 			m.MaxOutput = n
+		case "features":
+			m.Features = d.RemainingArgs()
+			if len(m.Features) == 0 {
+				return nil, nil, d.ArgErr()
+			}
+			for _, f := range m.Features {
+				if f != featureReasoning && f != featureStructuredOutputs {
+					return nil, nil, d.Errf("model %s: unknown feature %q (want %s or %s)", m.ID, f, featureReasoning, featureStructuredOutputs)
+				}
+			}
 		default:
 			return nil, nil, d.Errf("model %s: unrecognized option %q", m.ID, opt)
 		}

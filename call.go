@@ -289,6 +289,9 @@ func (c *call) upstreamError(req *http.Request, resp *http.Response) *http.Respo
 
 // errorResponse builds a response carrying an error in the client's format.
 func (c *call) errorResponse(req *http.Request, e *formats.Error) *http.Response {
+	if e.RequestID == "" {
+		e.RequestID = c.reqID
+	}
 	body := appendError(nil, c.format, e)
 	h := http.Header{"Content-Type": {"application/json"}}
 	if e.RetryAfter > 0 {

@@ -209,3 +209,26 @@ func TestClaudeCodeThinkingBudget(t *testing.T) {
 		t.Fatalf("upstream max_tokens %d with thinking %+v", up.MaxTokens, up.Thinking)
 	}
 }
+
+// TestReasoningFeature: thinking asked by a client reaches a translated
+// upstream only when the model is configured with the reasoning feature;
+// otherwise it is dropped (models without reasoning refuse it) and named.
+func TestReasoningFeature(t *testing.T) {
+	g := startGateway(t, gatewayOptions{extra: "\t\tmodel gpt-reasoner {\n\t\t\troute mock up-reasoner\n\t\t\tprice input 0.5 output 1.5\n\t\t\tfeatures reasoning\n\t\t}\n"})
+	_, key := g.account("1.00")
+	for model, wantEffort := range map[string]bool{"gpt-reasoner": true, testModel: false} {
+		g.mock.Reset()
+		body := `{"model":"` + model + `","max_tokens":3000,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"think"}]}`
+		r := g.do("POST", "/v1/messages", body, "Authorization", "Bearer "+key, "Anthropic-Version", "2023-06-01")
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", model, r.status, r.body)
+		}
+		sent := string(g.mock.Requests()[0].Body)
+		if got := strings.Contains(sent, `"reasoning_effort":"low"`); got != wantEffort {
+			t.Errorf("%s: upstream body %s", model, sent)
+		}
+		if dropped := r.header.Get("X-Modelgate-Dropped"); strings.Contains(dropped, "thinking") == wantEffort {
+			t.Errorf("%s: x-modelgate-dropped %q", model, dropped)
+		}
+	}
+}

@@ -688,9 +688,30 @@ func TestKeysNeverLogged(t *testing.T) {
 	g.do("POST", "/v1/chat/completions", chatBody(testModel, "hello", ""), "Authorization", "Bearer "+unknown)
 	g.do("GET", "/api/usage", "", "X-Api-Key", key)
 	g.do("GET", "/v1/models", "", "Authorization", "Bearer "+key2)
+	// the Gemini ways: x-goog-api-key and ?key=, streamed and not, to
+	// every upstream format
+	for _, model := range []string{testModel, "claude-test", "gemini-test"} {
+		g.do("POST", "/v1beta/models/"+model+":generateContent", `{"contents":[{"parts":[{"text":"hi"}]}]}`, "X-Goog-Api-Key", key)
+		g.do("POST", "/v1beta/models/"+model+":streamGenerateContent?alt=sse&key="+key2, `{"contents":[{"parts":[{"text":"hi"}]}]}`)
+		g.do("POST", "/v1/messages", `{"model":"`+model+`","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
+			"X-Api-Key", key2, "Anthropic-Version", "2023-06-01")
+	}
+	g.do("GET", "/v1beta/models?key="+unknown, "")
+	for _, r := range g.mock.Requests() {
+		if strings.Contains(r.RawQuery, key) || strings.Contains(r.RawQuery, key2) {
+			t.Errorf("a client key reached the upstream in the query %q", r.RawQuery)
+		}
+		for name, vals := range r.Header {
+			for _, v := range vals {
+				if strings.Contains(v, key) || strings.Contains(v, key2) {
+					t.Errorf("a client key reached the upstream in %s", name)
+				}
+			}
+		}
+	}
 
 	logs := readLogs(t, g.logPath, g.logPath+".access")
-	if !strings.Contains(logs, "/v1/chat/completions") {
+	if !strings.Contains(logs, "/v1/chat/completions") || !strings.Contains(logs, "streamGenerateContent") {
 		t.Fatalf("the logs recorded nothing: %q", logs)
 	}
 	for _, secret := range []string{key, key2, unknown, upstreamKey, key[3:20], key2[10:30]} {

@@ -422,7 +422,7 @@ func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p p
 	if c.outputCapped {
 		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
 	}
-	body, dropped, passThrough, ferr := upstreamBody(req, c.route, outputCap, h.app.signatures)
+	body, dropped, passThrough, ferr := upstreamBody(req, m, c.route, outputCap, h.app.signatures)
 	if ferr != nil {
 		writeError(w, c.format, ferr)
 		return

@@ -28,6 +28,8 @@ const (
 	testUpstreamModel = "up-gpt-test"
 	priceIn           = ledger.Money(500)  // "0.5" per 1M
 	priceOut          = ledger.Money(1500) // "1.5" per 1M
+	priceCacheRead    = ledger.Money(50)   // "0.05" per 1M
+	priceCacheWrite   = ledger.Money(625)  // "0.625" per 1M, claude-test only
 	testMaxOutput     = 1000
 	upstreamKey       = "sk-upstream-test-0123456789"
 	gatewayAddr       = "http://localhost:9080"
@@ -91,7 +93,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		default_plan developer
 		model %s {
 			route mock %s
-			price input 0.5 output 1.5
+			price input 0.5 output 1.5 cache_read 0.05
 			owned_by testers
 			max_output %d
 		}
@@ -111,12 +113,12 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		}
 		model claude-test {
 			route mock-anthropic up-claude-test
-			price input 0.5 output 1.5
+			price input 0.5 output 1.5 cache_read 0.05 cache_write 0.625
 			max_output %d
 		}
 		model gemini-test {
 			route mock-gemini up-gemini-test
-			price input 0.5 output 1.5
+			price input 0.5 output 1.5 cache_read 0.05
 			max_output %d
 		}
 %s	}

@@ -123,6 +123,13 @@ type ModelConfig struct {
 	// MaxOutput is the default and the cap of a request's output tokens.
 	// Default: 4096.
 	MaxOutput int `json:"max_output,omitempty"`
+	// Features are what the upstream model can do beyond plain generation,
+	// so that a translated request keeps them: "reasoning" (reasoning
+	// effort, thinking budgets) and "structured_outputs" (native JSON
+	// schema output on Anthropic models). A translated request asking for a
+	// feature the model lacks has it dropped and named in
+	// x-modelgate-dropped. Same-format requests pass through untouched.
+	Features []string `json:"features,omitempty"`
 }
 
 // RouteConfig sends a model to a provider under the provider's model name.
@@ -162,6 +169,12 @@ type provider struct {
 	transport        *Transport
 }
 
+// The model features a configuration may declare.
+const (
+	featureReasoning         = "reasoning"
+	featureStructuredOutputs = "structured_outputs"
+)
+
 // defaultAnthropicVersion is the anthropic-version sent upstream by default.
 const defaultAnthropicVersion = "2023-06-01"
 
@@ -177,6 +190,9 @@ type model struct {
 	maxOutput int
 	routes    []route
 	doc       []byte // the body of GET /v1/models/{id}
+
+	reasoning         bool // the model takes reasoning effort / thinking
+	structuredOutputs bool // the model takes native JSON schema output
 }
 
 // route is one way to serve a model.
@@ -398,6 +414,16 @@ func (a *App) buildModel(mc *ModelConfig) (*model, error) {
 		return nil, fmt.Errorf("model %s: %w", m.id, err)
 	}
 	m.price = price
+	for _, f := range mc.Features {
+		switch f {
+		case featureReasoning:
+			m.reasoning = true
+		case featureStructuredOutputs:
+			m.structuredOutputs = true
+		default:
+			return nil, fmt.Errorf("model %s: unknown feature %q (want %s or %s)", m.id, f, featureReasoning, featureStructuredOutputs)
+		}
+	}
 	return m, nil
 }
 

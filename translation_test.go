@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"google.golang.org/genai"
 
+	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/mockupstream"
 )
 
@@ -559,3 +560,198 @@ func TestGeminiRoutesUnderV1(t *testing.T) {
 }
 
 var _ = http.MethodGet
+
+// TestCacheBucketsEveryPair: prompt-cache tokens are normalised once
+// (OpenAI and Gemini report cached tokens inside the input, Anthropic beside
+// it) and billed at their own prices in every pair.
+func TestCacheBucketsEveryPair(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	acct, key := g.account("1.00")
+	const system, prompt = "Be brief.", "Cached context follows mock:cached=5 mock:cache_write=3"
+	total := mockTokensSys(system, prompt)
+	for _, cl := range everyClient {
+		for _, model := range everyUpstream {
+			name := fmt.Sprintf("%s client → %s upstream", cl.name, upstreamOf(model))
+			before, _ := g.balance(acct)
+			tr := cl.ask(g, t, key, model, system, prompt, false, false)
+			after, _ := g.balance(acct)
+			write := int64(0)
+			if model == "claude-test" {
+				write = 3 // only Anthropic reports cache writes
+			}
+			want := ledger.Money(total-5-write)*priceIn + 5*priceCacheRead + ledger.Money(write)*priceCacheWrite + 12*priceOut
+			row := g.rows(acct)[0]
+			if before-after != want || row.Tokens.Input != total || row.Tokens.CacheRead != 5 || row.Tokens.CacheWrite != write {
+				t.Errorf("%s: debit %s, want %s; row tokens %+v", name, before-after, want, row.Tokens)
+			}
+			if tr.in != total {
+				t.Errorf("%s: the client saw %d input tokens in all, want %d", name, tr.in, total)
+			}
+		}
+	}
+	g.audit()
+}
+
+// TestOutputCapEveryPair: a small output cap stops every pair with the
+// client format's length reason, and the cap reaches the upstream in its own
+// field.
+func TestOutputCapEveryPair(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	_, key := g.account("1.00")
+	for _, model := range everyUpstream {
+		for _, tc := range []struct {
+			client, path, body string
+			headers            []string
+			want               string
+		}{
+			{"openai", "/v1/chat/completions", chatBody(model, "long answer please", `"max_completion_tokens":4`), nil, `"finish_reason":"length"`},
+			{"anthropic", "/v1/messages", `{"model":"` + model + `","max_tokens":4,"messages":[{"role":"user","content":"long answer please"}]}`,
+				[]string{"Anthropic-Version", "2023-06-01"}, `"stop_reason":"max_tokens"`},
+			{"gemini", "/v1beta/models/" + model + ":generateContent", `{"contents":[{"parts":[{"text":"long answer please"}]}],"generationConfig":{"maxOutputTokens":4}}`,
+				nil, `"finishReason":"MAX_TOKENS"`},
+		} {
+			g.mock.Reset()
+			r := g.do("POST", tc.path, tc.body, append([]string{"Authorization", "Bearer " + key}, tc.headers...)...)
+			if r.status != 200 || !strings.Contains(r.body, tc.want) || !strings.Contains(r.body, mockupstream.ReplyText(4)) {
+				t.Errorf("%s client → %s: %d %s", tc.client, upstreamOf(model), r.status, r.body)
+			}
+			sent := string(g.mock.Requests()[0].Body)
+			capField := map[string]string{"openai": `"max_completion_tokens":4`, "anthropic": `"max_tokens":4`, "gemini": `"maxOutputTokens":4`}[upstreamOf(model)]
+			if tc.client == upstreamOf(model) && tc.client == "openai" {
+				capField = `"max_completion_tokens":4`
+			}
+			if !strings.Contains(sent, capField) {
+				t.Errorf("%s client → %s: upstream body lacks %s: %s", tc.client, upstreamOf(model), capField, sent)
+			}
+		}
+	}
+}
+
+// TestContentAcrossPairs checks what reaches each upstream when clients
+// send images, stop sequences and multi-turn history in their own shapes.
+func TestContentAcrossPairs(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	_, key := g.account("1.00")
+	const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	clients := []struct {
+		name, path, body string
+		headers          []string
+	}{
+		{"openai", "/v1/chat/completions", `{"model":"%s","stop":["END"],"messages":[
+			{"role":"system","content":"Describe images."},
+			{"role":"user","content":"Hello"},
+			{"role":"assistant","content":"Hi, send the image."},
+			{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + png + `"}}]}]}`, nil},
+		{"anthropic", "/v1/messages", `{"model":"%s","max_tokens":50,"stop_sequences":["END"],"system":"Describe images.","messages":[
+			{"role":"user","content":"Hello"},
+			{"role":"assistant","content":"Hi, send the image."},
+			{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png + `"}}]}]}`,
+			[]string{"Anthropic-Version", "2023-06-01"}},
+		{"gemini", "/v1beta/models/%s:generateContent", `{"systemInstruction":{"parts":[{"text":"Describe images."}]},"generationConfig":{"stopSequences":["END"]},"contents":[
+			{"role":"user","parts":[{"text":"Hello"}]},
+			{"role":"model","parts":[{"text":"Hi, send the image."}]},
+			{"role":"user","parts":[{"text":"What is this?"},{"inline_data":{"mime_type":"image/png","data":"` + png + `"}}]}]}`, nil},
+	}
+	for _, cl := range clients {
+		for _, model := range everyUpstream {
+			g.mock.Reset()
+			path, body := cl.path, cl.body
+			if strings.Contains(path, "%s") {
+				path = fmt.Sprintf(path, model)
+				body = strings.Replace(body, `"model":"%s",`, "", 1)
+			} else {
+				body = fmt.Sprintf(body, model)
+			}
+			r := g.do("POST", path, body, append([]string{"Authorization", "Bearer " + key}, cl.headers...)...)
+			if r.status != 200 {
+				t.Errorf("%s client → %s: %d %s", cl.name, upstreamOf(model), r.status, r.body)
+				continue
+			}
+			sent := string(g.mock.Requests()[0].Body)
+			var wants []string
+			switch upstreamOf(model) {
+			case "openai":
+				wants = []string{`"stop":["END"]`, `"url":"data:image/png;base64,` + png, `"role":"system"`, `"role":"assistant"`}
+			case "anthropic":
+				wants = []string{`"stop_sequences":["END"]`, `"media_type":"image/png"`, `"system":`, `"role":"assistant"`}
+			case "gemini":
+				wants = []string{`"stopSequences":["END"]`, `"data":"` + png, `"systemInstruction"`, `"role":"model"`}
+			}
+			for _, w := range wants {
+				if !strings.Contains(sent, w) {
+					t.Errorf("%s client → %s: upstream body lacks %s:\n%s", cl.name, upstreamOf(model), w, sent)
+				}
+			}
+		}
+	}
+}
+
+// TestThinkingEveryPair: reasoning tokens are billed as output in every
+// pair; thinking text reaches an Anthropic client from an Anthropic upstream
+// and is dropped across vendors.
+func TestThinkingEveryPair(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	acct, key := g.account("1.00")
+	for _, cl := range everyClient {
+		for _, model := range everyUpstream {
+			name := fmt.Sprintf("%s client → %s upstream", cl.name, upstreamOf(model))
+			before, _ := g.balance(acct)
+			tr := cl.ask(g, t, key, model, "Think first.", "Solve it mock:tokens=5 mock:thinking=7", true, false)
+			after, _ := g.balance(acct)
+			in := mockTokensSys("Think first.", "Solve it mock:tokens=5 mock:thinking=7")
+			if tr.text != mockupstream.ReplyText(5) || tr.out != 12 || before-after != cost(in, 12) {
+				t.Errorf("%s: text %q out %d debit %s (want %s)", name, tr.text, tr.out, before-after, cost(in, 12))
+			}
+			if row := g.rows(acct)[0]; row.Tokens.Reasoning != 7 && upstreamOf(model) != "anthropic" {
+				t.Errorf("%s: reasoning tokens %d", name, row.Tokens.Reasoning)
+			}
+		}
+	}
+	// thinking blocks pass through between Anthropic client and upstream
+	r := g.do("POST", "/v1/messages", `{"model":"claude-test","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"mock:tokens=3 mock:thinking=4"}]}`,
+		"Authorization", "Bearer "+key, "Anthropic-Version", "2023-06-01")
+	if r.status != 200 || !strings.Contains(r.body, `"type":"thinking"`) || !strings.Contains(r.body, `"signature":"sig-mock"`) {
+		t.Errorf("anthropic thinking pass-through: %d %s", r.status, r.body)
+	}
+}
+
+// TestThoughtSignatures: a Gemini 3 upstream signs its function calls and
+// refuses a history whose current-turn call lacks the signature. An OpenAI
+// client cannot carry it: the gateway keeps it by call id and puts it back
+// when the call returns in the history (wire/translation.md §4.6); a call it
+// never saw gets Google's documented placeholder.
+func TestThoughtSignatures(t *testing.T) {
+	g := startGateway(t, gatewayOptions{extra: "\t\tmodel gemini-3-test {\n\t\t\troute mock-gemini gemini-3-pro\n\t\t\tprice input 0.5 output 1.5\n\t\t}\n"})
+	_, key := g.account("1.00")
+	c := g.client(key)
+	tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+		Name: "get_weather", Parameters: openai.FunctionParameters(weatherSchema)})}
+	first, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "gemini-3-test", Tools: tools,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris? mock:tool=get_weather mock:thinking=2")}})
+	if err != nil || len(first.Choices[0].Message.ToolCalls) != 1 {
+		t.Fatalf("first turn: %+v %v", first, err)
+	}
+	call := first.Choices[0].Message.ToolCalls[0]
+	for _, tc := range []struct{ id, wantSig string }{
+		{call.ID, mockupstream.GeminiThoughtSignature},
+		{"call_from_elsewhere", "skip_thought_signature_validator"},
+	} {
+		g.mock.Reset()
+		_, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model: "gemini-3-test", Tools: tools,
+			Messages: []openai.ChatCompletionMessageParamUnion{
+				openai.UserMessage("Weather in Paris?"),
+				{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: tc.id, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+						Name: "get_weather", Arguments: call.Function.Arguments}}}}}},
+				openai.ToolMessage("18°C", tc.id),
+			}})
+		if err != nil {
+			t.Fatalf("second turn with %s: %v", tc.id, err)
+		}
+		if sent := string(g.mock.Requests()[0].Body); !strings.Contains(sent, `"thoughtSignature":"`+tc.wantSig+`"`) {
+			t.Errorf("second turn with %s: upstream body %s", tc.id, sent)
+		}
+	}
+}

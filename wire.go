@@ -50,6 +50,9 @@ func (f clientFormat) upstreamFormat() upstream.Format {
 
 // writeError writes e in the client's error envelope.
 func writeError(w http.ResponseWriter, f clientFormat, e *formats.Error) {
+	if e.RequestID == "" {
+		e.RequestID = w.Header().Get("X-Request-Id")
+	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
@@ -155,7 +158,7 @@ func parseGenerate(body []byte, model string, stream, sse, count bool) (*genRequ
 // own bytes with the model and the output cap rewritten when the formats
 // match, a translation through the IR otherwise. It returns the names of
 // what translation dropped, for x-modelgate-dropped.
-func upstreamBody(req *genRequest, rt *route, outputCap int, sigs gemini.SignatureStore) (body []byte, dropped string, passThrough bool, ferr *formats.Error) {
+func upstreamBody(req *genRequest, m *model, rt *route, outputCap int, sigs gemini.SignatureStore) (body []byte, dropped string, passThrough bool, ferr *formats.Error) {
 	uf := rt.provider.Format
 	if uf == req.format.upstreamFormat() {
 		var err error
@@ -182,6 +185,12 @@ func upstreamBody(req *genRequest, rt *route, outputCap int, sigs gemini.Signatu
 	if len(req.anthropicBeta) > 0 {
 		ir.Drop("anthropic-beta")
 	}
+	if ir.Reasoning != nil && !m.reasoning {
+		// a model without reasoning refuses thinking settings: drop them
+		ir.Reasoning = nil
+		ir.DropField(formats.FieldReasoning)
+	}
+	ir.StructuredOutputs = m.structuredOutputs
 	switch uf {
 	case upstream.FormatAnthropic:
 		body, ferr = anthropic.RenderMessagesRequest(ir, rt.upstreamModel)

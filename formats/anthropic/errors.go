@@ -6,7 +6,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/formats/openai"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -162,7 +161,7 @@ func ParseUpstreamError(status int, body []byte) *formats.Error {
 	case status == 408 || status == 504:
 		return formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
 	case status == 413:
-		msg := openai.Redact(ue.message)
+		msg := formats.Redact(ue.message)
 		if msg == "" {
 			msg = "The request is too large for the upstream provider."
 		}
@@ -182,9 +181,9 @@ func ParseUpstreamError(status int, body []byte) *formats.Error {
 func redactKeepPath(msg string) (string, string) {
 	p := leadingPath(msg)
 	if p == "" {
-		return openai.Redact(msg), ""
+		return formats.Redact(msg), ""
 	}
-	return p + ": " + openai.Redact(msg[len(p)+2:]), p
+	return p + ": " + formats.Redact(msg[len(p)+2:]), p
 }
 
 // leadingPath is the field path that starts an Anthropic message

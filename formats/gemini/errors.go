@@ -7,7 +7,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/formats/openai"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -293,7 +292,7 @@ func upstreamErr(status int, ue upstreamError) *formats.Error {
 // (openai.Redact), and Google project numbers and names: runs of ten or
 // more digits, and the segment after "projects/".
 func redact(s string) string {
-	s = openai.Redact(s)
+	s = formats.Redact(s)
 	var b []byte
 	last := 0
 	for i := 0; i < len(s); {

@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"strings"
@@ -83,7 +85,7 @@ func RenderChatRequest(ir *formats.Request, model string) ([]byte, *formats.Erro
 	}
 	if ir.User != "" {
 		b = append(b, `,"safety_identifier":`...)
-		b = rawjson.AppendQuote(b, ir.User)
+		b = rawjson.AppendQuote(b, safetyIdentifier(ir.User))
 	}
 	if len(ir.Metadata) > 0 {
 		b = append(b, `,"metadata":{`...)
@@ -528,4 +530,19 @@ func appendResponseFormat(b []byte, rf *formats.ResponseFormat) []byte {
 		return append(b, "}}"...)
 	}
 	return b
+}
+
+// maxSafetyIdentifier is the longest safety_identifier sent as is; OpenAI
+// limits the field, and other vendors' user ids (Claude Code's run to about
+// 150 characters) can be longer.
+const maxSafetyIdentifier = 64
+
+// safetyIdentifier keeps a user id short enough for OpenAI: a longer one is
+// replaced by a hash of it, which identifies the same user just as well.
+func safetyIdentifier(user string) string {
+	if len(user) <= maxSafetyIdentifier {
+		return user
+	}
+	sum := sha256.Sum256([]byte(user))
+	return "sha256-" + hex.EncodeToString(sum[:24])
 }

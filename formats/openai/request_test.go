@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -240,5 +241,25 @@ func TestInputBound(t *testing.T) {
 	}
 	if e := req.InputEstimate(); e <= 0 || e > req.InputBound() {
 		t.Fatalf("estimate %d", e)
+	}
+}
+
+func TestLongUserIDIsHashed(t *testing.T) {
+	long := strings.Repeat("user_3f2a_account__session_9c1e", 5)
+	for user, want := range map[string]string{
+		"alice": `"safety_identifier":"alice"`,
+		long:    `"safety_identifier":"sha256-`,
+	} {
+		b, ferr := RenderChatRequest(&formats.Request{User: user, MaxTokens: 5,
+			Messages: []formats.Message{{Role: formats.RoleUser, Parts: []formats.Part{{Type: formats.PartText, Text: "hi"}}}}}, "m")
+		if ferr != nil || !strings.Contains(string(b), want) {
+			t.Fatalf("%s: %s %v", user, b, ferr)
+		}
+		var v struct {
+			SafetyIdentifier string `json:"safety_identifier"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || len(v.SafetyIdentifier) > 64 {
+			t.Fatalf("%s: %q", user, v.SafetyIdentifier)
+		}
 	}
 }
