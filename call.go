@@ -198,6 +198,9 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 			cancel: cancel,
 			key:    key,
 		}
+		if c.format == clientAnthropic && !c.passThrough {
+			s.keepAlive = anthropicPing
+		}
 		resp.Body = s
 		resp.Header = http.Header{
 			"Content-Type":  {c.streamContentType()},
@@ -426,6 +429,14 @@ type meteredStream struct {
 	off    int
 	ended  bool // the bill is settled and out holds the last bytes
 	closed bool
+
+	// With keepAlive set, upstream events are read on a goroutine so that
+	// Read can send the keep-alive bytes to the client whenever the
+	// upstream is silent for keepAliveInterval (Anthropic clients expect a
+	// ping; an Anthropic upstream sends its own).
+	keepAlive []byte
+	ka        *eventPump
+	kaTimer   *time.Timer
 }
 
 // Read returns the next client bytes, at most one upstream event's worth,
@@ -443,9 +454,13 @@ func (s *meteredStream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// step reads one upstream event and translates it.
+// step reads one upstream event and translates it, or sends a keep-alive.
 func (s *meteredStream) step() {
-	event, data, err := s.events.Next()
+	event, data, err, idle := s.next()
+	if idle {
+		s.out = append(s.out, s.keepAlive...)
+		return
+	}
 	if err != nil {
 		// the upstream's stream ended before its terminal event
 		s.end("upstream_cut", formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off."))
@@ -510,7 +525,7 @@ func (s *meteredStream) Close() error {
 		var scratch []byte
 		source, outcome := "estimated", "client_closed"
 		for {
-			event, data, err := s.events.Next()
+			event, data, err := s.nextEvent()
 			if err != nil {
 				break
 			}
@@ -532,6 +547,98 @@ func (s *meteredStream) Close() error {
 	}
 	err := s.src.Close()
 	s.cancel()
+	if s.ka != nil {
+		close(s.ka.quit)
+		s.kaTimer.Stop()
+	}
 	s.key.Done()
 	return err
+}
+
+// keepAliveInterval is how long an upstream may be silent before an
+// Anthropic client gets a ping (wire/translation.md §6.3).
+var keepAliveInterval = 15 * time.Second
+
+// anthropicPing is the keep-alive event of an Anthropic stream.
+var anthropicPing = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
+
+// next returns the next upstream event, or idle when a keep-alive is due.
+// Keep-alives start once the client has had its first bytes, so that they
+// never come before the stream's opening event.
+func (s *meteredStream) next() (event, data []byte, err error, idle bool) {
+	if s.keepAlive == nil || s.c.ttft == 0 {
+		event, data, err = s.nextEvent()
+		return event, data, err, false
+	}
+	s.ka.release()
+	s.kaTimer.Reset(keepAliveInterval)
+	select {
+	case r := <-s.ka.results:
+		s.ka.pending = r.err == nil
+		return r.event, r.data, r.err, false
+	case <-s.kaTimer.C:
+		return nil, nil, nil, true
+	}
+}
+
+// nextEvent waits for the next upstream event.
+func (s *meteredStream) nextEvent() (event, data []byte, err error) {
+	if s.keepAlive == nil {
+		return s.events.Next()
+	}
+	if s.ka == nil {
+		s.ka = startEventPump(s.events)
+		s.kaTimer = time.NewTimer(keepAliveInterval)
+	}
+	s.ka.release()
+	r := <-s.ka.results
+	s.ka.pending = r.err == nil
+	return r.event, r.data, r.err
+}
+
+// eventPump reads SSE events on its own goroutine and hands them over one
+// at a time: the next read waits until the previous event was used, since
+// the reader reuses its buffers.
+type eventPump struct {
+	results chan pumped
+	ack     chan struct{}
+	quit    chan struct{}
+	pending bool // an event was handed over and not yet released
+}
+
+// pumped is one read.
+type pumped struct {
+	event, data []byte
+	err         error
+}
+
+func startEventPump(r *sse.Reader) *eventPump {
+	p := &eventPump{results: make(chan pumped, 1), ack: make(chan struct{}, 1), quit: make(chan struct{})}
+	go func() {
+		for {
+			event, data, err := r.Next()
+			select {
+			case p.results <- pumped{event, data, err}:
+			case <-p.quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+			select {
+			case <-p.ack:
+			case <-p.quit:
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// release lets the pump read the next event.
+func (p *eventPump) release() {
+	if p.pending {
+		p.pending = false
+		p.ack <- struct{}{}
+	}
 }

@@ -751,37 +751,45 @@ func TestUpstreamWithoutUsage(t *testing.T) {
 // billed what the upstream reports for the answer, read to its end.
 func TestClientDisconnectBillsRealUsage(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
-	acct, key := g.account("1.00")
 	const prompt = "leave early mock:tokens=20 mock:delay=20ms"
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", gatewayAddr+"/v1/chat/completions", strings.NewReader(chatBody(testModel, prompt, `"stream":true`)))
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 512)
-	if _, err := resp.Body.Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	resp.Body.Close()
+	for _, tc := range []struct{ name, path, body string }{
+		{"openai client", "/v1/chat/completions", chatBody(testModel, prompt, `"stream":true`)},
+		// an Anthropic client on a translated route reads through the
+		// keep-alive pump
+		{"anthropic client", "/v1/messages", `{"model":"gpt-test","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`},
+	} {
+		acct, key := g.account("1.00")
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", gatewayAddr+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 512)
+		if _, err := resp.Body.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		resp.Body.Close()
 
-	deadline := time.Now().Add(5 * time.Second)
-	for len(g.rows(acct)) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	rows := g.rows(acct)
-	if len(rows) != 1 {
-		t.Fatalf("%d rows after the client left", len(rows))
-	}
-	r := rows[0]
-	if r.Outcome != "client_closed" || r.UsageSource != "upstream" || r.Tokens.Output != 20 || r.Tokens.Input != mockTokens(prompt) ||
-		r.Charged != cost(mockTokens(prompt), 20) {
-		t.Fatalf("row = %+v", r)
-	}
-	if _, held := g.balance(acct); held != 0 {
-		t.Fatalf("held %s", held)
+		deadline := time.Now().Add(5 * time.Second)
+		for len(g.rows(acct)) == 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		rows := g.rows(acct)
+		if len(rows) != 1 {
+			t.Fatalf("%s: %d rows after the client left", tc.name, len(rows))
+		}
+		r := rows[0]
+		if r.Outcome != "client_closed" || r.UsageSource != "upstream" || r.Tokens.Output != 20 || r.Tokens.Input != mockTokens(prompt) ||
+			r.Charged != cost(mockTokens(prompt), 20) {
+			t.Fatalf("%s: row = %+v", tc.name, r)
+		}
+		if _, held := g.balance(acct); held != 0 {
+			t.Fatalf("%s: held %s", tc.name, held)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -752,6 +753,38 @@ func TestThoughtSignatures(t *testing.T) {
 		}
 		if sent := string(g.mock.Requests()[0].Body); !strings.Contains(sent, `"thoughtSignature":"`+tc.wantSig+`"`) {
 			t.Errorf("second turn with %s: upstream body %s", tc.id, sent)
+		}
+	}
+}
+
+// TestAnthropicKeepAlive: while a translated upstream is silent, an
+// Anthropic client gets ping events, and its SDK still reads the answer.
+func TestAnthropicKeepAlive(t *testing.T) {
+	old := keepAliveInterval
+	keepAliveInterval = 50 * time.Millisecond
+	defer func() { keepAliveInterval = old }()
+	g := startGateway(t, gatewayOptions{})
+	_, key := g.account("1.00")
+	for _, model := range []string{testModel, "gemini-test"} {
+		r := g.do("POST", "/v1/messages", `{"model":"`+model+`","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"slowly mock:tokens=3 mock:delay=200ms"}]}`,
+			"Authorization", "Bearer "+key, "Anthropic-Version", "2023-06-01")
+		if n := strings.Count(r.body, "event: ping\n"); r.status != 200 || n < 4 {
+			t.Errorf("%s: %d pings in %s", model, n, r.body)
+		}
+		if !strings.HasPrefix(r.body, "event: message_start") {
+			t.Errorf("%s: a ping came before message_start: %s", model, r.body)
+		}
+		ac := g.anthropicClient(key)
+		s := ac.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 50,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("slowly mock:tokens=3 mock:delay=200ms"))}})
+		var msg anthropic.Message
+		for s.Next() {
+			if err := msg.Accumulate(s.Current()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.Err() != nil || len(msg.Content) != 1 || msg.Content[0].Text != mockupstream.ReplyText(3) {
+			t.Errorf("%s: SDK read %+v, %v", model, msg.Content, s.Err())
 		}
 	}
 }
