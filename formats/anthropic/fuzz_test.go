@@ -182,3 +182,27 @@ func FuzzPassThroughStream(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeMessagesResponse: any upstream answer is decoded or refused with
+// an upstream error, never a panic; a decoded one renders as valid JSON in
+// the Anthropic and OpenAI shapes.
+func FuzzDecodeMessagesResponse(f *testing.F) {
+	addFixtures(f, "response")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		resp, ferr := DecodeMessagesResponse(body)
+		if ferr != nil {
+			if ferr.Kind != formats.KindUpstream {
+				t.Fatalf("kind %v", ferr.Kind)
+			}
+			return
+		}
+		for _, out := range [][]byte{RenderMessagesResponse(nil, resp, "svc"), openai.RenderChatResponse(nil, resp, "svc")} {
+			if !jsontext.Value(out).IsValid() {
+				t.Fatalf("rendered invalid JSON %s", out)
+			}
+		}
+		if out, _, ferr := PassThroughResponse(nil, body, "svc"); ferr == nil && !jsontext.Value(out).IsValid() {
+			t.Fatalf("pass-through made invalid JSON %s", out)
+		}
+	})
+}

@@ -158,3 +158,27 @@ func FuzzPassThroughStream(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeGenerateResponse: any upstream answer is decoded or refused
+// with an upstream error, never a panic; a decoded one renders as valid
+// JSON in the Gemini and OpenAI shapes.
+func FuzzDecodeGenerateResponse(f *testing.F) {
+	addFixtures(f, "response")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		resp, ferr := DecodeGenerateResponse(body, nil)
+		if ferr != nil {
+			if ferr.Kind != formats.KindUpstream {
+				t.Fatalf("kind %v", ferr.Kind)
+			}
+			return
+		}
+		for _, out := range [][]byte{RenderGenerateResponse(nil, resp, "svc"), openai.RenderChatResponse(nil, resp, "svc")} {
+			if !jsontext.Value(out).IsValid() {
+				t.Fatalf("rendered invalid JSON %s", out)
+			}
+		}
+		if out, _, ferr := PassThroughResponse(nil, body, "svc"); ferr == nil && !jsontext.Value(out).IsValid() {
+			t.Fatalf("pass-through made invalid JSON %s", out)
+		}
+	})
+}

@@ -96,3 +96,59 @@ func FuzzPassThroughStream(f *testing.F) {
 		_, _ = dec.Decode(nil, nil, data)
 	})
 }
+
+// FuzzStreamDecoder: an OpenAI upstream's chunk of any shape, translated for
+// an Anthropic-style consumer through the IR, never panics, and an accepted
+// chunk yields IR events the OpenAI encoder renders as valid JSON.
+func FuzzStreamDecoder(f *testing.F) {
+	for _, file := range []string{"text", "tools", "usage_in_content", "error"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", "stream", file+".sse"))
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if d, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data: ")); ok {
+				f.Add(d)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := formats.Translate(NewStreamDecoder(), NewStreamEncoder("svc", true))
+		out, done, ferr := tr.Feed(nil, nil, data)
+		switch {
+		case ferr != nil:
+			if ferr.Message == "" {
+				t.Fatalf("error without a message: %+v", ferr)
+			}
+			out = tr.Fail(out, ferr)
+		case done:
+			out = tr.Finish(out)
+		default:
+			out, _, _ = tr.Feed(out, nil, []byte("[DONE]"))
+			out = tr.Finish(out)
+		}
+		for _, line := range bytes.Split(out, []byte("\n")) {
+			if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok && string(d) != "[DONE]" && !jsontext.Value(d).IsValid() {
+				t.Fatalf("invalid JSON event %q from %q", d, data)
+			}
+		}
+	})
+}
+
+// FuzzDecodeChatResponse: any upstream answer is decoded or refused with
+// an upstream error, never a panic; a decoded one renders as valid JSON.
+func FuzzDecodeChatResponse(f *testing.F) {
+	addFixtures(f, "response")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		resp, ferr := DecodeChatResponse(body)
+		if ferr != nil {
+			if ferr.Kind != formats.KindUpstream {
+				t.Fatalf("kind %v", ferr.Kind)
+			}
+			return
+		}
+		if out := RenderChatResponse(nil, resp, "svc"); !jsontext.Value(out).IsValid() {
+			t.Fatalf("rendered invalid JSON %s", out)
+		}
+		if out, _, ferr := PassThroughResponse(nil, body, "svc"); ferr == nil && !jsontext.Value(out).IsValid() {
+			t.Fatalf("pass-through made invalid JSON %s", out)
+		}
+	})
+}
