@@ -37,6 +37,15 @@ func (f clientFormat) String() string {
 	return "openai.chat"
 }
 
+// toolIDPrefix is how the format's tool call ids start, for ids the gateway
+// makes (wire/translation.md §4.5).
+func (f clientFormat) toolIDPrefix() string {
+	if f == clientAnthropic {
+		return "toolu_"
+	}
+	return "call_"
+}
+
 // upstreamFormat is the provider format that speaks like the client.
 func (f clientFormat) upstreamFormat() upstream.Format {
 	switch f {
@@ -297,7 +306,7 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 		}
 		hasUsage = u != (formats.Usage{})
 		if !hasUsage {
-			if r, err := decodeResponse(uf, data, c.app.signatures); err == nil {
+			if r, err := decodeResponse(uf, data, c.app.signatures, c.format.toolIDPrefix()); err == nil {
 				outputBytes = r.OutputBytes()
 			} else {
 				outputBytes = int64(len(data))
@@ -305,7 +314,7 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 		}
 		return out, u, hasUsage, outputBytes, nil
 	}
-	resp, ferr := decodeResponse(uf, data, c.app.signatures)
+	resp, ferr := decodeResponse(uf, data, c.app.signatures, c.format.toolIDPrefix())
 	if ferr != nil {
 		return nil, u, false, 0, ferr
 	}
@@ -321,12 +330,12 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 }
 
 // decodeResponse parses a whole upstream answer into the IR.
-func decodeResponse(f upstream.Format, data []byte, sigs gemini.SignatureStore) (*formats.Response, *formats.Error) {
+func decodeResponse(f upstream.Format, data []byte, sigs gemini.SignatureStore, idPrefix string) (*formats.Response, *formats.Error) {
 	switch f {
 	case upstream.FormatAnthropic:
 		return anthropic.DecodeMessagesResponse(data)
 	case upstream.FormatGemini:
-		return gemini.DecodeGenerateResponse(data, sigs)
+		return gemini.DecodeGenerateResponse(data, sigs, idPrefix)
 	}
 	return openai.DecodeChatResponse(data)
 }
@@ -348,7 +357,7 @@ func (c *call) streamTranslator() formats.StreamTranslator {
 	case upstream.FormatAnthropic:
 		dec = anthropic.NewStreamDecoder()
 	case upstream.FormatGemini:
-		dec = gemini.NewStreamDecoder(c.app.signatures)
+		dec = gemini.NewStreamDecoder(c.app.signatures, c.format.toolIDPrefix())
 	default:
 		dec = openai.NewStreamDecoder()
 	}

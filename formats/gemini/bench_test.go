@@ -106,7 +106,7 @@ func BenchmarkPassThroughElement(b *testing.B) {
 // BenchmarkTranslateGEMToOAI is the decoder ∘ encoder cost per Gemini
 // element for an OpenAI client.
 func BenchmarkTranslateGEMToOAI(b *testing.B) {
-	tr := formats.Translate(NewStreamDecoder(nil), openai.NewStreamEncoder("svc", true))
+	tr := formats.Translate(NewStreamDecoder(nil, ""), openai.NewStreamEncoder("svc", true))
 	dst := make([]byte, 0, 512)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchElement)))

@@ -91,7 +91,7 @@ func FuzzStreamDecoder(f *testing.F) {
 	addFixtures(f, "response")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		store := newStore()
-		tr := formats.Translate(NewStreamDecoder(store), openai.NewStreamEncoder("svc", true))
+		tr := formats.Translate(NewStreamDecoder(store, ""), openai.NewStreamEncoder("svc", true))
 		out, done, ferr := tr.Feed(nil, nil, data)
 		switch {
 		case ferr != nil:
@@ -100,7 +100,7 @@ func FuzzStreamDecoder(f *testing.F) {
 			out = tr.Finish(out)
 		}
 		_ = out
-		tr2 := formats.Translate(NewStreamDecoder(nil), NewStreamEncoder("svc", false))
+		tr2 := formats.Translate(NewStreamDecoder(nil, ""), NewStreamEncoder("svc", false))
 		out, done, ferr = tr2.Feed(nil, nil, data)
 		switch {
 		case ferr != nil:
@@ -113,7 +113,7 @@ func FuzzStreamDecoder(f *testing.F) {
 		if !jsontext.Value(out).IsValid() {
 			t.Fatalf("invalid array %s from %s", out, data)
 		}
-		if resp, ferr := DecodeGenerateResponse(data, store); ferr == nil {
+		if resp, ferr := DecodeGenerateResponse(data, store, ""); ferr == nil {
 			r := RenderGenerateResponse(nil, resp, "svc")
 			if !jsontext.Value(r).IsValid() {
 				t.Fatalf("invalid response %s", r)
@@ -165,7 +165,7 @@ func FuzzPassThroughStream(f *testing.F) {
 func FuzzDecodeGenerateResponse(f *testing.F) {
 	addFixtures(f, "response")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		resp, ferr := DecodeGenerateResponse(body, nil)
+		resp, ferr := DecodeGenerateResponse(body, nil, "")
 		if ferr != nil {
 			if ferr.Kind != formats.KindUpstream {
 				t.Fatalf("kind %v", ferr.Kind)

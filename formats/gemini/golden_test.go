@@ -245,7 +245,7 @@ func TestResponseGolden(t *testing.T) {
 			golden(t, "response/"+tc.file+".passthrough.golden", out)
 
 			store := newStore()
-			resp, ferr := DecodeGenerateResponse(body, store)
+			resp, ferr := DecodeGenerateResponse(body, store, "")
 			if ferr != nil {
 				t.Fatal(ferr)
 			}
@@ -258,7 +258,7 @@ func TestResponseGolden(t *testing.T) {
 			golden(t, "response/"+tc.file+".openai.golden", indent(t, pin(o)))
 
 			// a second trip changes nothing but the generated id
-			resp2, ferr := DecodeGenerateResponse(r, nil)
+			resp2, ferr := DecodeGenerateResponse(r, nil, "")
 			if ferr != nil {
 				t.Fatal(ferr)
 			}
@@ -293,7 +293,7 @@ func TestResponseErrors(t *testing.T) {
 		if err != nil && strings.Contains(err.Message, "AIza") {
 			t.Errorf("key kept: %s", err.Message)
 		}
-		if _, err := DecodeGenerateResponse([]byte(body), nil); err == nil || err.Kind != kind {
+		if _, err := DecodeGenerateResponse([]byte(body), nil, ""); err == nil || err.Kind != kind {
 			t.Errorf("decode %s: %v", body, err)
 		}
 	}
@@ -396,7 +396,7 @@ func TestTranslateToOpenAIGolden(t *testing.T) {
 			name := fmt.Sprintf("%s.openai_usage_%v", tc.file, want)
 			t.Run(name, func(t *testing.T) {
 				store := newStore()
-				tr := formats.Translate(NewStreamDecoder(store), openai.NewStreamEncoder("svc-model", want))
+				tr := formats.Translate(NewStreamDecoder(store, ""), openai.NewStreamEncoder("svc-model", want))
 				out := feedStream(t, tr, read(t, "stream/"+tc.file+".sse"))
 				golden(t, "stream/"+name+".golden", pin(out))
 				if u, ok := tr.Usage(); !ok || u != tc.usage {
@@ -430,7 +430,7 @@ func TestTranslateFromOpenAIGolden(t *testing.T) {
 }
 
 func TestStreamDecoderEvents(t *testing.T) {
-	d := NewStreamDecoder(nil)
+	d := NewStreamDecoder(nil, "")
 	var evs []formats.Event
 	var got []string
 	r := sse.NewReader(bytes.NewReader(read(t, "stream/tools.sse")), 1<<16)
@@ -478,7 +478,7 @@ func TestSignatureRoundTrip(t *testing.T) {
 	// carries the call back: its signature is restored; an unknown call
 	// gets the placeholder
 	store := newStore()
-	tr := formats.Translate(NewStreamDecoder(store), openai.NewStreamEncoder("svc-model", false))
+	tr := formats.Translate(NewStreamDecoder(store, ""), openai.NewStreamEncoder("svc-model", false))
 	out := feedStream(t, tr, read(t, "stream/tools.sse"))
 	ids := regexp.MustCompile(`"id":"(call_[0-9A-Za-z]{24})"`).FindAllSubmatch(out, -1)
 	if len(ids) != 2 {

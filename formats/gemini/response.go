@@ -201,12 +201,17 @@ func readCall(v []byte) (id, name, args []byte) {
 	return id, name, args
 }
 
-// callID is the id of an upstream call: its own, else a new call_ id.
-func callID(id []byte) string {
+// callID is the id of an upstream call: its own, else a new id with the
+// client format's prefix ("call_" when empty; "toolu_" for Anthropic
+// clients, wire/translation.md §4.5).
+func callID(id []byte, prefix string) string {
 	if id != nil {
 		return str(id)
 	}
-	return formats.NewID("call_")
+	if prefix == "" {
+		prefix = "call_"
+	}
+	return formats.NewID(prefix)
 }
 
 // firstCandidate returns candidate 0 of a candidates list (the IR answer has
@@ -242,11 +247,12 @@ func candidateParts(c []byte) (parts, finish []byte) {
 
 // DecodeGenerateResponse parses an upstream GenerateContentResponse into
 // the IR (candidate 0 only). Thought parts become thinking parts; each
-// functionCall a tool call whose id is the call's own or a new call_ id,
+// functionCall a tool call whose id is the call's own or a new one with
+// idPrefix (the client format's: "call_" when empty, "toolu_"),
 // with its thoughtSignature kept in sigs (when not nil) under that id and
 // its name restored if the gateway mapped it. A blocked prompt is an empty
 // answer stopped by the content filter.
-func DecodeGenerateResponse(body []byte, sigs SignatureStore) (*formats.Response, *formats.Error) {
+func DecodeGenerateResponse(body []byte, sigs SignatureStore, idPrefix string) (*formats.Response, *formats.Error) {
 	body = rawjson.TrimSpace(body)
 	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
 		return nil, unusable()
@@ -299,7 +305,7 @@ func DecodeGenerateResponse(body []byte, sigs SignatureStore) (*formats.Response
 		switch {
 		case p.call != nil:
 			id, name, args := readCall(p.call)
-			tc := &formats.ToolCall{ID: callID(id), Name: unescapeName(str(name)), Arguments: "{}"}
+			tc := &formats.ToolCall{ID: callID(id, idPrefix), Name: unescapeName(str(name)), Arguments: "{}"}
 			if args != nil {
 				tc.Arguments = string(rawjson.Compact(nil, args))
 			}

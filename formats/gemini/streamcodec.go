@@ -10,6 +10,7 @@ import (
 // answer has one choice.
 type streamDecoder struct {
 	sigs     SignatureStore
+	idPrefix string
 	started  bool
 	done     bool
 	buf      []byte // unescaped deltas of the current element
@@ -21,13 +22,14 @@ type streamDecoder struct {
 // element yields start; text parts text, thought parts reasoning; each
 // functionCall (which Gemini sends whole) tool_start + one tool_args (the
 // compact JSON of its args) + tool_end, with the call's own id or a new
-// call_<random> one, its thoughtSignature stored in sigs (when not nil)
+// one made with idPrefix (the client format's prefix: "call_" when empty,
+// "toolu_" for Anthropic clients), its thoughtSignature stored in sigs (when not nil)
 // under that id, and its name restored if the gateway mapped it;
 // usageMetadata yields usage (cumulative). Gemini has no terminal event:
 // the element with the finish reason (or a blocked prompt) yields finish
 // and end. An element with a top-level error yields an error event.
-func NewStreamDecoder(sigs SignatureStore) formats.StreamDecoder {
-	return &streamDecoder{sigs: sigs}
+func NewStreamDecoder(sigs SignatureStore, idPrefix string) formats.StreamDecoder {
+	return &streamDecoder{sigs: sigs, idPrefix: idPrefix}
 }
 
 func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]formats.Event, *formats.Error) {
@@ -110,7 +112,7 @@ func (d *streamDecoder) part(dst []formats.Event, v []byte) []formats.Event {
 		k := d.k
 		d.k++
 		d.sawTools = true
-		ev := formats.Event{Type: formats.EventToolStart, Index: k, ID: callID(id), Name: unescapeName(str(name))}
+		ev := formats.Event{Type: formats.EventToolStart, Index: k, ID: callID(id, d.idPrefix), Name: unescapeName(str(name))}
 		if p.signature != nil {
 			ev.Signature = str(p.signature)
 			if d.sigs != nil {
