@@ -447,6 +447,8 @@ func TestErrorsInEveryFormat(t *testing.T) {
 		t.Errorf("gemini client, openai 500: %v", err)
 	}
 
+	_, broke := g.account("")
+	huge := strings.Repeat("a", 33<<20)
 	// gateway errors in each format
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -470,6 +472,13 @@ func TestErrorsInEveryFormat(t *testing.T) {
 			[]string{"X-Goog-Api-Key", key}, 404, `"status":"NOT_FOUND"`},
 		{"gemini key in query", "POST", "/v1beta/models/gemini-test:generateContent?key=" + key, `{"contents":[{"parts":[{"text":"x"}]}]}`,
 			nil, 200, `"candidates"`},
+		{"anthropic 403 no balance", "POST", "/v1/messages", `{"model":"claude-test","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`,
+			[]string{"X-Api-Key", broke, "Anthropic-Version", "2023-06-01"}, 403, `"type":"billing_error"`},
+		{"gemini 403 no balance", "POST", "/v1beta/models/gemini-test:generateContent", `{"contents":[{"parts":[{"text":"x"}]}]}`,
+			[]string{"X-Goog-Api-Key", broke}, 403, `"status":"PERMISSION_DENIED"`},
+		{"anthropic 413", "POST", "/v1/messages", huge, []string{"X-Api-Key", key, "Anthropic-Version", "2023-06-01"}, 413, `"type":"request_too_large"`},
+		{"gemini 413 as 400", "POST", "/v1beta/models/gemini-test:generateContent", huge, []string{"X-Goog-Api-Key", key}, 400, `"status":"INVALID_ARGUMENT"`},
+		{"anthropic 405", "GET", "/v1/messages", "", []string{"X-Api-Key", key}, 405, `"type":"error"`},
 	} {
 		r := g.do(tc.method, tc.path, tc.body, tc.headers...)
 		if r.status != tc.status || !strings.Contains(r.body, tc.contains) {
