@@ -3,6 +3,7 @@ package modelgate
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -52,11 +53,28 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //		currency <code>
 //		min_output <tokens>
 //		max_request_body <size>
+//		max_attempts <n>
 //		provider <name> {
 //			format openai|anthropic|gemini
 //			base_url <url>
 //			keys <key...>
+//			key <key> [weight <n>]
 //			anthropic_version <date>
+//			connect_timeout <duration>
+//			first_byte_timeout <duration>
+//			response_timeout <duration>
+//			failure_cooldown <duration>
+//			health_check off | {
+//				interval <duration>
+//				request GET|POST <path> [<body>]
+//				expect <status>
+//				timeout <duration>
+//			}
+//			breaker {
+//				failures <n>
+//				window <duration>
+//				cooldown <duration>
+//			}
 //		}
 //		model <id> {
 //			route <provider> <upstream_model> [weight <n>]
@@ -129,6 +147,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.MinOutput = n
+		case "max_attempts":
+			if err := once(opt); err != nil {
+				return err
+			}
+			n, err := intArg(d, 1)
+			if err != nil {
+				return err
+			}
+			a.MaxAttempts = n
 		case "max_request_body":
 			if err := once(opt); err != nil {
 				return err
@@ -244,10 +271,57 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 				return nil, d.ArgErr()
 			}
 		case "keys":
-			p.Keys = d.RemainingArgs()
-			if len(p.Keys) == 0 {
+			keys := d.RemainingArgs()
+			if len(keys) == 0 {
 				return nil, d.ArgErr()
 			}
+			for _, k := range keys {
+				p.Keys = append(p.Keys, k)
+				p.KeyWeights = append(p.KeyWeights, 1)
+			}
+		case "key":
+			seen[opt] = false // may repeat
+			args := d.RemainingArgs()
+			if len(args) != 1 && !(len(args) == 3 && args[1] == "weight") {
+				return nil, d.Errf("provider %s: usage: key <key> [weight <n>]", p.Name)
+			}
+			w := 1
+			if len(args) == 3 {
+				n, err := strconv.Atoi(args[2])
+				if err != nil || n < 1 {
+					return nil, d.Errf("provider %s: key weight %q: want a positive integer", p.Name, args[2])
+				}
+				w = n
+			}
+			p.Keys = append(p.Keys, args[0])
+			p.KeyWeights = append(p.KeyWeights, w)
+		case "connect_timeout", "first_byte_timeout", "response_timeout", "failure_cooldown":
+			dur, err := durationArg(d)
+			if err != nil {
+				return nil, err
+			}
+			switch opt {
+			case "connect_timeout":
+				p.ConnectTimeout = dur
+			case "first_byte_timeout":
+				p.FirstByteTimeout = dur
+			case "response_timeout":
+				p.ResponseTimeout = dur
+			default:
+				p.FailureCooldown = dur
+			}
+		case "health_check":
+			hc, err := parseHealthCheck(d, p.Name)
+			if err != nil {
+				return nil, err
+			}
+			p.HealthCheck = hc
+		case "breaker":
+			b, err := parseBreaker(d, p.Name)
+			if err != nil {
+				return nil, err
+			}
+			p.Breaker = b
 		case "anthropic_version":
 			if !d.AllArgs(&p.AnthropicVersion) {
 				return nil, d.ArgErr()
@@ -266,10 +340,144 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 		return nil, start.errf("provider %s: missing base_url", p.Name)
 	case len(p.Keys) == 0:
 		return nil, start.errf("provider %s: missing keys", p.Name)
+	}
+	if allOnes(p.KeyWeights) {
+		p.KeyWeights = nil // the default
+	}
+	switch {
 	case p.AnthropicVersion != "" && p.Format != "anthropic":
 		return nil, start.errf("provider %s: anthropic_version applies to anthropic providers only", p.Name)
 	}
 	return p, nil
+}
+
+// allOnes reports whether every weight is 1.
+func allOnes(ws []int) bool {
+	for _, w := range ws {
+		if w != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// parseHealthCheck parses a provider's health_check, either the word off or
+// a block:
+//
+//	health_check {
+//		interval <duration>
+//		request <method> <path> [<body>]
+//		expect <status>
+//		timeout <duration>
+//	}
+func parseHealthCheck(d *caddyfile.Dispenser, provider string) (*HealthCheckConfig, error) {
+	hc := new(HealthCheckConfig)
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return nil, d.Errf("provider %s: health_check takes a block, or off", provider)
+		}
+		hc.Disabled = true
+		return hc, nil
+	}
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if seen[opt] {
+			return nil, d.Errf("provider %s: health_check: %s already specified", provider, opt)
+		}
+		seen[opt] = true
+		switch opt {
+		case "interval", "timeout":
+			dur, err := durationArg(d)
+			if err != nil {
+				return nil, err
+			}
+			if opt == "interval" {
+				hc.Interval = dur
+			} else {
+				hc.Timeout = dur
+			}
+		case "request":
+			args := d.RemainingArgs()
+			if len(args) < 2 || len(args) > 3 || (args[0] != "GET" && args[0] != "POST") || !strings.HasPrefix(args[1], "/") {
+				return nil, d.Errf("provider %s: usage: request GET|POST /path [body]", provider)
+			}
+			hc.Method, hc.Path = args[0], args[1]
+			if len(args) == 3 {
+				hc.Body = args[2]
+			}
+		case "expect":
+			n, err := intArg(d, 100)
+			if err != nil {
+				return nil, err
+			}
+			if n > 599 {
+				return nil, d.Errf("provider %s: expect %d: want an HTTP status", provider, n)
+			}
+			hc.Expect = n
+		default:
+			return nil, d.Errf("provider %s: health_check: unrecognized option %q", provider, opt)
+		}
+	}
+	return hc, nil
+}
+
+// parseBreaker parses a provider's breaker block:
+//
+//	breaker {
+//		failures <n>
+//		window <duration>
+//		cooldown <duration>
+//	}
+func parseBreaker(d *caddyfile.Dispenser, provider string) (*BreakerConfig, error) {
+	b := new(BreakerConfig)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if seen[opt] {
+			return nil, d.Errf("provider %s: breaker: %s already specified", provider, opt)
+		}
+		seen[opt] = true
+		switch opt {
+		case "failures":
+			n, err := intArg(d, 1)
+			if err != nil {
+				return nil, err
+			}
+			b.Failures = n
+		case "window", "cooldown":
+			dur, err := durationArg(d)
+			if err != nil {
+				return nil, err
+			}
+			if opt == "window" {
+				b.Window = dur
+			} else {
+				b.Cooldown = dur
+			}
+		default:
+			return nil, d.Errf("provider %s: breaker: unrecognized option %q", provider, opt)
+		}
+	}
+	return b, nil
+}
+
+// durationArg reads the one positive duration argument of the current
+// option.
+func durationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
+	opt := d.Val()
+	var s string
+	if !d.AllArgs(&s) {
+		return 0, d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(s)
+	if err != nil || dur <= 0 {
+		return 0, d.Errf("%s %q: want a positive duration such as 30s", opt, s)
+	}
+	return caddy.Duration(dur), nil
 }
 
 // parseModel parses a model block; the cursor is on "model". It returns where

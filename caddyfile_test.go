@@ -107,6 +107,24 @@ func TestCaddyfileErrors(t *testing.T) {
 		"ledger driver": {
 			"\t\tledger postgres x\n",
 			`unknown ledger driver "postgres" (want sqlite), at Caddyfile:3`},
+		"bad key weight": {
+			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkey k weight 0\n\t\t}\n",
+			`provider p: key weight "0": want a positive integer, at Caddyfile:6`},
+		"bad health check": {
+			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\thealth_check {\n\t\t\t\tcolour red\n\t\t\t}\n\t\t}\n",
+			`provider p: health_check: unrecognized option "colour", at Caddyfile:8`},
+		"bad probe request": {
+			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\thealth_check {\n\t\t\t\trequest DELETE /x\n\t\t\t}\n\t\t}\n",
+			"usage: request GET|POST /path [body], at Caddyfile:8"},
+		"bad timeout": {
+			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\tfirst_byte_timeout soon\n\t\t}\n",
+			`first_byte_timeout "soon": want a positive duration such as 30s, at Caddyfile:7`},
+		"bad breaker": {
+			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\tbreaker {\n\t\t\t\tfailures 0\n\t\t\t}\n\t\t}\n",
+			`failures "0": want an integer of at least 1, at Caddyfile:8`},
+		"max_attempts zero": {
+			"\t\tmax_attempts 0\n",
+			`max_attempts "0": want an integer of at least 1, at Caddyfile:3`},
 		"ledger twice": {
 			"\t\tledger sqlite a.db\n\t\tledger sqlite b.db\n",
 			"ledger already specified, at Caddyfile:4"},

@@ -31,6 +31,7 @@ const (
 	defaultMaxOutput      = 4096
 	defaultMaxRequestBody = 32 << 20
 	defaultPlanName       = "default"
+	defaultMaxAttempts    = 3
 )
 
 // App is the `modelgate` app: the catalogue of providers, models and plans,
@@ -65,6 +66,10 @@ type App struct {
 	// MaxRequestBody is the largest request body accepted, in bytes.
 	// Default: 32 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+
+	// MaxAttempts is how many upstream attempts (keys or routes) a request
+	// may make before the first byte reaches the client. Default: 3.
+	MaxAttempts int `json:"max_attempts,omitempty"`
 
 	ctx       caddy.Context
 	logger    *zap.Logger
@@ -104,10 +109,61 @@ type ProviderConfig struct {
 	// Keys are its API keys (upstream accounts). Write them as
 	// placeholders ({env.OPENAI_KEY}); they are expanded at provision time.
 	Keys []string `json:"keys,omitempty"`
+	// KeyWeights give the keys, in order, their share of traffic (a key
+	// with weight 2 takes twice the requests of one with weight 1).
+	// Missing weights are 1.
+	KeyWeights []int `json:"key_weights,omitempty"`
 	// AnthropicVersion is the anthropic-version header sent to an
 	// anthropic-format provider, whatever version the client sent.
 	// Default: 2023-06-01.
 	AnthropicVersion string `json:"anthropic_version,omitempty"`
+
+	// ConnectTimeout bounds connecting to the provider. Default: 5s.
+	ConnectTimeout caddy.Duration `json:"connect_timeout,omitempty"`
+	// FirstByteTimeout bounds the wait for a streamed answer's headers
+	// (the first event). Default: 60s.
+	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
+	// ResponseTimeout bounds the wait for a non-streamed answer, which
+	// arrives whole after the generation. Default: 10m.
+	ResponseTimeout caddy.Duration `json:"response_timeout,omitempty"`
+
+	// HealthCheck configures the active probes. Default: every 30s, the
+	// format's model list, expecting 200.
+	HealthCheck *HealthCheckConfig `json:"health_check,omitempty"`
+	// Breaker configures the circuit breakers of the provider and its keys.
+	Breaker *BreakerConfig `json:"breaker,omitempty"`
+	// FailureCooldown is how long a key rests after a server error,
+	// timeout or broken connection; it doubles with each failure in a row.
+	// Default: 1s.
+	FailureCooldown caddy.Duration `json:"failure_cooldown,omitempty"`
+}
+
+// HealthCheckConfig configures a provider's active probes. Probes use the
+// provider's real keys and are never billed to an account.
+type HealthCheckConfig struct {
+	// Disabled turns the probes off.
+	Disabled bool `json:"disabled,omitempty"`
+	// Interval is the time between probe rounds. Default: 30s.
+	Interval caddy.Duration `json:"interval,omitempty"`
+	// Method and Path are the probe request. Default: GET of the format's
+	// model list (/v1/models, /v1beta/models).
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// Body is sent with a POST probe.
+	Body string `json:"body,omitempty"`
+	// Expect is the status a healthy answer has. Default: 200.
+	Expect int `json:"expect,omitempty"`
+	// Timeout bounds one probe. Default: 10s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+}
+
+// BreakerConfig configures circuit breakers: Failures within Window open
+// one; after Cooldown (doubling on repeated trips) a single request tests
+// recovery.
+type BreakerConfig struct {
+	Failures int            `json:"failures,omitempty"`
+	Window   caddy.Duration `json:"window,omitempty"`
+	Cooldown caddy.Duration `json:"cooldown,omitempty"`
 }
 
 // ModelConfig is a model customers may call.
@@ -310,6 +366,9 @@ func (a *App) setDefaults() error {
 	}
 	if a.MaxRequestBody == 0 {
 		a.MaxRequestBody = defaultMaxRequestBody
+	}
+	if a.MaxAttempts == 0 {
+		a.MaxAttempts = defaultMaxAttempts
 	}
 	if len(a.Plans) == 0 {
 		a.Plans = []*PlanConfig{{Name: defaultPlanName}}
