@@ -13,6 +13,12 @@ import (
 // milliseconds, UTC; durations (latency_us, ttft_us) are microseconds;
 // usage_daily.day is the UTC date as 'YYYY-MM-DD'.
 //
+// Availability (migration 3): availability_minutes.minute is the unix time in
+// seconds of the UTC minute's start; availability_daily.day is the UTC date as
+// 'YYYY-MM-DD'; incidents.ended_at is NULL while the incident is ongoing (at
+// most one per provider, enforced by incidents_ongoing). Both count tables
+// are keyed provider first, for per-provider range reads.
+//
 // After migration 2 the usage table has one secondary index besides
 // request_id's: (key_id, created_at). Every index whose key is random per
 // request (an account, a key) costs about one WAL page per debit; the one on
@@ -111,6 +117,48 @@ CREATE TABLE models (
 `,
 	// 2: the account index on usage cost more write throughput than it saved (see above).
 	`DROP INDEX IF EXISTS usage_account;`,
+	// 3: availability history (status page): outcome counts of upstream
+	// attempts and probes per provider and UTC minute, their per-day rollup,
+	// and incidents. The fail_* columns follow CauseNames.
+	`
+CREATE TABLE availability_minutes (
+	provider          TEXT NOT NULL,
+	minute            INTEGER NOT NULL,
+	ok                INTEGER NOT NULL,
+	fail_connect      INTEGER NOT NULL,
+	fail_timeout      INTEGER NOT NULL,
+	fail_server       INTEGER NOT NULL,
+	fail_overloaded   INTEGER NOT NULL,
+	fail_rate_limited INTEGER NOT NULL,
+	fail_auth         INTEGER NOT NULL,
+	fail_closed       INTEGER NOT NULL,
+	PRIMARY KEY (provider, minute)
+) WITHOUT ROWID;
+
+CREATE TABLE availability_daily (
+	provider          TEXT NOT NULL,
+	day               TEXT NOT NULL,
+	ok                INTEGER NOT NULL,
+	fail_connect      INTEGER NOT NULL,
+	fail_timeout      INTEGER NOT NULL,
+	fail_server       INTEGER NOT NULL,
+	fail_overloaded   INTEGER NOT NULL,
+	fail_rate_limited INTEGER NOT NULL,
+	fail_auth         INTEGER NOT NULL,
+	fail_closed       INTEGER NOT NULL,
+	PRIMARY KEY (provider, day)
+) WITHOUT ROWID;
+
+CREATE TABLE incidents (
+	id         INTEGER PRIMARY KEY,
+	provider   TEXT NOT NULL,
+	cause      TEXT NOT NULL,
+	started_at INTEGER NOT NULL,
+	ended_at   INTEGER
+);
+CREATE INDEX incidents_provider ON incidents (provider, started_at);
+CREATE UNIQUE INDEX incidents_ongoing ON incidents (provider) WHERE ended_at IS NULL;
+`,
 }
 
 // migrate brings the schema up to date on conn (the writer connection).

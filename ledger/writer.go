@@ -25,6 +25,10 @@ const (
 	cmdCreateKey
 	cmdDeleteKey
 	cmdRegisterModel
+	cmdAvailability
+	cmdOpenIncident
+	cmdCloseIncident
+	cmdPruneAvailability
 )
 
 // command is one write, sent to the writer goroutine. The caller owns it
@@ -41,11 +45,13 @@ type command struct {
 	str    string // plan, state, credit reason
 	ref    string
 	amount Money
-	now    int64 // unix ms
+	now    int64         // unix ms
+	counts []MinuteCount // availability counts
 
 	// outputs, reset before each attempt
 	err     error
 	balance Money
+	n       int64 // an incident id
 
 	done chan struct{}
 }
@@ -76,6 +82,8 @@ type writeStmts struct {
 
 	// multi-row statements, run once per batch
 	usageRows, debits, keyTotals, daily *multiStmt
+
+	avail availStmts // availability history and incidents
 }
 
 const usageInsertColumns = `request_id, account_id, key_id, model, provider, upstream_model, upstream_key_id, client_format,
@@ -157,7 +165,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		}
 		*m.m = ms
 	}
-	return nil
+	return st.avail.prepare(ctx, conn)
 }
 
 // chunkSizes are the row counts each multi-row statement is prepared for.
@@ -239,6 +247,7 @@ func (st *writeStmts) close() error {
 			*m = nil
 		}
 	}
+	errs = append(errs, st.avail.close())
 	return errors.Join(errs...)
 }
 
@@ -249,6 +258,7 @@ type batchAgg struct {
 	debit   map[string]Money
 	keys    map[string]keyAgg
 	daily   map[dailyKey]dailyAgg
+	avail   availAgg
 }
 
 type keyAgg struct {
@@ -269,7 +279,7 @@ type dailyAgg struct {
 }
 
 func newBatchAgg() batchAgg {
-	return batchAgg{debit: map[string]Money{}, keys: map[string]keyAgg{}, daily: map[dailyKey]dailyAgg{}}
+	return batchAgg{debit: map[string]Money{}, keys: map[string]keyAgg{}, daily: map[dailyKey]dailyAgg{}, avail: newAvailAgg()}
 }
 
 func (g *batchAgg) reset() {
@@ -278,6 +288,7 @@ func (g *batchAgg) reset() {
 	clear(g.debit)
 	clear(g.keys)
 	clear(g.daily)
+	g.avail.reset()
 }
 
 const millisPerDay = 24 * 60 * 60 * 1000
@@ -411,6 +422,8 @@ func (c *command) describe() string {
 		return "delete key " + c.id
 	case cmdRegisterModel:
 		return "register model " + c.id
+	case cmdAvailability, cmdOpenIncident, cmdCloseIncident, cmdPruneAvailability:
+		return c.describeAvailability()
 	}
 	return "unknown"
 }
@@ -424,7 +437,7 @@ func (s *Store) runBatch(batch []*command) (err error) {
 	ctx := context.Background()
 	start := time.Now()
 	for _, c := range batch {
-		c.err, c.balance = nil, 0
+		c.err, c.balance, c.n = nil, 0, 0
 	}
 	if _, err := s.st.begin.ExecContext(ctx); err != nil {
 		s.stats.failures.Add(1)
@@ -448,6 +461,9 @@ func (s *Store) runBatch(batch []*command) (err error) {
 		}
 	}
 	if err := s.flush(ctx, g); err != nil {
+		return err
+	}
+	if err := s.flushAvailability(ctx, &g.avail); err != nil {
 		return err
 	}
 	s.loadMu.Lock()
@@ -587,6 +603,9 @@ func (s *Store) exec(ctx context.Context, c *command, g *batchAgg) error {
 			return err
 		}
 		return st.getModel.QueryRowContext(ctx, c.id).Scan(&c.now)
+
+	case cmdAvailability, cmdOpenIncident, cmdCloseIncident, cmdPruneAvailability:
+		return s.execAvailability(ctx, c, &g.avail)
 	}
 	return fmt.Errorf("unknown command kind %d", c.kind)
 }
