@@ -11,11 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/sse"
+	"github.com/modelgate/modelgate/formats/tokencount"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/upstream"
 )
@@ -58,6 +58,12 @@ type call struct {
 	hold         *ledger.Hold
 	outputCapped bool
 
+	req       *genRequest
+	outputCap int
+	bodies    []preparedBody      // the request rendered for each route
+	attempts  []*upstream.Attempt // every attempt so far
+	attempt   *upstream.Attempt   // the current one
+
 	upstreamKeyID string
 	ttft          time.Duration
 	done          atomic.Bool // settled or released
@@ -94,10 +100,137 @@ func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.
 	return outputCap, nil
 }
 
-// proxy sends the call through the route's reverse proxy. The request handed
-// to reverse_proxy carries no client headers at all: the transport builds the
-// upstream request from the call.
-func (c *call) proxy(w http.ResponseWriter, r *http.Request) {
+// run serves the call: it asks the scheduler for a route and a key, sends
+// the request through that provider's reverse proxy, and, when the attempt
+// fails before the first byte reaches the client, tries the next key or
+// route, up to max_attempts. The client's body was read once; each route
+// gets its own rendering of it. Whatever the number of attempts, the bill is
+// settled once, by the attempt that answered.
+func (c *call) run(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		for _, a := range c.attempts {
+			a.Release()
+		}
+	}()
+	var last *formats.Error
+	for len(c.attempts) < c.app.MaxAttempts {
+		i, att, ok := upstream.Choose(c.model.candidates, c.attempts, nil)
+		if !ok {
+			break
+		}
+		c.attempts = append(c.attempts, att)
+		c.attempt, c.route = att, &c.model.routes[i]
+		c.upstreamKeyID = att.Key.ID
+		if done := c.prepare(w, i); done {
+			return
+		}
+		err := c.proxyOnce(w, r)
+		if err == nil {
+			return
+		}
+		var ae *attemptError
+		if !errors.As(err, &ae) {
+			// not an upstream failure the transport classified (the
+			// client went away, or reverse_proxy itself failed)
+			ae = &attemptError{err: formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")}
+		}
+		last = ae.err
+		c.logger.Warn("upstream attempt failed",
+			zap.String("request_id", c.reqID),
+			zap.String("provider", c.route.provider.Name),
+			zap.String("upstream_key", c.upstreamKeyID),
+			zap.Int("attempt", len(c.attempts)),
+			zap.String("cause", ae.cause.String()))
+		if r.Context().Err() != nil {
+			return // nobody to answer
+		}
+	}
+	if last == nil {
+		last = &formats.Error{Kind: formats.KindOverloaded,
+			Message: "No upstream provider for this model is available right now; try again shortly.", RetryAfter: 1}
+	}
+	w.Header().Del("X-Modelgate-Dropped")
+	writeError(w, c.format, last)
+}
+
+// prepare renders the request for route i (once per route) and reports
+// whether the call was answered without an upstream request (a local token
+// count, or a request this route's format cannot carry).
+func (c *call) prepare(w http.ResponseWriter, i int) (done bool) {
+	if c.bodies == nil {
+		c.bodies = make([]preparedBody, len(c.model.routes))
+	}
+	pb := &c.bodies[i]
+	if !pb.ready {
+		pb.ready = true
+		switch {
+		case c.count && c.route.provider.Format == upstream.FormatOpenAI:
+			pb.local = true
+		case c.count:
+			pb.body, pb.err = countBody(c.req, c.route)
+		default:
+			pb.body, pb.dropped, pb.passThrough, pb.err = upstreamBody(c.req, c.model, c.route, c.outputCap, c.app.signatures)
+		}
+	}
+	if pb.err != nil {
+		writeError(w, c.format, pb.err)
+		return true
+	}
+	if pb.local {
+		c.localCount(w)
+		return true
+	}
+	c.upstreamBody, c.passThrough = pb.body, pb.passThrough
+	if pb.dropped != "" {
+		w.Header().Set("X-Modelgate-Dropped", pb.dropped)
+	} else {
+		w.Header().Del("X-Modelgate-Dropped")
+	}
+	return false
+}
+
+// preparedBody is a request rendered for one route.
+type preparedBody struct {
+	ready       bool
+	body        []byte
+	dropped     string
+	passThrough bool
+	local       bool // a token count answered here
+	err         *formats.Error
+}
+
+// localCount answers a token count with the local tokenizer, flagged as an
+// estimate: the route's upstream has no count API.
+func (c *call) localCount(w http.ResponseWriter) {
+	ir, ferr := c.req.toIR()
+	if ferr != nil {
+		writeError(w, c.format, ferr)
+		return
+	}
+	n, err := tokencount.Count(ir)
+	if err != nil {
+		c.logger.Error("counting tokens", zap.Error(err))
+		writeError(w, c.format, formats.NewError(formats.KindInternal, "The gateway could not count the tokens; try again."))
+		return
+	}
+	w.Header().Set("X-Modelgate-Token-Count", "estimate")
+	writeJSON(w, http.StatusOK, appendCount(nil, c.format, n))
+}
+
+// attemptError is an upstream attempt that failed before anything reached
+// the client: the call may try another key or route.
+type attemptError struct {
+	err   *formats.Error // what the client sees if no attempt succeeds
+	cause upstream.Cause
+}
+
+func (e *attemptError) Error() string { return "upstream attempt failed: " + e.cause.String() }
+
+// proxyOnce sends one attempt through the route's reverse proxy. The request
+// handed to reverse_proxy carries no client headers at all: the transport
+// builds the upstream request from the call. A nil error means a response
+// was written.
+func (c *call) proxyOnce(w http.ResponseWriter, r *http.Request) error {
 	ctx := context.WithValue(r.Context(), callKey{}, c)
 	pr := r.WithContext(ctx)
 	pr.Method = http.MethodPost
@@ -105,23 +238,7 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request) {
 	pr.Body = http.NoBody
 	pr.ContentLength = 0
 	pr.Trailer = nil
-
-	err := c.route.provider.proxy.ServeHTTP(w, pr, noNext{})
-	if err == nil {
-		return
-	}
-	// reverse_proxy returns an error only before it wrote anything
-	kind, msg := formats.KindUpstream, "The upstream provider could not be reached."
-	var he caddyhttp.HandlerError
-	if errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout || errors.Is(err, context.DeadlineExceeded) {
-		kind, msg = formats.KindTimeout, "The upstream provider timed out."
-	}
-	c.logger.Warn("upstream request failed",
-		zap.String("request_id", c.reqID),
-		zap.String("provider", c.route.provider.Name),
-		zap.String("upstream_key", c.upstreamKeyID),
-		zap.Error(err))
-	writeError(w, c.format, formats.NewError(kind, msg))
+	return c.route.provider.proxy.ServeHTTP(w, pr, noNext{})
 }
 
 // noNext is the next handler of the proxies: never reached.
@@ -129,21 +246,46 @@ type noNext struct{}
 
 func (noNext) ServeHTTP(http.ResponseWriter, *http.Request) error { return nil }
 
-// roundTrip is one attempt at the upstream: it builds the upstream request,
-// sends it, and turns the answer into the client's format.
+// fail reports the attempt's failure and returns the error that lets the
+// call try again.
+func (c *call) fail(cause upstream.Cause, retryAfter time.Duration, e *formats.Error) error {
+	c.attempt.Failed(cause, retryAfter)
+	c.app.metrics.failure(c.route.provider.Name, c.upstreamKeyID, cause.String())
+	return &attemptError{err: e, cause: cause}
+}
+
+// roundTrip is one attempt at the upstream: it builds the upstream request
+// for the call's current route and key, sends it, and turns the answer into
+// the client's format. Failures before anything could reach the client
+// (connection, timeout, 5xx, 429, 401/403, a stream that breaks before its
+// first event) come back as an attemptError, written to nobody, so that the
+// call can fail over.
 func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
-	p := t.provider.Provider
-	key := p.Pick()
-	c.upstreamKeyID = key.ID
+	p := t.provider
+	c.app.metrics.attempt(p.Name, c.upstreamKeyID)
 
 	// The upstream call outlives a client that goes away mid-stream (to
 	// learn the usage); before the headers arrive, the client's cancel
-	// still aborts it.
+	// still aborts it, and so does the provider's timeout.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
 	stop := context.AfterFunc(req.Context(), cancel)
+	timeout := p.responseTimeout
+	if c.stream {
+		timeout = p.firstByteTimeout
+	}
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	keep := false // the stream keeps ctx; every other path cancels it
+	defer func() {
+		timer.Stop()
+		stop()
+		if !keep {
+			cancel()
+		}
+	}()
 
 	out := req.WithContext(ctx)
-	path, query := upstreamURL(p, c.route.upstreamModel, c.stream, c.count)
+	path, query := upstreamURL(p.Provider, c.route.upstreamModel, c.stream, c.count)
 	out.URL = &url.URL{Scheme: p.Scheme, Host: req.URL.Host, Path: path, RawQuery: query}
 	out.Host = p.Host
 	accept := "application/json"
@@ -159,7 +301,7 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	if c.passThrough && c.format == clientAnthropic {
 		beta = c.anthropicBeta // beta features are for Anthropic upstreams only
 	}
-	setUpstreamAuth(out.Header, t.provider, key.Secret(), beta)
+	setUpstreamAuth(out.Header, p, c.attempt.Key.Secret(), beta)
 	body := c.upstreamBody
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -167,68 +309,103 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	out.Trailer = nil
 	out.Close = false
 
+	sent := time.Now()
 	resp, err := t.HTTPTransport.RoundTrip(out)
-	stop()
 	if err != nil {
-		cancel()
-		key.Done()
-		return nil, err
+		if req.Context().Err() != nil && !timedOut.Load() {
+			return nil, req.Context().Err() // the client left: no outcome
+		}
+		cause := transportCause(err, timedOut.Load())
+		kind, msg := formats.KindUpstream, "The upstream provider could not be reached."
+		if cause == upstream.CauseTimeout {
+			kind, msg = formats.KindTimeout, "The upstream provider timed out."
+		}
+		return nil, c.fail(cause, 0, formats.NewError(kind, msg))
 	}
+	c.app.metrics.headers(p.Name, c.upstreamKeyID, time.Since(sent))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer func() { cancel(); key.Done() }()
-		return c.upstreamError(req, resp), nil
+		return c.upstreamError(req, resp)
 	}
 	if c.count {
-		defer func() { cancel(); key.Done() }()
-		return c.countAnswer(req, resp), nil
+		return c.countAnswer(req, resp, &timedOut)
 	}
-	if c.stream {
-		if !isEventStream(resp.Header) {
-			defer func() { cancel(); key.Done() }()
-			resp.Body.Close()
-			c.logger.Warn("upstream answered a stream request without an event stream",
-				zap.String("request_id", c.reqID), zap.String("provider", p.Name), zap.String("upstream_key", key.ID))
-			return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")), nil
-		}
-		s := &meteredStream{
-			c:      c,
-			src:    resp.Body,
-			events: sse.NewReader(resp.Body, maxStreamEvent),
-			tr:     c.streamTranslator(),
-			cancel: cancel,
-			key:    key,
-		}
-		if c.format == clientAnthropic && !c.passThrough {
-			s.keepAlive = anthropicPing
-		}
-		resp.Body = s
-		resp.Header = http.Header{
-			"Content-Type":  {c.streamContentType()},
-			"Cache-Control": {"no-cache"},
-		}
-		resp.ContentLength = -1
-		resp.TransferEncoding = nil
-		resp.Trailer = nil
-		return resp, nil
+	if !c.stream {
+		return c.completeResponse(req, resp, sent, &timedOut)
 	}
-	defer func() { cancel(); key.Done() }()
-	return c.completeResponse(req, resp), nil
+	if !isEventStream(resp.Header) {
+		resp.Body.Close()
+		return nil, c.fail(upstream.CauseServer, 0, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer."))
+	}
+	s := &meteredStream{
+		c:      c,
+		src:    resp.Body,
+		events: sse.NewReader(resp.Body, maxStreamEvent),
+		tr:     c.streamTranslator(),
+		cancel: cancel,
+	}
+	// Read the first event before committing to this attempt: a stream
+	// that breaks or errs before it can still fail over.
+	event, data, err := s.events.Next()
+	if err != nil {
+		resp.Body.Close()
+		cause := upstream.CauseClosed
+		if timedOut.Load() {
+			cause = upstream.CauseTimeout
+		}
+		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off before it began."))
+	}
+	first, done, ferr := s.tr.Feed(nil, event, data)
+	if ferr != nil {
+		resp.Body.Close()
+		cause := upstream.CauseServer
+		if ferr.Kind == formats.KindOverloaded {
+			cause = upstream.CauseOverloaded
+		}
+		return nil, c.fail(cause, 0, ferr)
+	}
+	timer.Stop()
+	c.attempt.Succeeded(time.Since(sent))
+	c.app.metrics.firstEvent(p.Name, time.Since(c.start))
+	keep = true
+	s.out = first
+	if len(first) > 0 {
+		c.ttft = time.Since(c.start)
+	}
+	if done {
+		s.finish()
+	}
+	if c.format == clientAnthropic && !c.passThrough {
+		s.keepAlive = anthropicPing
+	}
+	resp.Body = s
+	resp.Header = http.Header{
+		"Content-Type":  {c.streamContentType()},
+		"Cache-Control": {"no-cache"},
+	}
+	resp.ContentLength = -1
+	resp.TransferEncoding = nil
+	resp.Trailer = nil
+	return resp, nil
 }
 
 // completeResponse reads a whole non-streamed answer, settles, and returns it
-// in the client's format. The debit is durable before a byte is sent.
-func (c *call) completeResponse(req *http.Request, resp *http.Response) *http.Response {
+// in the client's format. The debit is durable before a byte is sent. An
+// answer that breaks off fails over like one that never came.
+func (c *call) completeResponse(req *http.Request, resp *http.Response, sent time.Time, timedOut *atomic.Bool) (*http.Response, error) {
 	data, err := readAll(resp.Body, maxResponseBody)
 	resp.Body.Close()
 	if err != nil {
-		c.logger.Warn("reading the upstream answer", zap.String("request_id", c.reqID),
-			zap.String("provider", c.route.provider.Name), zap.String("upstream_key", c.upstreamKeyID), zap.Error(err))
-		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+		cause := upstream.CauseClosed
+		if timedOut.Load() {
+			cause = upstream.CauseTimeout
+		}
+		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
 	}
+	c.attempt.Succeeded(time.Since(sent))
 	c.ttft = time.Since(c.start)
 	out, usage, hasUsage, outputBytes, ferr := c.translateResponse(data)
 	if ferr != nil {
-		return c.errorResponse(req, ferr)
+		return c.errorResponse(req, ferr), nil
 	}
 	source := "upstream"
 	if !hasUsage {
@@ -237,23 +414,28 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response) *http.Re
 		usage, source = c.estimatedUsage(outputBytes), "estimated"
 	}
 	if err := c.settle(usage, source, http.StatusOK, "ok"); err != nil {
-		return c.errorResponse(req, billingFailed())
+		return c.errorResponse(req, billingFailed()), nil
 	}
-	return okResponse(req, resp, out)
+	return okResponse(req, resp, out), nil
 }
 
 // countAnswer turns an upstream's token count into the client's format.
-func (c *call) countAnswer(req *http.Request, resp *http.Response) *http.Response {
+func (c *call) countAnswer(req *http.Request, resp *http.Response, timedOut *atomic.Bool) (*http.Response, error) {
 	data, err := readAll(resp.Body, maxErrorBody)
 	resp.Body.Close()
 	if err != nil {
-		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+		cause := upstream.CauseClosed
+		if timedOut.Load() {
+			cause = upstream.CauseTimeout
+		}
+		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
 	}
+	c.attempt.Succeeded(0)
 	out, ferr := c.countResponse(data)
 	if ferr != nil {
-		return c.errorResponse(req, ferr)
+		return c.errorResponse(req, ferr), nil
 	}
-	return okResponse(req, resp, out)
+	return okResponse(req, resp, out), nil
 }
 
 // okResponse is a 200 with a JSON body.
@@ -271,23 +453,37 @@ func okResponse(req *http.Request, resp *http.Response, body []byte) *http.Respo
 	}
 }
 
-// upstreamError turns an upstream error answer into the client's format.
-// Nothing is billed: the hold is released when the handler returns.
-func (c *call) upstreamError(req *http.Request, resp *http.Response) *http.Response {
+// upstreamError handles an upstream's error answer. Failures of the
+// upstream (5xx, 429, 401/403, and a 400 about the gateway's own key) are
+// reported and fail over; an error caused by the request itself (400, 404,
+// 413…) is the client's answer, in its format. Nothing is billed.
+func (c *call) upstreamError(req *http.Request, resp *http.Response) (*http.Response, error) {
 	data, _ := readAll(resp.Body, maxErrorBody)
 	resp.Body.Close()
 	ferr := parseUpstreamError(c.route.provider.Format, resp.StatusCode, data)
+	cause, failed := upstream.StatusCause(resp.StatusCode)
+	if !failed && resp.StatusCode == http.StatusBadRequest && ferr.Kind == formats.KindUpstream {
+		// a 400 that is about the gateway's credentials (Gemini's
+		// API_KEY_INVALID), not the request
+		cause, failed = upstream.CauseAuth, true
+	}
 	c.logger.Warn("upstream error",
 		zap.String("request_id", c.reqID),
 		zap.String("provider", c.route.provider.Name),
 		zap.String("upstream_key", c.upstreamKeyID),
 		zap.Int("status", resp.StatusCode))
-	if ra := resp.Header.Get("Retry-After"); ra != "" && ferr.Kind == formats.KindOverloaded {
-		if n, err := strconv.Atoi(ra); err == nil && n > 0 {
-			ferr.RetryAfter = n
-		}
+	if !failed {
+		c.attempt.Succeeded(0) // the upstream is fine; the request was not
+		return c.errorResponse(req, ferr), nil
 	}
-	return c.errorResponse(req, ferr)
+	hint, ok := upstream.RetryHint(resp.Header, time.Now())
+	if !ok && ferr.RetryAfter > 0 {
+		hint = time.Duration(ferr.RetryAfter) * time.Second // Gemini's retryDelay
+	}
+	if ferr.Kind == formats.KindOverloaded && ferr.RetryAfter == 0 && hint > 0 {
+		ferr.RetryAfter = int(max(1, hint/time.Second))
+	}
+	return nil, c.fail(cause, hint, ferr)
 }
 
 // errorResponse builds a response carrying an error in the client's format.
@@ -362,6 +558,7 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 			zap.String("request_id", c.reqID), zap.String("account", c.principal.AccountID), zap.Error(err))
 		return err
 	}
+	c.app.metrics.settled(rec)
 	if rec.OverHold {
 		c.logger.Warn("usage exceeded the hold",
 			zap.String("request_id", c.reqID), zap.String("model", c.model.id),
@@ -423,7 +620,6 @@ type meteredStream struct {
 	events *sse.Reader
 	tr     formats.StreamTranslator
 	cancel context.CancelFunc
-	key    *upstream.Key
 
 	out    []byte // client bytes not yet read
 	off    int
@@ -551,7 +747,7 @@ func (s *meteredStream) Close() error {
 		close(s.ka.quit)
 		s.kaTimer.Stop()
 	}
-	s.key.Done()
+	s.c.attempt.Release()
 	return err
 }
 
@@ -569,6 +765,10 @@ func (s *meteredStream) next() (event, data []byte, err error, idle bool) {
 	if s.keepAlive == nil || s.c.ttft == 0 {
 		event, data, err = s.nextEvent()
 		return event, data, err, false
+	}
+	if s.ka == nil {
+		s.ka = startEventPump(s.events)
+		s.kaTimer = time.NewTimer(keepAliveInterval)
 	}
 	s.ka.release()
 	s.kaTimer.Reset(keepAliveInterval)

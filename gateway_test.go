@@ -504,11 +504,13 @@ func TestUpstreamFailures(t *testing.T) {
 	if after, held := g.balance(acct); after != before || held != 0 || len(g.rows(acct)) != 0 {
 		t.Fatalf("a failed request moved money: %s → %s, held %s", before, after, held)
 	}
+	restKeys()
 	r := g.do("POST", "/v1/chat/completions", chatBody(testModel, "fail mock:status=500", `"stream":true`), "Authorization", "Bearer "+key)
 	if r.status != 502 || !strings.Contains(r.body, `"type":"server_error"`) {
 		t.Fatalf("stream, 500 upstream: %d %s", r.status, r.body)
 	}
 	// an upstream 400 is the client's mistake: kept as a 400
+	restKeys()
 	r = g.do("POST", "/v1/chat/completions", chatBody(testModel, "mock:status=400", ""), "Authorization", "Bearer "+key)
 	if r.status != 400 || !strings.Contains(r.body, `"invalid_request_error"`) {
 		t.Fatalf("upstream 400: %d %s", r.status, r.body)
@@ -550,9 +552,10 @@ func TestUpstreamFailures(t *testing.T) {
 
 func TestUpstreamDown(t *testing.T) {
 	// a model routed to a provider nobody listens on
-	g := startGateway(t, gatewayOptions{extra: "\t\tprovider dead {\n\t\t\tformat openai\n\t\t\tbase_url http://127.0.0.1:1\n\t\t\tkeys k\n\t\t}\n\t\tmodel down {\n\t\t\troute dead down\n\t\t\tprice input 1 output 1\n\t\t}\n"})
+	g := startGateway(t, gatewayOptions{extra: "\t\tprovider dead {\n\t\t\tformat openai\n\t\t\tbase_url http://127.0.0.1:1\n\t\t\tkeys k\n\t\t\tfailure_cooldown 1ms\n\t\t}\n\t\tmodel down {\n\t\t\troute dead down\n\t\t\tprice input 1 output 1\n\t\t}\n"})
 	acct, key := g.account("1.00")
 	for _, extra := range []string{"", `"stream":true`} {
+		restKeys()
 		r := g.do("POST", "/v1/chat/completions", chatBody("down", "x", extra), "Authorization", "Bearer "+key)
 		if r.status != 502 || !strings.Contains(r.body, `"type":"server_error"`) {
 			t.Fatalf("unreachable upstream: %d %s", r.status, r.body)

@@ -18,9 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/formats/tokencount"
 	"github.com/modelgate/modelgate/ledger"
-	"github.com/modelgate/modelgate/upstream"
 )
 
 func init() {
@@ -404,8 +402,11 @@ func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p p
 		inputEstimate: req.inputEstimate,
 		anthropicBeta: req.anthropicBeta,
 	}
+	c.req = req
 	if count {
-		h.serveCount(w, r, c, req)
+		// a token count: nothing held, nothing billed
+		c.count = true
+		c.run(w, r)
 		return
 	}
 
@@ -422,46 +423,8 @@ func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p p
 	if c.outputCapped {
 		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
 	}
-	body, dropped, passThrough, ferr := upstreamBody(req, m, c.route, outputCap, h.app.signatures)
-	if ferr != nil {
-		writeError(w, c.format, ferr)
-		return
-	}
-	if dropped != "" {
-		w.Header().Set("X-Modelgate-Dropped", dropped)
-	}
-	c.upstreamBody, c.passThrough = body, passThrough
-	c.proxy(w, r)
-}
-
-// serveCount answers count_tokens and countTokens: exactly, through the
-// routed upstream's count API when it has one (Anthropic, Gemini), or from a
-// local tokenizer, flagged as an estimate. Counting is never billed.
-func (h *APIHandler) serveCount(w http.ResponseWriter, r *http.Request, c *call, req *genRequest) {
-	if c.route.provider.Format == upstream.FormatOpenAI {
-		ir, ferr := req.toIR()
-		if ferr != nil {
-			writeError(w, c.format, ferr)
-			return
-		}
-		n, err := tokencount.Count(ir)
-		if err != nil {
-			h.logger.Error("counting tokens", zap.Error(err))
-			writeError(w, c.format, formats.NewError(formats.KindInternal, "The gateway could not count the tokens; try again."))
-			return
-		}
-		w.Header().Set("X-Modelgate-Token-Count", "estimate")
-		writeJSON(w, http.StatusOK, appendCount(nil, c.format, n))
-		return
-	}
-	body, ferr := countBody(req, c.route)
-	if ferr != nil {
-		writeError(w, c.format, ferr)
-		return
-	}
-	c.count = true
-	c.upstreamBody = body
-	c.proxy(w, r)
+	c.outputCap = outputCap
+	c.run(w, r)
 }
 
 // methodNotAllowed answers a known route called with the wrong method.

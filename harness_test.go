@@ -83,6 +83,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 			format openai
 			base_url %s
 			keys {env.MG_TEST_UPSTREAM_KEY}
+			failure_cooldown 1ms
 		}
 		plan developer {
 			rpm 0
@@ -105,11 +106,13 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 			format anthropic
 			base_url %s
 			keys {env.MG_TEST_UPSTREAM_KEY}
+			failure_cooldown 1ms
 		}
 		provider mock-gemini {
 			format gemini
 			base_url %s
 			keys {env.MG_TEST_UPSTREAM_KEY}
+			failure_cooldown 1ms
 		}
 		model claude-test {
 			route mock-anthropic up-claude-test
@@ -139,6 +142,7 @@ http://localhost:9080 {
 }
 `, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath)
 	g.cfg = cfg
+	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
 	g.tester.InitServer(cfg, "caddyfile")
 	if t.Failed() {
@@ -327,3 +331,9 @@ func quote(s string) string {
 func cost(in, out int64) ledger.Money {
 	return ledger.Money(in)*priceIn + ledger.Money(out)*priceOut
 }
+
+// restKeys waits out the test providers' key cooldown (failure_cooldown
+// 1ms, doubling) after an injected upstream failure, so that the next
+// request reaches the upstream instead of being told that no key is
+// available. Tests of the cooldowns themselves configure longer ones.
+func restKeys() { time.Sleep(20 * time.Millisecond) }

@@ -8,10 +8,13 @@
 package modelgate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -81,6 +84,13 @@ type App struct {
 	plans     map[string]*plan
 	index     []byte // the body of GET / and GET /v1
 	modelsDoc []byte // the body of GET /v1/models
+
+	// registry holds the upstreams' health (in flight, cooldowns,
+	// breakers, availability counts), shared by every config.
+	registry       *upstream.Registry
+	metrics        *metrics
+	stopBackground context.CancelFunc
+	background     *sync.WaitGroup
 
 	// signatures keeps Gemini thought signatures for the tool calls the
 	// gateway handed to non-Gemini clients (wire/translation.md §4.6).
@@ -221,6 +231,10 @@ type PlanConfig struct {
 type provider struct {
 	*upstream.Provider
 	anthropicVersion string
+	connectTimeout   time.Duration
+	firstByteTimeout time.Duration
+	responseTimeout  time.Duration
+	probe            probeSpec
 	proxy            *reverseproxy.Handler
 	transport        *Transport
 }
@@ -247,6 +261,8 @@ type model struct {
 	routes    []route
 	doc       []byte // the body of GET /v1/models/{id}
 
+	candidates []upstream.Candidate // the routes, for the scheduler
+
 	reasoning         bool // the model takes reasoning effort / thinking
 	structuredOutputs bool // the model takes native JSON schema output
 }
@@ -272,6 +288,30 @@ func (App) CaddyModule() caddy.ModuleInfo {
 		ID:  "modelgate",
 		New: func() caddy.Module { return new(App) },
 	}
+}
+
+// registries holds the one upstream health registry, so that reloads keep
+// requests in flight, cooldowns, breakers and uncounted availability.
+var registries = caddy.NewUsagePool()
+
+// registryKey names the registry in the pool: one per process. (The tests
+// give each test gateway its own, so that one test's injected failures do
+// not cool down the next one's keys.)
+var registryKey = "upstream"
+
+// Default timeouts of a provider.
+const (
+	defaultConnectTimeout   = 5 * time.Second
+	defaultFirstByteTimeout = 60 * time.Second
+	defaultResponseTimeout  = 10 * time.Minute
+)
+
+// durationOr is d, or def when d is zero.
+func durationOr(d caddy.Duration, def time.Duration) time.Duration {
+	if d > 0 {
+		return time.Duration(d)
+	}
+	return def
 }
 
 // ledgers holds the open ledgers by database path, so that a config reload
@@ -322,6 +362,20 @@ func (a *App) Provision(ctx caddy.Context) error {
 		m.created = created.Unix()
 		m.doc = modelDoc(m)
 	}
+	reg, loaded, _ := registries.LoadOrNew(registryKey, func() (caddy.Destructor, error) {
+		return upstream.NewRegistry(nil), nil
+	})
+	a.registry = reg.(*upstream.Registry)
+	if !loaded {
+		// a new process starts with every provider up: end the incidents
+		// a previous one left open
+		a.closeStaleIncidents(ctx)
+	}
+	m, err := newMetrics(ctx.GetMetricsRegistry(), a)
+	if err != nil {
+		return err
+	}
+	a.metrics = m
 	sc, _, _ := signatureCaches.LoadOrNew("signatures", func() (caddy.Destructor, error) {
 		return newSignatureCache(signatureCacheSize, signatureTTL), nil
 	})
@@ -337,8 +391,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 	}
 	for _, m := range a.models {
+		m.candidates = make([]upstream.Candidate, len(m.routes))
 		for i := range m.routes {
 			m.routes[i].provider = a.providers[m.routes[i].provider.Name]
+			m.candidates[i] = upstream.Candidate{Provider: m.routes[i].provider.Provider, Weight: m.routes[i].weight}
 		}
 	}
 	return nil
@@ -550,13 +606,29 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 		}
 		secrets = append(secrets, s)
 	}
+	specs := make([]upstream.KeySpec, len(secrets))
+	for i, s := range secrets {
+		specs[i] = upstream.KeySpec{Secret: s, Weight: 1}
+		if i < len(pc.KeyWeights) {
+			specs[i].Weight = pc.KeyWeights[i]
+		}
+	}
+	hc := upstream.HealthConfig{FailureCooldown: time.Duration(pc.FailureCooldown)}
+	if b := pc.Breaker; b != nil {
+		hc.BreakerFailures, hc.BreakerWindow, hc.BreakerCooldown = b.Failures, time.Duration(b.Window), time.Duration(b.Cooldown)
+	}
 	p := a.providers[pc.Name]
-	up, err := upstream.NewProvider(pc.Name, p.Format, base, secrets)
+	up, err := a.registry.NewProvider(pc.Name, p.Format, base, specs, hc)
 	if err != nil {
 		return err
 	}
 	p.Provider = up
+	p.connectTimeout = durationOr(pc.ConnectTimeout, defaultConnectTimeout)
+	p.firstByteTimeout = durationOr(pc.FirstByteTimeout, defaultFirstByteTimeout)
+	p.responseTimeout = durationOr(pc.ResponseTimeout, defaultResponseTimeout)
+	p.probe = newProbeSpec(pc.HealthCheck, p.Format)
 	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), app: a, provider: p}
+	t.DialTimeout = caddy.Duration(p.connectTimeout)
 	if up.Scheme == "https" {
 		t.TLS = &reverseproxy.TLSConfig{ServerName: up.ServerName}
 	}
@@ -575,11 +647,44 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	return nil
 }
 
-// Start implements caddy.App.
-func (a *App) Start() error { return nil }
+// Start begins the background work: health probes, and flushing
+// availability counts and incidents to the ledger.
+func (a *App) Start() error {
+	live := make([]*upstream.Provider, 0, len(a.providers))
+	for _, p := range a.providers {
+		live = append(live, p.Provider)
+	}
+	a.registry.Retain(live)
+	ctx, cancel := context.WithCancel(a.ctx)
+	a.stopBackground = cancel
+	a.background = new(sync.WaitGroup)
+	a.background.Add(1)
+	go func() {
+		defer a.background.Done()
+		a.flushHealth(ctx)
+	}()
+	for _, pc := range a.Providers {
+		p := a.providers[pc.Name]
+		if p.probe.disabled {
+			continue
+		}
+		a.background.Add(1)
+		go func() {
+			defer a.background.Done()
+			a.probeLoop(ctx, p)
+		}()
+	}
+	return nil
+}
 
-// Stop implements caddy.App.
-func (a *App) Stop() error { return nil }
+// Stop ends the background work after a last flush of the health counts.
+func (a *App) Stop() error {
+	if a.stopBackground != nil {
+		a.stopBackground()
+		a.background.Wait()
+	}
+	return nil
+}
 
 // Cleanup releases the proxies and this config's hold on the ledger.
 func (a *App) Cleanup() error {
@@ -594,6 +699,10 @@ func (a *App) Cleanup() error {
 	}
 	if a.storeKey != "" {
 		_, err := ledgers.Delete(a.storeKey)
+		errs = append(errs, err)
+	}
+	if a.registry != nil {
+		_, err := registries.Delete(registryKey)
 		errs = append(errs, err)
 	}
 	if a.signatures != nil {

@@ -442,6 +442,7 @@ func TestErrorsInEveryFormat(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != 502 || !strings.Contains(ae.RawJSON(), "api_error") {
 		t.Errorf("anthropic client, openai 500: %v", err)
 	}
+	restKeys()
 	_, err = g.geminiClient(t, key, "").Models.GenerateContent(ctx, testModel, genai.Text("mock:status=500"), nil)
 	if !errors.As(err, &ge) || ge.Code != 500 || ge.Status != "INTERNAL" {
 		t.Errorf("gemini client, openai 500: %v", err)
@@ -470,7 +471,7 @@ func TestErrorsInEveryFormat(t *testing.T) {
 			[]string{"X-Goog-Api-Key", key}, 400, `"status":"INVALID_ARGUMENT"`},
 		{"gemini unknown method", "POST", "/v1beta/models/gemini-test:embedContent", `{}`,
 			[]string{"X-Goog-Api-Key", key}, 404, `"status":"NOT_FOUND"`},
-		{"gemini key in query", "POST", "/v1beta/models/gemini-test:generateContent?key=" + key, `{"contents":[{"parts":[{"text":"x"}]}]}`,
+		{"gemini key in query", "POST", "/v1beta/models/gpt-test:generateContent?key=" + key, `{"contents":[{"parts":[{"text":"x"}]}]}`,
 			nil, 200, `"candidates"`},
 		{"anthropic 403 no balance", "POST", "/v1/messages", `{"model":"claude-test","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`,
 			[]string{"X-Api-Key", broke, "Anthropic-Version", "2023-06-01"}, 403, `"type":"billing_error"`},

@@ -75,3 +75,40 @@ func TestKeyIDStable(t *testing.T) {
 		t.Fatalf("KeyID = %q", a)
 	}
 }
+
+func TestRegistryNewProviderErrors(t *testing.T) {
+	r := NewRegistry(nil)
+	for _, tc := range []struct {
+		name    string
+		format  Format
+		keys    []KeySpec
+		hc      HealthConfig
+		wantErr string
+	}{
+		{"format", "cohere", []KeySpec{{Secret: "a"}}, HealthConfig{}, "unknown format"},
+		{"negative weight", FormatOpenAI, []KeySpec{{Secret: "a", Weight: -1}}, HealthConfig{}, "weight"},
+		{"huge weight", FormatOpenAI, []KeySpec{{Secret: "a", Weight: MaxWeight + 1}}, HealthConfig{}, "weight"},
+		{"health", FormatOpenAI, []KeySpec{{Secret: "a"}}, HealthConfig{FailureCooldown: -1}, "failure cooldown"},
+		{"ok", FormatGemini, []KeySpec{{Secret: "a", Weight: 3}, {Secret: "b"}}, HealthConfig{}, ""},
+	} {
+		p, err := r.NewProvider("p-"+tc.name, tc.format, "https://x", tc.keys, tc.hc)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.wantErr)
+			}
+			if _, made := r.providers["p-"+tc.name]; made {
+				t.Errorf("%s: state created for a rejected provider", tc.name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if w := []int{p.Keys()[0].Weight(), p.Keys()[1].Weight()}; w[0] != 3 || w[1] != 1 {
+			t.Errorf("weights %v", w)
+		}
+		if p.Keys()[0].Secret() != "a" || p.HealthConfig().BreakerFailures != DefaultBreakerFailures {
+			t.Error("secret or health config")
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package modelgate
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+// metrics are the gateway's Prometheus collectors, registered on each
+// config's registry (Caddy serves them with its metrics). Labels name
+// providers by name and keys by ID, never by secret.
+type metrics struct {
+	attempts *prometheus.CounterVec   // provider, upstream_key
+	failures *prometheus.CounterVec   // provider, upstream_key, cause
+	probes   *prometheus.CounterVec   // provider, upstream_key, result
+	latency  *prometheus.HistogramVec // provider, upstream_key
+	ttft     *prometheus.HistogramVec // provider
+	requests *prometheus.CounterVec   // model, provider, client_format, outcome
+	tokens   *prometheus.CounterVec   // model, provider, kind
+	spend    *prometheus.CounterVec   // model, provider
+	overHold prometheus.Counter
+}
+
+// newMetrics builds and registers the collectors.
+func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
+	const ns = "modelgate"
+	buckets := []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	m := &metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_attempts_total",
+			Help: "Upstream attempts, by provider and key ID."}, []string{"provider", "upstream_key"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_failures_total",
+			Help: "Failed upstream attempts, by provider, key ID and cause."}, []string{"provider", "upstream_key", "cause"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_probes_total",
+			Help: "Active health probes, by provider, key ID and result (ok or the failure cause)."}, []string{"provider", "upstream_key", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_latency_seconds",
+			Help: "Time from sending an upstream request to its response headers.", Buckets: buckets}, []string{"provider", "upstream_key"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_ttft_seconds",
+			Help: "Time from the client's request to the first streamed event.", Buckets: buckets}, []string{"provider"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
+			Help: "Settled generation requests, by model, provider, client format and outcome."}, []string{"model", "provider", "client_format", "outcome"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tokens_total",
+			Help: "Billed tokens, by model, provider and kind (input, output)."}, []string{"model", "provider", "kind"}),
+		spend: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "spend_nanos_total",
+			Help: "Money debited, in nanos of the currency unit, by model and provider."}, []string{"model", "provider"}),
+		overHold: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "usage_over_hold_total",
+			Help: "Requests whose upstream usage exceeded their hold (the input bound needs fixing)."}),
+	}
+	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "holds_outstanding_nanos",
+			Help: "Money reserved by requests in flight, in nanos."}, func() float64 { return float64(a.store.Outstanding()) }),
+		breakerCollector{a},
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// attempt counts one upstream attempt.
+func (m *metrics) attempt(provider, key string) { m.attempts.WithLabelValues(provider, key).Inc() }
+
+// failure counts a failed upstream attempt.
+func (m *metrics) failure(provider, key, cause string) {
+	m.failures.WithLabelValues(provider, key, cause).Inc()
+}
+
+// probe counts a probe's result.
+func (m *metrics) probe(provider, key, result string) {
+	m.probes.WithLabelValues(provider, key, result).Inc()
+}
+
+// headers observes the time to an upstream's response headers.
+func (m *metrics) headers(provider, key string, d time.Duration) {
+	m.latency.WithLabelValues(provider, key).Observe(d.Seconds())
+}
+
+// firstEvent observes the time to a stream's first event.
+func (m *metrics) firstEvent(provider string, d time.Duration) {
+	m.ttft.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+// settled counts a settled request.
+func (m *metrics) settled(rec *ledger.UsageRecord) {
+	m.requests.WithLabelValues(rec.Model, rec.Provider, rec.ClientFormat, rec.Outcome).Inc()
+	m.tokens.WithLabelValues(rec.Model, rec.Provider, "input").Add(float64(rec.Tokens.Input))
+	m.tokens.WithLabelValues(rec.Model, rec.Provider, "output").Add(float64(rec.Tokens.Output))
+	m.spend.WithLabelValues(rec.Model, rec.Provider).Add(float64(rec.Charged))
+	if rec.OverHold {
+		m.overHold.Inc()
+	}
+}
+
+// breakerCollector reports the breakers' states when scraped: 0 closed,
+// 1 open, 2 half-open; the provider's own breaker has an empty key.
+type breakerCollector struct{ a *App }
+
+var breakerDesc = prometheus.NewDesc("modelgate_breaker_state",
+	"Circuit breaker state: 0 closed, 1 open, 2 half-open (upstream_key empty: the provider's).",
+	[]string{"provider", "upstream_key"}, nil)
+
+// Describe implements prometheus.Collector.
+func (breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerDesc }
+
+// Collect implements prometheus.Collector.
+func (b breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	for _, p := range b.a.providers {
+		if p.Provider == nil || p.proxy == nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(p.Breaker(now)), p.Name, "")
+		for _, k := range p.Keys() {
+			ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(k.Breaker(now)), p.Name, k.ID)
+		}
+	}
+}
