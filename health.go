@@ -215,4 +215,3 @@ func (a *App) closeStaleIncidents(ctx context.Context) {
 		}
 	}
 }
-
