@@ -153,6 +153,18 @@ func TestAPIDirectiveTakesNoArguments(t *testing.T) {
 	}
 }
 
+func TestStatusDirective(t *testing.T) {
+	h := new(StatusHandler)
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("modelgate_status {\n\ttitle Acme AI status\n}")); err != nil || h.Title != "Acme AI status" {
+		t.Fatalf("%+v %v", h, err)
+	}
+	for _, in := range []string{"modelgate_status x", "modelgate_status {\n\tcolour red\n}", "modelgate_status {\n\ttitle\n}"} {
+		if err := new(StatusHandler).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
+			t.Errorf("%q: want an error", in)
+		}
+	}
+}
+
 func TestMockDirective(t *testing.T) {
 	m := new(MockUpstream)
 	err := m.UnmarshalCaddyfile(caddyfile.NewTestDispenser("modelgate_mock {\n\tkeys a b\n\tlatency 5ms\n\ttoken_delay 1ms\n\treply_tokens 7\n}"))

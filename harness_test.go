@@ -51,6 +51,7 @@ type gateway struct {
 type gatewayOptions struct {
 	mock      mockupstream.Config
 	globalLog bool   // send Caddy's own logs to a file at DEBUG
+	status    bool   // serve the status page at /status
 	extra     string // more lines inside the modelgate block
 }
 
@@ -65,6 +66,11 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	mock := mockupstream.New(o.mock)
 	srv := httptest.NewServer(mock)
 	t.Cleanup(srv.Close)
+	t.Setenv("MG_TEST_MOCK_URL", srv.URL)
+	statusSite := ""
+	if o.status {
+		statusSite = "\tmodelgate_status /status*\n"
+	}
 
 	dir := t.TempDir()
 	g := &gateway{t: t, mock: mock, dbPath: filepath.Join(dir, "ledger.db"), logPath: filepath.Join(dir, "caddy.log")}
@@ -139,8 +145,8 @@ http://localhost:9080 {
 		}
 	}
 	modelgate_api
-}
-`, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath)
+%s}
+`, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath, statusSite)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/ledger"
@@ -20,10 +21,14 @@ import (
 const (
 	defaultProbeInterval = 30 * time.Second
 	defaultProbeTimeout  = 10 * time.Second
-	healthFlushInterval  = 10 * time.Second
-	pruneInterval        = time.Hour
-	incidentLookback     = 400 * 24 * time.Hour
+
+	pruneInterval    = time.Hour
+	incidentLookback = 400 * 24 * time.Hour
 )
+
+// healthFlushInterval is how often availability counts and incidents go to
+// the ledger (a variable so that tests can shorten it).
+var healthFlushInterval = 10 * time.Second
 
 // probeSpec is a provider's active health check.
 type probeSpec struct {
@@ -132,10 +137,11 @@ func (a *App) probe(ctx context.Context, p *provider, k *upstream.Key) {
 // transportCause classifies an error of an upstream round trip.
 func transportCause(err error, timedOut bool) upstream.Cause {
 	var op *net.OpError
+	var dial reverseproxy.DialError
 	switch {
 	case timedOut || errors.Is(err, context.DeadlineExceeded):
 		return upstream.CauseTimeout
-	case errors.As(err, &op) && op.Op == "dial":
+	case errors.As(err, &dial), errors.As(err, &op) && op.Op == "dial":
 		return upstream.CauseConnect
 	}
 	return upstream.CauseClosed

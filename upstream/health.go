@@ -202,7 +202,8 @@ func (b *breaker) state(now int64) BreakerState {
 }
 
 // failure records a failure of a closed breaker and reports whether it
-// opened: the last BreakerFailures failures all fall within BreakerWindow.
+// opened: the last BreakerFailures outcomes were failures, all within
+// BreakerWindow.
 func (b *breaker) failure(now int64, hc *HealthConfig) bool {
 	n := hc.BreakerFailures
 	if len(b.fails) != n {
@@ -270,7 +271,14 @@ func (b *breaker) giveBack(gen uint64) bool {
 // outcomes (requests started before it opened) are ignored.
 func (b *breaker) observe(now int64, failed bool, gen uint64, probe bool, hc *HealthConfig) bool {
 	if !b.open {
-		return failed && b.failure(now, hc)
+		if !failed {
+			// a success in between: the failures were not in a row (one
+			// bad key must not trip its provider's breaker while the
+			// others serve)
+			b.nfail, b.head = 0, 0
+			return false
+		}
+		return b.failure(now, hc)
 	}
 	trial := gen != 0 && gen == b.gen && b.trial || probe && now >= b.until
 	if !trial {
@@ -449,9 +457,12 @@ type providerState struct {
 	blocked     atomic.Int64 // as keyState.blocked, for the provider's breaker
 	gated       atomic.Bool
 	lastFailure atomic.Int64 // unix ns of the last failure other than a 429
-	latency     atomic.Int64
-	vt          atomic.Uint64 // virtual time of the weighted key rotation
-	probeNext   atomic.Uint64
+	// counting is set while the closed breaker counts failures in a row,
+	// so that a success (which resets them) takes the lock only then
+	counting  atomic.Bool
+	latency   atomic.Int64
+	vt        atomic.Uint64 // virtual time of the weighted key rotation
+	probeNext atomic.Uint64
 
 	mu       sync.Mutex
 	endpoint string
@@ -506,7 +517,7 @@ func (ps *providerState) observe(now int64, ok bool, c Cause, gen uint64, probe,
 	if !ok && c != CauseRateLimited {
 		ps.lastFailure.Store(now)
 	}
-	if (ok || c == CauseRateLimited) && gen == 0 && !probe && !keyChanged {
+	if (ok || c == CauseRateLimited) && gen == 0 && !probe && !keyChanged && !ps.counting.Load() {
 		return
 	}
 	ps.mu.Lock()
@@ -515,7 +526,13 @@ func (ps *providerState) observe(now int64, ok bool, c Cause, gen uint64, probe,
 		ps.recent[ps.nrecent%causeRing] = failureRec{at: now, cause: c}
 		ps.nrecent++
 	}
-	changed := ps.br.observe(now, !ok && c.endpoint(), gen, probe, hc)
+	changed := false
+	if ok || c.endpoint() || ps.br.open {
+		// a 429 or 401/403 of a closed breaker is neither a failure of
+		// the endpoint nor proof that it recovered: it leaves the count
+		changed = ps.br.observe(now, !ok && c.endpoint(), gen, probe, hc)
+	}
+	ps.counting.Store(!ps.br.open && ps.br.nfail > 0)
 	if changed {
 		ps.publish()
 	}

@@ -747,3 +747,30 @@ func TestBreakerTransitions(t *testing.T) {
 		})
 	}
 }
+
+// TestOneBadKeyDoesNotTripItsProvider: failures of one key interleaved with
+// successes of another are not failures in a row of the provider: its
+// breaker stays closed while the bad key's own breaker opens.
+func TestOneBadKeyDoesNotTripItsProvider(t *testing.T) {
+	clk := newClock()
+	r := NewRegistry(clk.Now)
+	p := newTestProvider(t, r, "mixed", HealthConfig{BreakerFailures: 3, FailureCooldown: time.Millisecond}, 1, 1)
+	cands := []Candidate{{Provider: p}}
+	bad := p.Keys()[0]
+	for i := 0; i < 12; i++ {
+		_, a := choose(t, cands, nil)
+		if a.Key == bad {
+			a.Failed(CauseServer, 0)
+		} else {
+			a.Succeeded(time.Millisecond)
+		}
+		a.Release()
+		clk.Add(10 * time.Millisecond)
+	}
+	if st := p.Breaker(clk.Now()); st != BreakerClosed {
+		t.Fatalf("the provider's breaker is %v", st)
+	}
+	if st := bad.Breaker(clk.Now()); st == BreakerClosed {
+		t.Fatalf("the bad key's breaker stayed closed")
+	}
+}
