@@ -12,7 +12,6 @@ package formats_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +23,8 @@ import (
 	"sync"
 	"testing"
 
+	goldenfile "github.com/modelgate/modelgate/internal/golden"
+
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
@@ -32,8 +33,6 @@ import (
 	"github.com/modelgate/modelgate/formats/openai"
 	"github.com/modelgate/modelgate/formats/sse"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // The formats of the matrix, by the names used in file and test names.
 const (
@@ -86,19 +85,7 @@ func read(t testing.TB, name string) []byte {
 // with -update).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path(name), got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path(name))
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
+	goldenfile.Check(t, filepath.Join("pairs", name), got)
 }
 
 var (

@@ -2,13 +2,14 @@ package anthropic
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	goldenfile "github.com/modelgate/modelgate/internal/golden"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -17,25 +18,10 @@ import (
 	"github.com/modelgate/modelgate/formats/sse"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
-
 // golden compares got with testdata/name (or writes it with -update).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
+	goldenfile.Check(t, name, got)
 }
 
 func read(t testing.TB, name string) []byte {
