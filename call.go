@@ -365,7 +365,7 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	}
 	timer.Stop()
 	c.attempt.Succeeded(time.Since(sent))
-	c.app.metrics.firstEvent(p.Name, time.Since(c.start))
+	c.app.metrics.firstEvent(p.Name, c.upstreamKeyID, time.Since(c.start))
 	keep = true
 	s.out = first
 	if len(first) > 0 {

@@ -1,6 +1,7 @@
 package modelgate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/mockupstream"
 	"github.com/modelgate/modelgate/upstream"
 	"github.com/modelgate/modelgate/web/webtest"
@@ -369,7 +371,7 @@ func TestMetrics(t *testing.T) {
 		`modelgate_upstream_attempts_total{provider="duo-openai",upstream_key="` + upstream.KeyID("duo-openai", secondKey) + `"} 3`,
 		`modelgate_upstream_failures_total{cause="overloaded",provider="duo-openai",upstream_key="` + upstream.KeyID("duo-openai", upstreamKey) + `"} 1`,
 		`modelgate_breaker_state{provider="duo-openai",upstream_key=""} 0`,
-		`modelgate_upstream_ttft_seconds_count{provider="duo-openai"} 3`,
+		`modelgate_upstream_ttft_seconds_count{provider="duo-openai",upstream_key="` + upstream.KeyID("duo-openai", secondKey) + `"} 3`,
 		`modelgate_upstream_latency_seconds_count`,
 		`modelgate_requests_total{client_format="openai.chat",model="duo-openai",outcome="ok",provider="duo-openai"} 3`,
 		`modelgate_holds_outstanding_nanos 0`,
@@ -381,4 +383,257 @@ func TestMetrics(t *testing.T) {
 	if strings.Contains(m, upstreamKey) || strings.Contains(m, secondKey) {
 		t.Fatal("a key is in the metrics")
 	}
+}
+
+// TestMidStreamCutNoRetry: with two healthy keys, a stream the upstream
+// cuts after its first events is not retried on the other key (the client
+// already has bytes): the client gets its format's error event, the
+// upstream saw exactly one request, and exactly one usage row bills what
+// was delivered and names the key that served it.
+func TestMidStreamCutNoRetry(t *testing.T) {
+	g := startGateway(t, gatewayOptions{
+		mock:  mockupstream.Config{Keys: []string{upstreamKey, secondKey}},
+		extra: twoKeyProviders(""),
+	})
+	acct, key := g.account("10.00")
+	errorEvent := map[string]string{
+		"openai":    `data: {"error":`,
+		"anthropic": "event: error\ndata: {\"type\":\"error\"",
+		"gemini":    `data: {"error":`,
+	}
+	for _, client := range []string{"openai", "anthropic", "gemini"} {
+		for _, up := range []string{"openai", "anthropic", "gemini"} {
+			model := "duo-" + up
+			sent := func() int64 { return g.mock.KeyStats(upstreamKey).Requests + g.mock.KeyStats(secondKey).Requests }
+			before, rowsBefore := sent(), len(g.rows(acct))
+			balBefore, _ := g.balance(acct)
+			r := g.generate(client, model, "mock:tokens=8 mock:cut=3", true, key)
+			if r.status != 200 || !strings.Contains(r.body, errorEvent[client]) {
+				t.Fatalf("%s client → %s: %d %q", client, up, r.status, r.body)
+			}
+			if n := sent() - before; n != 1 {
+				t.Errorf("%s client → %s: %d upstream requests for one cut stream, want 1 (no retry after the first byte)", client, up, n)
+			}
+			rows := g.rows(acct)
+			if len(rows) != rowsBefore+1 {
+				t.Fatalf("%s client → %s: %d new usage rows, want 1", client, up, len(rows)-rowsBefore)
+			}
+			row := rows[0]
+			balAfter, held := g.balance(acct)
+			okKey := row.UpstreamKeyID == upstream.KeyID(model, upstreamKey) || row.UpstreamKeyID == upstream.KeyID(model, secondKey)
+			if row.Outcome != "upstream_cut" || row.Tokens.Output <= 0 || row.Charged <= 0 || balBefore-balAfter != row.Charged || held != 0 || !okKey {
+				t.Errorf("%s client → %s: debit %s, held %s, row %+v", client, up, balBefore-balAfter, held, row)
+			}
+		}
+	}
+	g.audit()
+}
+
+// TestBreakerOnGateway: a provider's breaker, configured in the Caddyfile,
+// opens after its failures (later requests get 503 without reaching the
+// upstream), half-opens after its cooldown to let exactly one of several
+// concurrent requests test recovery (no thundering herd), and closes when
+// that request succeeds.
+func TestBreakerOnGateway(t *testing.T) {
+	const cooldown = 400 * time.Millisecond
+	g := startGateway(t, gatewayOptions{
+		mock: mockupstream.Config{Keys: []string{upstreamKey},
+			Faults: []mockupstream.Fault{{Key: upstreamKey, Mode: "status", Status: 500}}},
+		extra: fmt.Sprintf(`		provider brk {
+			format openai
+			base_url {env.MG_TEST_MOCK_URL}
+			keys {env.MG_TEST_UPSTREAM_KEY}
+			failure_cooldown 1ms
+			health_check off
+			breaker {
+				failures 3
+				window 1m
+				cooldown %s
+			}
+		}
+		model brk {
+			route brk up-brk
+			price input 0.5 output 1.5
+		}
+`, cooldown),
+	})
+	acct, key := g.account("10.00")
+	sent := func() int64 { return g.mock.KeyStats(upstreamKey).Requests }
+
+	// closed → open: three failures reach the upstream, then nothing does
+	for i := 0; i < 10 && sent() < 3; i++ {
+		restKeys()
+		if r := g.generate("openai", "brk", "hello", false, key); r.status != 502 {
+			t.Fatalf("failure %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if n := sent(); n != 3 {
+		t.Fatalf("%d upstream requests before the breaker opened, want 3", n)
+	}
+	opened := time.Now()
+	for _, client := range []string{"openai", "anthropic", "gemini"} {
+		r := g.generate(client, "brk", "hello", false, key)
+		if r.status != map[string]int{"openai": 503, "anthropic": 529, "gemini": 503}[client] || r.header.Get("Retry-After") == "" {
+			t.Errorf("%s client, breaker open: %d (Retry-After %q) %s", client, r.status, r.header.Get("Retry-After"), r.body)
+		}
+	}
+	if n := sent(); n != 3 {
+		t.Fatalf("the open breaker let %d requests through", n-3)
+	}
+
+	// open → half-open: of 6 concurrent requests, one trial goes upstream
+	// (slow, so the others arrive while it is in flight) and succeeds
+	g.mock.SetFaults([]mockupstream.Fault{{Key: upstreamKey, Mode: "slow", Latency: 300 * time.Millisecond}})
+	time.Sleep(time.Until(opened.Add(cooldown + 50*time.Millisecond)))
+	statuses := make(chan int, 6)
+	for range 6 {
+		go func() { statuses <- g.generate("openai", "brk", "hello", false, key).status }()
+	}
+	count := map[int]int{}
+	for range 6 {
+		count[<-statuses]++
+	}
+	if count[200] != 1 || count[503] != 5 || sent() != 4 {
+		t.Fatalf("half-open: statuses %v, %d upstream requests (want one 200, five 503, one trial)", count, sent()-3)
+	}
+
+	// closed again: everything flows
+	g.mock.SetFaults(nil)
+	for i := range 5 {
+		if r := g.generate("openai", "brk", "hello", i%2 == 0, key); r.status != 200 {
+			t.Fatalf("after recovery, request %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if n := len(g.rows(acct)); n != 6 {
+		t.Fatalf("%d usage rows, want 6 (the trial and five after it)", n)
+	}
+	g.audit()
+}
+
+// TestStatusPageHistory: history written to the ledger over the past 90
+// days (as earlier runs of the gateway would have) shows on the status
+// page: the day bars' levels and the 7 d and 90 d uptime match it, in the
+// JSON and in the page Chromium renders; the closed incident is listed.
+func TestStatusPageHistory(t *testing.T) {
+	g := startGateway(t, gatewayOptions{status: true, extra: `		provider history {
+			format openai
+			base_url {env.MG_TEST_MOCK_URL}
+			keys {env.MG_TEST_UPSTREAM_KEY}
+			health_check off
+		}
+		model history {
+			route history up-history
+			price input 0.5 output 1.5
+		}
+`})
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	noon := func(daysAgo int) time.Time { return today.AddDate(0, 0, -daysAgo).Add(12 * time.Hour) }
+	day := func(daysAgo int, ok int64, cause int, fail int64) ledger.MinuteCount {
+		m := ledger.MinuteCount{Provider: "history", Minute: noon(daysAgo), OK: ok}
+		m.Fail[cause] = fail
+		return m
+	}
+	history := []ledger.MinuteCount{
+		day(2, 9990, ledger.CauseServer, 10),  // 99.9 %: at target
+		day(5, 995, ledger.CauseTimeout, 5),   // 99.5 %: minor
+		day(20, 970, ledger.CauseServer, 30),  // 97 %: major
+		day(60, 50, ledger.CauseConnect, 50),  // 50 %: down
+		day(120, 0, ledger.CauseConnect, 100), // beyond 90 days: not shown
+	}
+	ctx := context.Background()
+	if err := g.store.RecordAvailability(ctx, history); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.store.OpenIncident(ctx, "history", "timeout", noon(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.CloseIncident(ctx, "history", noon(5).Add(12*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	var doc struct {
+		Providers []struct {
+			Name      string
+			State     string
+			Uptime24h *float64 `json:"uptime_24h"`
+			Uptime7d  *float64 `json:"uptime_7d"`
+			Uptime90d *float64 `json:"uptime_90d"`
+			Days      []struct {
+				Date               string
+				Uptime             *float64
+				Requests, Failures int64
+				Level              string
+			}
+			Incidents []struct {
+				Cause           string
+				End             *string
+				DurationSeconds int64 `json:"duration_seconds"`
+			}
+		}
+	}
+	r := g.do("GET", "/status.json", "")
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &doc) != nil {
+		t.Fatalf("status.json: %d %s", r.status, r.body)
+	}
+	pct := func(ok, total float64) string { return fmt.Sprintf("%.4f", 100*ok/total) }
+	show := func(p *float64) string {
+		if p == nil {
+			return "none"
+		}
+		return fmt.Sprintf("%.4f", *p)
+	}
+	found := false
+	for _, p := range doc.Providers {
+		if p.Name != "history" {
+			continue
+		}
+		found = true
+		if p.State != "operational" || p.Uptime24h != nil ||
+			show(p.Uptime7d) != pct(9990+995, 10000+1000) || show(p.Uptime90d) != pct(9990+995+970+50, 10000+1000+1000+100) {
+			t.Errorf("state %s, uptime 24h %s 7d %s 90d %s", p.State, show(p.Uptime24h), show(p.Uptime7d), show(p.Uptime90d))
+		}
+		if len(p.Days) != 90 {
+			t.Fatalf("%d days", len(p.Days))
+		}
+		want := map[int]string{2: "ok", 5: "minor", 20: "major", 60: "down"}
+		for i, d := range p.Days {
+			ago := len(p.Days) - 1 - i
+			level := want[ago]
+			if level == "" {
+				level = "none"
+			}
+			if d.Level != level || d.Date != today.AddDate(0, 0, -ago).Format("2006-01-02") {
+				t.Errorf("%d days ago: %+v, want level %s", ago, d, level)
+			}
+		}
+		if d := p.Days[len(p.Days)-1-5]; d.Requests != 1000 || d.Failures != 5 || show(d.Uptime) != "99.5000" {
+			t.Errorf("5 days ago: %+v", d)
+		}
+		if len(p.Incidents) != 1 || p.Incidents[0].Cause != "timeout" || p.Incidents[0].End == nil || p.Incidents[0].DurationSeconds != 720 {
+			t.Errorf("incidents: %+v", p.Incidents)
+		}
+	}
+	if !found {
+		t.Fatalf("no history provider: %s", r.body)
+	}
+
+	b := webtest.New(t)
+	dom := b.DumpDOM(gatewayAddr + "/status")
+	var section string
+	for _, s := range strings.Split(dom, "<section")[1:] {
+		if strings.Contains(s, "-name\">history <") {
+			section = s
+		}
+	}
+	for level, n := range map[string]int{"ok": 1, "minor": 1, "major": 1, "down": 1, "none": 86} {
+		if got := strings.Count(section, "bar lvl-"+level+`"`); got != n {
+			t.Errorf("%d bars of level %s in the rendered page, want %d", got, level, n)
+		}
+	}
+	for _, want := range []string{pct(9990+995, 10000+1000)[:5] + "%", pct(12005, 12100)[:5] + "%", "upstream timed out"} {
+		if !strings.Contains(strings.ToLower(section), strings.ToLower(want)) {
+			t.Errorf("the rendered section lacks %q", want)
+		}
+	}
+	b.Screenshot(gatewayAddr+"/status", webtest.ScreenshotDir(t)+"/status-history-1280x900.png", 1280, 900)
 }

@@ -16,7 +16,7 @@ type metrics struct {
 	failures *prometheus.CounterVec   // provider, upstream_key, cause
 	probes   *prometheus.CounterVec   // provider, upstream_key, result
 	latency  *prometheus.HistogramVec // provider, upstream_key
-	ttft     *prometheus.HistogramVec // provider
+	ttft     *prometheus.HistogramVec // provider, upstream_key
 	requests *prometheus.CounterVec   // model, provider, client_format, outcome
 	tokens   *prometheus.CounterVec   // model, provider, kind
 	spend    *prometheus.CounterVec   // model, provider
@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_latency_seconds",
 			Help: "Time from sending an upstream request to its response headers.", Buckets: buckets}, []string{"provider", "upstream_key"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_ttft_seconds",
-			Help: "Time from the client's request to the first streamed event.", Buckets: buckets}, []string{"provider"}),
+			Help: "Time from the client's request to the first streamed event.", Buckets: buckets}, []string{"provider", "upstream_key"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
 			Help: "Settled generation requests, by model, provider, client format and outcome."}, []string{"model", "provider", "client_format", "outcome"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tokens_total",
@@ -79,8 +79,8 @@ func (m *metrics) headers(provider, key string, d time.Duration) {
 }
 
 // firstEvent observes the time to a stream's first event.
-func (m *metrics) firstEvent(provider string, d time.Duration) {
-	m.ttft.WithLabelValues(provider).Observe(d.Seconds())
+func (m *metrics) firstEvent(provider, key string, d time.Duration) {
+	m.ttft.WithLabelValues(provider, key).Observe(d.Seconds())
 }
 
 // settled counts a settled request.
