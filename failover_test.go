@@ -375,6 +375,8 @@ func TestMetrics(t *testing.T) {
 		`modelgate_upstream_latency_seconds_count`,
 		`modelgate_requests_total{client_format="openai.chat",model="duo-openai",outcome="ok",provider="duo-openai"} 3`,
 		`modelgate_holds_outstanding_nanos 0`,
+		`modelgate_ledger_commit_seconds_count`,
+		`modelgate_ledger_commit_commands_bucket{le="1"}`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)

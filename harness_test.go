@@ -175,7 +175,7 @@ func runningStore(t testing.TB, path string) *ledger.Store {
 	var s *ledger.Store
 	ledgers.Range(func(key, value any) bool {
 		if key == "sqlite:"+path {
-			s = value.(ledgerHandle).Store
+			s = value.(*ledgerHandle).Store
 			return false
 		}
 		return true

@@ -21,6 +21,8 @@ type metrics struct {
 	tokens   *prometheus.CounterVec   // model, provider, kind
 	spend    *prometheus.CounterVec   // model, provider
 	overHold prometheus.Counter
+	commits  prometheus.Histogram // ledger write transactions, seconds from BEGIN to COMMIT
+	batch    prometheus.Histogram // commands per ledger write transaction
 }
 
 // newMetrics builds and registers the collectors.
@@ -46,8 +48,14 @@ func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
 			Help: "Money debited, in nanos of the currency unit, by model and provider."}, []string{"model", "provider"}),
 		overHold: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "usage_over_hold_total",
 			Help: "Requests whose upstream usage exceeded their hold (the input bound needs fixing)."}),
+		commits: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "ledger_commit_seconds",
+			Help:    "Ledger write transactions: time from BEGIN to COMMIT.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "ledger_commit_commands",
+			Help:    "Commands (settles, credits, …) grouped into one ledger write transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 	}
-	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold,
+	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold, m.commits, m.batch,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "holds_outstanding_nanos",
 			Help: "Money reserved by requests in flight, in nanos."}, func() float64 { return float64(a.store.Outstanding()) }),
 		breakerCollector{a},
@@ -92,6 +100,12 @@ func (m *metrics) settled(rec *ledger.UsageRecord) {
 	if rec.OverHold {
 		m.overHold.Inc()
 	}
+}
+
+// committed observes a ledger write transaction.
+func (m *metrics) committed(commands int, took time.Duration) {
+	m.commits.Observe(took.Seconds())
+	m.batch.Observe(float64(commands))
 }
 
 // breakerCollector reports the breakers' states when scraped: 0 closed,

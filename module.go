@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -306,6 +307,10 @@ const (
 	defaultResponseTimeout  = 10 * time.Minute
 )
 
+// upstreamIdleConnsPerHost is how many idle connections a provider's
+// transport keeps per upstream host.
+const upstreamIdleConnsPerHost = 1024
+
 // durationOr is d, or def when d is zero.
 func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 	if d > 0 {
@@ -318,11 +323,22 @@ func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 // keeps balances, holds and the writer.
 var ledgers = caddy.NewUsagePool()
 
-// ledgerHandle adapts a store to the usage pool.
-type ledgerHandle struct{ *ledger.Store }
+// ledgerHandle adapts a store to the usage pool. Its writer reports each
+// commit to the metrics of the newest config using it.
+type ledgerHandle struct {
+	*ledger.Store
+	metrics atomic.Pointer[metrics]
+}
 
 // Destruct closes the store when the last config using it is gone.
-func (l ledgerHandle) Destruct() error { return l.Close() }
+func (l *ledgerHandle) Destruct() error { return l.Close() }
+
+// committed observes one ledger write transaction.
+func (l *ledgerHandle) committed(commands int, took time.Duration) {
+	if m := l.metrics.Load(); m != nil {
+		m.committed(commands, took)
+	}
+}
 
 // Provision checks the catalogue, opens the ledger and sets up the proxies.
 func (a *App) Provision(ctx caddy.Context) error {
@@ -338,21 +354,25 @@ func (a *App) Provision(ctx caddy.Context) error {
 	path := a.Ledger.Path
 	a.storeKey = "sqlite:" + path
 	v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
+		h := new(ledgerHandle)
 		s, err := ledger.Open(ctx, ledger.Options{
 			Path:        path,
 			Synchronous: a.Ledger.Synchronous,
 			Logger:      a.logger.Named("ledger"),
+			OnCommit:    h.committed,
 		})
 		if err != nil {
 			return nil, err
 		}
-		return ledgerHandle{s}, nil
+		h.Store = s
+		return h, nil
 	})
 	if err != nil {
 		a.storeKey = ""
 		return fmt.Errorf("opening ledger: %w", err)
 	}
-	a.store = v.(ledgerHandle).Store
+	handle := v.(*ledgerHandle)
+	a.store = handle.Store
 
 	for _, m := range a.modelList {
 		created, err := a.store.RegisterModel(ctx, m.id)
@@ -376,6 +396,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.metrics = m
+	handle.metrics.Store(m)
 	sc, _, _ := signatureCaches.LoadOrNew("signatures", func() (caddy.Destructor, error) {
 		return newSignatureCache(signatureCacheSize, signatureTTL), nil
 	})
@@ -629,6 +650,10 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	p.probe = newProbeSpec(pc.HealthCheck, p.Format)
 	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), app: a, provider: p}
 	t.DialTimeout = caddy.Duration(p.connectTimeout)
+	// An LLM gateway keeps many requests open to few upstream hosts (long
+	// streams): Caddy's default of 32 idle connections per host would close
+	// and re-dial (TLS included) under any real concurrency.
+	t.KeepAlive = &reverseproxy.KeepAlive{MaxIdleConnsPerHost: upstreamIdleConnsPerHost}
 	if up.Scheme == "https" {
 		t.TLS = &reverseproxy.TLSConfig{ServerName: up.ServerName}
 	}

@@ -243,6 +243,7 @@ func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
 	a.held += grant
 	a.mu.Unlock()
 	s.outstanding.Add(int64(grant))
+	s.openHolds.Add(1)
 	return &Hold{s: s, acct: a, amount: grant}, nil
 }
 
@@ -269,6 +270,7 @@ func (h *Hold) Release() {
 	a.held -= amt
 	a.mu.Unlock()
 	h.s.outstanding.Add(-int64(amt))
+	h.s.openHolds.Add(-1)
 }
 
 // UsageRecord is one request's usage row. The caller fills the request
@@ -366,6 +368,7 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 		a.held -= amt
 		a.mu.Unlock()
 		h.s.outstanding.Add(-int64(amt))
+		h.s.openHolds.Add(-1)
 		rec.Charged = 0
 		return fmt.Errorf("ledger: settle request %s: %w", rec.RequestID, err)
 	}

@@ -300,6 +300,8 @@ func (s *Store) writer() {
 	ticker := time.NewTicker(s.opts.PollInterval)
 	defer ticker.Stop()
 	batch := make([]*command, 0, s.opts.MaxBatch)
+	delay := time.NewTimer(time.Hour)
+	delay.Stop()
 	for {
 		select {
 		case c, ok := <-s.cmds:
@@ -318,6 +320,10 @@ func (s *Store) writer() {
 				}
 				runtime.Gosched()
 			}
+			if open && len(batch) < s.opts.MaxBatch && s.opts.CommitDelay > 0 &&
+				s.openHolds.Load()-int64(len(batch)) >= int64(s.opts.CommitSiblings) {
+				batch, open = s.gather(batch, delay)
+			}
 			s.process(batch)
 			clear(batch)
 			if !open {
@@ -327,6 +333,25 @@ func (s *Store) writer() {
 			s.poll()
 		}
 	}
+}
+
+// gather waits up to CommitDelay for more commands (the timer is stopped
+// and is left stopped). open is false once the queue is closed.
+func (s *Store) gather(batch []*command, delay *time.Timer) (_ []*command, open bool) {
+	delay.Reset(s.opts.CommitDelay)
+	defer delay.Stop()
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case c, ok := <-s.cmds:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, c)
+		case <-delay.C:
+			return batch, true
+		}
+	}
+	return batch, true
 }
 
 // maxYields bounds the scheduler yields spent filling one batch.
@@ -739,6 +764,7 @@ func (s *Store) apply(batch []*command) {
 			amt := h.amount
 			a.mu.Unlock()
 			s.outstanding.Add(-int64(amt))
+			s.openHolds.Add(-1)
 		case cmdCredit:
 			if a := s.cachedAccount(c.id); a != nil {
 				a.mu.Lock()

@@ -1,0 +1,474 @@
+// Command mgbench measures modelgate against plain Caddy reverse_proxy in
+// one run: it starts the mock upstream, a Caddy that only reverse-proxies
+// to it (the floor: plain reverse_proxy with Caddy's defaults; a second
+// floor with modelgate's upstream pool of 1024 idle connections per host
+// shows how much of the difference that pool makes) and modelgate in front of it (each its own process, so
+// that CPU and memory are read per process from /proc), drives them with
+// the same requests, and prints one table in which every gateway figure is
+// also a ratio to the floor. Every gateway request carries auth, hold,
+// debit and a usage row; at the end the ledger is checked for lost debits.
+//
+// bench/run builds the binaries and runs it; bench/soak runs its soak mode.
+//
+//	mgbench -caddy PATH [-d 8s] [-n 2000] [-streams 512] [-rss-streams 200] [-profile FILE]
+//	mgbench -caddy PATH -soak 10m
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelgate/modelgate/ledger"
+	_ "modernc.org/sqlite" // the usage totals
+)
+
+const (
+	mockKey = "mock-upstream-key"
+	credit  = "1000000.00"
+)
+
+func main() {
+	caddyBin := flag.String("caddy", "bench/out/caddy", "the Caddy binary with modelgate")
+	outDir := flag.String("out", "bench/out", "where the run's files go")
+	dur := flag.Duration("d", 16*time.Second, "time spent at c=50 on each of: the floor, the pooled floor, the gateway passing through, the gateway translating")
+	latN := flag.Int("n", 2000, "requests per target in the c=1 latency phase")
+	streams := flag.Int("streams", 512, "concurrent streams in the stall phase")
+	rssStreams := flag.Int("rss-streams", 200, "open streams in the memory phase")
+	profile := flag.String("profile", "", "write a CPU profile of the gateway during the c=50 phase to this file")
+	soak := flag.Duration("soak", 0, "instead of the benchmark, run mixed load this long and print RSS and goroutines")
+	flag.Parse()
+
+	env, err := setup(*caddyBin, *outDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mgbench:", err)
+		os.Exit(1)
+	}
+	defer env.close()
+	if *soak > 0 {
+		err = env.soak(*soak)
+	} else {
+		err = env.bench(*dur, *latN, *streams, *rssStreams, *profile)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mgbench:", err)
+		os.Exit(1)
+	}
+}
+
+// env is a run's three processes and targets.
+type env struct {
+	dir                      string
+	db, account              string
+	mock, floor, pooled, gw  *proc
+	direct, floorT, pooledT  *target
+	gwT                      *target
+	gwAnthropic, gwGemini    string // models routed to those upstream formats
+	adminURL                 string
+	mu                       sync.Mutex
+	mockURL, floorURL, gwURL string
+	pooledURL                string
+}
+
+func setup(bin, out string) (*env, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(out, "run-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{dir: dir, db: filepath.Join(dir, "ledger.db"), gwAnthropic: "claude-bench", gwGemini: "gemini-bench"}
+	mockPort, floorPort, pooledPort, gwPort, adminPort := freePort(), freePort(), freePort(), freePort(), freePort()
+	e.pooledURL = fmt.Sprintf("http://127.0.0.1:%d", pooledPort)
+	e.mockURL = fmt.Sprintf("http://127.0.0.1:%d", mockPort)
+	e.floorURL = fmt.Sprintf("http://127.0.0.1:%d", floorPort)
+	e.gwURL = fmt.Sprintf("http://127.0.0.1:%d", gwPort)
+	e.adminURL = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+
+	key, err := e.fundedKey()
+	if err != nil {
+		return nil, err
+	}
+	global := "{\n\tadmin off\n\tpersist_config off\n\tgrace_period 2s\n}\n"
+	if e.mock, err = startCaddy(bin, dir, "mock", global+fmt.Sprintf(`
+http://127.0.0.1:%d {
+	modelgate_mock {
+		keys %s
+	}
+}
+`, mockPort, mockKey), e.mockURL+"/"); err != nil {
+		return nil, err
+	}
+	floorCfg := func(port int, transport string) string {
+		return global + fmt.Sprintf(`
+http://127.0.0.1:%d {
+	reverse_proxy 127.0.0.1:%d {
+		header_up Authorization "Bearer %s"
+%s	}
+}
+`, port, mockPort, mockKey, transport)
+	}
+	if e.floor, err = startCaddy(bin, dir, "floor", floorCfg(floorPort, ""), e.floorURL+"/"); err != nil {
+		e.close()
+		return nil, err
+	}
+	pool := "\t\ttransport http {\n\t\t\tkeepalive_idle_conns_per_host 1024\n\t\t}\n"
+	if e.pooled, err = startCaddy(bin, dir, "floor-pooled", floorCfg(pooledPort, pool), e.pooledURL+"/"); err != nil {
+		e.close()
+		return nil, err
+	}
+	var providers strings.Builder
+	for _, f := range []string{"openai", "anthropic", "gemini"} {
+		fmt.Fprintf(&providers, "\t\tprovider mock-%s {\n\t\t\tformat %s\n\t\t\tbase_url %s\n\t\t\tkeys %s\n\t\t\thealth_check off\n\t\t}\n", f, f, e.mockURL, mockKey)
+	}
+	if e.gw, err = startCaddy(bin, dir, "gateway", fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	persist_config off
+	grace_period 2s
+	modelgate {
+		ledger sqlite %s
+%s		model gpt-4o-mini {
+			route mock-openai gpt-4o-mini
+			price input 0.15 output 0.60
+			max_output 16384
+		}
+		model claude-bench {
+			route mock-anthropic claude-sonnet-4-5
+			price input 3 output 15
+			max_output 16384
+		}
+		model gemini-bench {
+			route mock-gemini gemini-2.5-flash
+			price input 0.3 output 2.5
+			max_output 16384
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	modelgate_api
+}
+`, adminPort, e.db, providers.String(), gwPort), e.gwURL+"/"); err != nil {
+		e.close()
+		return nil, err
+	}
+	e.direct = &target{name: "direct", base: e.mockURL, headers: []string{"Authorization", "Bearer " + mockKey}}
+	e.floorT = &target{name: "floor", base: e.floorURL}
+	e.pooledT = &target{name: "floor-pooled", base: e.pooledURL}
+	e.gwT = &target{name: "gateway", base: e.gwURL, headers: []string{"Authorization", "Bearer " + key}, gateway: true}
+	return e, nil
+}
+
+// fundedKey creates the ledger with one funded account and its key.
+func (e *env) fundedKey() (string, error) {
+	ctx := context.Background()
+	s, err := ledger.Open(ctx, ledger.Options{Path: e.db})
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	a, err := s.CreateAccount(ctx, "bench@example.com", "")
+	if err != nil {
+		return "", err
+	}
+	amount, _ := ledger.ParseMoney(credit)
+	if _, err := s.Credit(ctx, ledger.CreditRequest{AccountID: a.ID, Amount: amount, Reference: "bench", Reason: "bench"}); err != nil {
+		return "", err
+	}
+	e.account = a.ID
+	secret, _, err := s.CreateKey(ctx, a.ID, "bench")
+	return secret, err
+}
+
+func (e *env) close() {
+	for _, p := range []*proc{e.gw, e.floor, e.pooled, e.mock} {
+		p.stop()
+	}
+}
+
+// row is one line of the table.
+type row struct {
+	what, floor, gateway, ratio, target string
+	pass                                *bool
+}
+
+func ratio(g, f float64) string {
+	if f == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", g/f)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }
+
+func check(ok bool) *bool { return &ok }
+
+// bench runs every phase and prints the table.
+func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile string) error {
+	var rows []row
+	c50 := newClient(64)
+	plain := chat("gpt-4o-mini", "Hello there, how are you today?", false)
+
+	// warm up both
+	throughput(c50, e.floorT, plain, 50, time.Second)
+	throughput(c50, e.pooledT, plain, 50, time.Second)
+	throughput(c50, e.gwT, plain, 50, time.Second)
+
+	// throughput and CPU per request: the floor, the gateway passing
+	// through (chat → OpenAI) and translating (chat → Anthropic), in four
+	// interleaved rounds so that drift on a shared machine hits all three
+	translated := chat(e.gwAnthropic, "Hello there, how are you today?", false)
+	const rounds = 4
+	var fOK, pOK, gOK, tOK int64
+	var fCPU, pCPU, gCPU, tCPU time.Duration
+	var profDone chan error
+	for i := range rounds {
+		c0 := e.floor.cpu()
+		n, _ := throughput(c50, e.floorT, plain, 50, d/rounds)
+		fOK, fCPU = fOK+n, fCPU+e.floor.cpu()-c0
+		c0 = e.pooled.cpu()
+		n, _ = throughput(c50, e.pooledT, plain, 50, d/rounds)
+		pOK, pCPU = pOK+n, pCPU+e.pooled.cpu()-c0
+		if i == rounds-1 && profile != "" {
+			profDone = make(chan error, 1)
+			go func() { profDone <- e.cpuProfile(profile, d/rounds-500*time.Millisecond) }()
+		}
+		c0 = e.gw.cpu()
+		n, _ = throughput(c50, e.gwT, plain, 50, d/rounds)
+		gOK, gCPU = gOK+n, gCPU+e.gw.cpu()-c0
+		c0 = e.gw.cpu()
+		n, _ = throughput(c50, e.gwT, translated, 50, d/rounds)
+		tOK, tCPU = tOK+n, tCPU+e.gw.cpu()-c0
+	}
+	if profDone != nil {
+		if err := <-profDone; err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+		}
+	}
+	fRPS, gRPS := float64(fOK)/d.Seconds(), float64(gOK)/d.Seconds()
+	rows = append(rows, row{"requests/s, c=50, non-stream", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", gRPS), ratio(gRPS, fRPS), "≥ 0.80×", check(gRPS >= 0.8*fRPS)})
+	fPer, gPer, tPer := fCPU/time.Duration(max(fOK, 1)), gCPU/time.Duration(max(gOK, 1)), tCPU/time.Duration(max(tOK, 1))
+	rows = append(rows, row{"CPU per request, pass-through (chat → OpenAI)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(gPer)/1e3),
+		ratio(float64(gPer), float64(fPer)), "≤ 1.25×", check(float64(gPer) <= 1.25*float64(fPer))})
+	rows = append(rows, row{"CPU per request, translated (chat → Anthropic)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(tPer)/1e3),
+		ratio(float64(tPer), float64(fPer)), "≤ 1.60×", check(float64(tPer) <= 1.6*float64(fPer))})
+	pRPS, pPer := float64(pOK)/d.Seconds(), pCPU/time.Duration(max(pOK, 1))
+	rows = append(rows,
+		row{"requests/s, c=50, vs the floor with modelgate's pool", fmt.Sprintf("%.0f", pRPS), fmt.Sprintf("%.0f", gRPS), ratio(gRPS, pRPS), "", nil},
+		row{"CPU per request, pass-through, vs the floor with modelgate's pool", fmt.Sprintf("%.0f µs", float64(pPer)/1e3), fmt.Sprintf("%.0f µs", float64(gPer)/1e3), ratio(float64(gPer), float64(pPer)), "", nil},
+		row{"CPU per request, translated, vs the floor with modelgate's pool", fmt.Sprintf("%.0f µs", float64(pPer)/1e3), fmt.Sprintf("%.0f µs", float64(tPer)/1e3), ratio(float64(tPer), float64(pPer)), "", nil})
+
+	// latency at one connection
+	c1 := newClient(4)
+	lat := latencies(c1, []*target{e.direct, e.floorT, e.gwT}, plain, latN)
+	dp50, dp99 := percentile(lat["direct"], 50), percentile(lat["direct"], 99)
+	fp50, fp99 := percentile(lat["floor"], 50)-dp50, percentile(lat["floor"], 99)-dp99
+	gp50, gp99 := percentile(lat["gateway"], 50)-dp50, percentile(lat["gateway"], 99)-dp99
+	rows = append(rows,
+		row{"added latency p50, c=1 (direct " + ms(percentile(lat["direct"], 50)) + ")", ms(fp50), ms(gp50), "+" + ms(gp50-fp50), "≤ +0.3 ms", check(gp50-fp50 <= 300*time.Microsecond)},
+		row{"added latency p99, c=1 (direct " + ms(percentile(lat["direct"], 99)) + ")", ms(fp99), ms(gp99), "+" + ms(gp99-fp99), "", nil})
+
+	// time to first token, one stream at a time
+	ttft := map[string][]time.Duration{}
+	short := chat("gpt-4o-mini", "mock:tokens=5 Hello there", true)
+	for range latN / 4 {
+		for _, t := range []*target{e.direct, e.floorT, e.gwT} {
+			if d, _, ok := t.stream(c1, short, nil); ok {
+				ttft[t.name] = append(ttft[t.name], d)
+			}
+		}
+	}
+	for _, v := range ttft {
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	}
+	dT := percentile(ttft["direct"], 50)
+	fT, gT := percentile(ttft["floor"], 50)-dT, percentile(ttft["gateway"], 50)-dT
+	rows = append(rows, row{"added time to first token p50, c=1 (direct " + ms(dT) + ")", ms(fT), ms(gT), "+" + ms(gT-fT), "", nil})
+
+	// frame stalls with many concurrent streams: 60 tokens, one every 25 ms
+	long := chat("gpt-4o-mini", "mock:tokens=60 mock:delay=25ms Hello there", true)
+	cs := newClient(nStreams + 16)
+	stalls := map[string]string{}
+	var stallN [2]int
+	for i, t := range []*target{e.floorT, e.gwT} {
+		var mu sync.Mutex
+		var gaps []time.Duration
+		failed := 0
+		var wg sync.WaitGroup
+		for range nStreams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, g, ok := t.stream(cs, long, nil)
+				mu.Lock()
+				defer mu.Unlock()
+				if !ok {
+					failed++
+				}
+				gaps = append(gaps, g...)
+			}()
+		}
+		wg.Wait()
+		sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
+		n := 0
+		for _, g := range gaps {
+			if g > 125*time.Millisecond {
+				n++
+			}
+		}
+		stallN[i] = n
+		stalls[t.name] = fmt.Sprintf("%d stalls, p99 gap %s, %d failed", n, ms(percentile(gaps, 99)), failed)
+	}
+	rows = append(rows, row{fmt.Sprintf("frame stalls (> 125 ms) at %d streams of 25 ms frames", nStreams), stalls["floor"], stalls["gateway"], "", "0 added", check(stallN[1] <= stallN[0])})
+
+	// memory per open stream
+	rssPer := map[string]float64{}
+	veryLong := chat("gpt-4o-mini", "mock:tokens=200 mock:delay=40ms Hello there", true)
+	for _, pt := range []struct {
+		p *proc
+		t *target
+	}{{e.floor, e.floorT}, {e.gw, e.gwT}} {
+		idle := pt.p.rss()
+		first := make(chan struct{}, rssStreams)
+		var wg sync.WaitGroup
+		for range rssStreams {
+			wg.Add(1)
+			go func() { defer wg.Done(); pt.t.stream(cs, veryLong, first) }()
+		}
+		for range rssStreams {
+			<-first
+		}
+		time.Sleep(500 * time.Millisecond)
+		rssPer[pt.t.name] = float64(pt.p.rss()-idle) / float64(rssStreams)
+		wg.Wait()
+	}
+	rows = append(rows, row{fmt.Sprintf("RSS per open stream at %d streams", rssStreams), fmt.Sprintf("%.1f KiB", rssPer["floor"]/1024), fmt.Sprintf("%.1f KiB", rssPer["gateway"]/1024),
+		ratio(rssPer["gateway"], rssPer["floor"]), "", nil})
+
+	// the ledger: how its writes were grouped; then stop the gateway and count
+	if sum, n := e.metric("modelgate_ledger_commit_commands_sum"), e.metric("modelgate_ledger_commit_commands_count"); n > 0 {
+		rows = append(rows, row{"ledger: settles per write transaction (mean)", "", fmt.Sprintf("%.1f", sum/n), "", "", nil})
+	}
+	e.gw.stop()
+	lost, audit, err := e.lostDebits()
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"lost debits (200 answers − usage rows)", "", fmt.Sprint(lost), "", "0", check(lost == 0)},
+		row{"balance vs credits − debits", "", audit, "", "equal", check(audit == "equal")})
+
+	e.print(rows)
+	return nil
+}
+
+// metric reads one unlabelled sample from the gateway's metrics.
+func (e *env) metric(name string) float64 {
+	resp, err := http.Get(e.adminURL + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
+}
+
+// cpuProfile fetches a CPU profile of the gateway from Caddy's admin pprof.
+func (e *env) cpuProfile(file string, d time.Duration) error {
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", e.adminURL, max(1, int(d.Seconds()))))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+// lostDebits compares the gateway's complete 200 answers with the usage
+// rows, and the balance with credits − debits.
+func (e *env) lostDebits() (lost int64, audit string, err error) {
+	ctx := context.Background()
+	s, err := ledger.Open(ctx, ledger.Options{Path: e.db})
+	if err != nil {
+		return 0, "", err
+	}
+	defer s.Close()
+	rows, debits, err := usageTotals(ctx, e.db, e.account)
+	if err != nil {
+		return 0, "", err
+	}
+	a, err := s.GetAccount(ctx, e.account)
+	if err != nil {
+		return 0, "", err
+	}
+	funded, _ := ledger.ParseMoney(credit)
+	audit = "equal"
+	if a.Balance != funded-debits || a.Held != 0 {
+		audit = fmt.Sprintf("balance %s, credits − debits %s, held %s", a.Balance, funded-debits, a.Held)
+	}
+	if mm, err := s.Audit(ctx); err != nil || len(mm) > 0 {
+		audit = fmt.Sprintf("audit: %v %v", err, mm)
+	}
+	return answered.Load() - rows, audit, nil
+}
+
+// usageTotals counts the account's usage rows and sums their debits,
+// straight from the SQLite file (the ledger's views page by 10,000 rows).
+func usageTotals(ctx context.Context, path, account string) (rows int64, debits ledger.Money, err error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer db.Close()
+	err = db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(charged), 0) FROM usage WHERE account_id = ?`, account).Scan(&rows, &debits)
+	return rows, debits, err
+}
+
+func (e *env) print(rows []row) {
+	host, _ := os.Hostname()
+	fmt.Printf("modelgate bench, %s, %s, %d CPUs (%s), %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), cpuModel(), runtime.Version())
+	fmt.Println("| measure | floor (reverse_proxy) | modelgate | ratio / added | target | ok |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, r := range rows {
+		ok := ""
+		if r.pass != nil {
+			ok = "✗"
+			if *r.pass {
+				ok = "✓"
+			}
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", r.what, r.floor, r.gateway, r.ratio, r.target, ok)
+	}
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return "unknown CPU"
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// proc is one Caddy process of the run.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+}
+
+// startCaddy runs bin with the Caddyfile text and waits until ready
+// answers 200... or any status, for a URL that needs no key.
+func startCaddy(bin, dir, name, caddyfile, ready string) (*proc, error) {
+	cfg := filepath.Join(dir, name+".Caddyfile")
+	if err := os.WriteFile(cfg, []byte(caddyfile), 0o600); err != nil {
+		return nil, err
+	}
+	p := &proc{name: name, log: filepath.Join(dir, name+".log")}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	p.cmd = exec.Command(bin, "run", "--config", cfg)
+	p.cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "GOGC=100")
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(ready); err == nil {
+			resp.Body.Close()
+			return p, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.stop()
+	out, _ := os.ReadFile(p.log)
+	return nil, fmt.Errorf("%s did not start:\n%s", name, out)
+}
+
+// stop ends the process gracefully (SIGINT), then waits.
+func (p *proc) stop() {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpu returns the process's user + system CPU time so far.
+func (p *proc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// after "pid (comm) ": state is field 3; utime and stime are 14 and 15
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// clockTicks is the kernel's USER_HZ, 100 on every Linux platform Go runs.
+const clockTicks = 100
+
+// rss returns the process's resident set size in bytes.
+func (p *proc) rss() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// freePort returns a loopback port nothing listens on.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
