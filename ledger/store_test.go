@@ -1298,3 +1298,50 @@ func TestWriteFailure(t *testing.T) {
 	}
 	mustAudit(t, s)
 }
+
+// TestOpenHoldsCounted: the count of open holds that drives the writer's
+// commit delay follows every way a hold ends (settled, released, settled
+// twice, failed), and concurrent settles with the delay on all commit.
+func TestOpenHoldsCounted(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.CommitDelay = 2 * time.Millisecond; o.CommitSiblings = 1 })
+	a := mustAccount(t, s, 1_000_000)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := s.Reserve(a.ID, 1, 10)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := h.Settle(ctx, &UsageRecord{Model: "m", Cost: 3}); err != nil {
+				t.Error(err)
+			}
+			if err := h.Settle(ctx, &UsageRecord{Model: "m", Cost: 3}); !errors.Is(err, ErrAlreadySettled) {
+				t.Errorf("second settle: %v", err)
+			}
+			h.Release() // a no-op after Settle
+		}()
+	}
+	wg.Wait()
+	h, err := s.Reserve(a.ID, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.openHolds.Load(); n != 1 {
+		t.Fatalf("%d open holds, want 1", n)
+	}
+	h.Release()
+	h.Release()
+	if err := h.Settle(ctx, &UsageRecord{Model: "m", Cost: -1}); err == nil {
+		t.Fatal("a negative cost settled")
+	}
+	if n := s.openHolds.Load(); n != 0 {
+		t.Fatalf("%d open holds after every hold ended, want 0", n)
+	}
+	if got := balanceOf(t, s, a.ID); got.Balance != 1_000_000-150 || got.Held != 0 {
+		t.Fatalf("account %+v", got)
+	}
+}
