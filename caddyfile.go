@@ -2,6 +2,7 @@ package modelgate
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/upstream"
@@ -49,7 +51,15 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 // UnmarshalCaddyfile parses the global option:
 //
 //	modelgate {
-//		ledger sqlite <path> [normal|full]
+//		ledger sqlite <path> [normal|full] [{
+//			poll_interval <duration>
+//		}]
+//		redis <url> [{
+//			slot_lease <duration>
+//		}]
+//		block_countries <CC...> {
+//			geoip_db <path>
+//		}
 //		currency <code>
 //		min_output <tokens>
 //		max_request_body <size>
@@ -131,6 +141,36 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				a.Ledger.Synchronous = args[2]
 			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				switch d.Val() {
+				case "poll_interval":
+					dur, err := durationArg(d)
+					if err != nil {
+						return err
+					}
+					a.Ledger.PollInterval = dur
+				default:
+					return d.Errf("ledger: unrecognized option %q", d.Val())
+				}
+			}
+		case "redis":
+			if err := once(opt); err != nil {
+				return err
+			}
+			rc, err := parseRedis(d)
+			if err != nil {
+				return err
+			}
+			a.Redis = rc
+		case "block_countries":
+			if err := once(opt); err != nil {
+				return err
+			}
+			rc, err := parseBlockCountries(d)
+			if err != nil {
+				return err
+			}
+			a.BlockCountries = rc
 		case "currency":
 			if err := once(opt); err != nil {
 				return err
@@ -632,6 +672,68 @@ func parsePlan(d *caddyfile.Dispenser) (*PlanConfig, error) {
 		}
 	}
 	return p, nil
+}
+
+// parseRedis parses `redis <url> [{ slot_lease <duration> }]`.
+func parseRedis(d *caddyfile.Dispenser) (*RedisConfig, error) {
+	rc := new(RedisConfig)
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	rc.URL = d.Val()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	// placeholders ({env.REDIS_URL}) are expanded when the app starts
+	if !strings.Contains(rc.URL, "{") {
+		if _, err := redis.ParseURL(rc.URL); err != nil {
+			return nil, d.Errf("redis %s: %v", redactURL(rc.URL), err)
+		}
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "slot_lease":
+			dur, err := durationArg(d)
+			if err != nil {
+				return nil, err
+			}
+			rc.SlotLease = dur
+		default:
+			return nil, d.Errf("redis: unrecognized option %q", d.Val())
+		}
+	}
+	return rc, nil
+}
+
+// countryCode matches an ISO 3166-1 alpha-2 code.
+var countryCode = regexp.MustCompile(`^[A-Z]{2}$`)
+
+// parseBlockCountries parses `block_countries <CC...> { geoip_db <path> }`.
+func parseBlockCountries(d *caddyfile.Dispenser) (*RegionConfig, error) {
+	rc := &RegionConfig{Countries: d.RemainingArgs()}
+	if len(rc.Countries) == 0 {
+		return nil, d.Err("usage: block_countries <CC...> { geoip_db <path> }")
+	}
+	for i, c := range rc.Countries {
+		rc.Countries[i] = strings.ToUpper(c)
+		if !countryCode.MatchString(rc.Countries[i]) {
+			return nil, d.Errf("block_countries: %q is not a two-letter country code (ISO 3166-1)", c)
+		}
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "geoip_db":
+			if !d.AllArgs(&rc.GeoIPDB) {
+				return nil, d.ArgErr()
+			}
+		default:
+			return nil, d.Errf("block_countries: unrecognized option %q", d.Val())
+		}
+	}
+	if rc.GeoIPDB == "" {
+		return nil, d.Err("block_countries: missing geoip_db (a MaxMind-format country database)")
+	}
+	return rc, nil
 }
 
 // intArg reads the one integer argument of the current option.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/modelgate/modelgate/ledger"
@@ -27,6 +28,7 @@ Caddyfile given with --config (or ./Caddyfile), or the SQLite file given
 with --db. A running gateway sees the changes within a second.
 
   caddy modelgate account create --email E [--plan P] [--credit 10.00]
+  caddy modelgate account plan --account ID --plan P
   caddy modelgate account suspend --account ID
   caddy modelgate account resume --account ID
   caddy modelgate key create --account ID [--label L]
@@ -43,7 +45,10 @@ with --db. A running gateway sees the changes within a second.
 			suspend.Flags().String("account", "", "the account ID")
 			resume := leaf("resume", "Resumes a suspended account", cmdAccountState(ledger.StateActive))
 			resume.Flags().String("account", "", "the account ID")
-			account.AddCommand(create, suspend, resume)
+			setPlan := leaf("plan", "Changes an account's plan", cmdAccountPlan)
+			setPlan.Flags().String("account", "", "the account ID")
+			setPlan.Flags().String("plan", "", "the plan's name")
+			account.AddCommand(create, setPlan, suspend, resume)
 
 			key := &cobra.Command{Use: "key", Short: "Creates and deletes API keys"}
 			keyCreate := leaf("create", "Creates an API key and prints it (shown only this once)", cmdKeyCreate)
@@ -60,7 +65,7 @@ with --db. A running gateway sees the changes within a second.
 			credit.Flags().String("reference", "", "a unique reference; a second credit with the same reference is refused (default: random)")
 
 			cmd.AddCommand(account, key, credit)
-			for _, c := range []*cobra.Command{create, suspend, resume, keyCreate, keyDelete, credit} {
+			for _, c := range []*cobra.Command{create, setPlan, suspend, resume, keyCreate, keyDelete, credit} {
 				c.Flags().StringP("config", "c", "", "the Caddyfile (or JSON config) naming the ledger")
 				c.Flags().StringP("adapter", "a", "", "the config adapter")
 				c.Flags().String("db", "", "the SQLite ledger file (instead of --config)")
@@ -79,6 +84,27 @@ type cliConfig struct {
 	dbPath      string
 	plans       map[string]bool // nil when no configuration was read
 	defaultPlan string
+	redisURL    string // the configured Redis, if any
+}
+
+// announce tells the running instances through Redis, when the
+// configuration has one, that a key or an account changed (what: "key:ID",
+// "account:ID"), so that they apply it at once. Without Redis, or if Redis
+// cannot be reached, they see it at their next ledger poll.
+func (cc cliConfig) announce(ctx context.Context, what string) {
+	if cc.redisURL == "" {
+		return
+	}
+	opts, err := redis.ParseURL(cc.redisURL)
+	if err == nil {
+		opts.DialTimeout = 2 * time.Second
+		rdb := redis.NewClient(opts)
+		err = announce(ctx, rdb, what)
+		rdb.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "warning: could not announce the change through redis (%v); running instances apply it at their next ledger poll\n", err)
+	}
 }
 
 // loadCLIConfig finds the ledger from --db or the configuration.
@@ -112,6 +138,9 @@ func loadCLIConfig(fl caddycmd.Flags) (cliConfig, error) {
 	}
 	cc.dbPath = app.Ledger.Path
 	cc.defaultPlan = app.DefaultPlan
+	if app.Redis != nil {
+		cc.redisURL = caddy.NewReplacer().ReplaceKnown(app.Redis.URL, "")
+	}
 	cc.plans = map[string]bool{}
 	for _, p := range app.Plans {
 		cc.plans[p.Name] = true
@@ -184,7 +213,7 @@ func cmdAccountCreate(fl caddycmd.Flags) (int, error) {
 
 func cmdAccountState(st ledger.State) caddycmd.CommandFunc {
 	return func(fl caddycmd.Flags) (int, error) {
-		return withStore(fl, func(ctx context.Context, s *ledger.Store, _ cliConfig) error {
+		return withStore(fl, func(ctx context.Context, s *ledger.Store, cc cliConfig) error {
 			id, err := required(fl, "account")
 			if err != nil {
 				return err
@@ -192,10 +221,33 @@ func cmdAccountState(st ledger.State) caddycmd.CommandFunc {
 			if err := s.SetAccountState(ctx, id, st); err != nil {
 				return err
 			}
+			cc.announce(ctx, "account:"+id)
 			fmt.Fprintf(os.Stderr, "account %s is now %s\n", id, st)
 			return nil
 		})
 	}
+}
+
+func cmdAccountPlan(fl caddycmd.Flags) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, cc cliConfig) error {
+		id, err := required(fl, "account")
+		if err != nil {
+			return err
+		}
+		plan, err := required(fl, "plan")
+		if err != nil {
+			return err
+		}
+		if cc.plans != nil && !cc.plans[plan] {
+			return fmt.Errorf("plan %s is not in the configuration", plan)
+		}
+		if err := s.SetAccountPlan(ctx, id, plan); err != nil {
+			return err
+		}
+		cc.announce(ctx, "account:"+id)
+		fmt.Fprintf(os.Stderr, "account %s is now on plan %s\n", id, plan)
+		return nil
+	})
 }
 
 func cmdKeyCreate(fl caddycmd.Flags) (int, error) {
@@ -215,7 +267,7 @@ func cmdKeyCreate(fl caddycmd.Flags) (int, error) {
 }
 
 func cmdKeyDelete(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, _ cliConfig) error {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, cc cliConfig) error {
 		id, err := required(fl, "key-id")
 		if err != nil {
 			return err
@@ -223,6 +275,7 @@ func cmdKeyDelete(fl caddycmd.Flags) (int, error) {
 		if err := s.DeleteKey(ctx, id); err != nil {
 			return err
 		}
+		cc.announce(ctx, "key:"+id)
 		fmt.Fprintf(os.Stderr, "key %s deleted\n", id)
 		return nil
 	})

@@ -192,6 +192,11 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		return methodNotAllowed(w, ri)
 	}
 
+	if h.app.blockedRegion(r) {
+		h.app.metrics.refused("region")
+		writeError(w, ri.format, regionBlocked())
+		return nil
+	}
 	p, ferr := h.authenticate(cred)
 	if ferr != nil {
 		writeError(w, ri.format, ferr)
@@ -355,6 +360,16 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p princi
 // serveGeneration handles the generation and token-count routes of every
 // format: parse, then hold and proxy (generation) or count.
 func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p principal, ri routeInfo, reqID string) {
+	// the plan's limits come first: a refused request holds nothing and
+	// reaches no upstream; the slot is held until the answer ends
+	slot, ferr := h.admit(w, r, p, ri.format)
+	if ferr != nil {
+		writeError(w, ri.format, ferr)
+		return
+	}
+	if slot != nil {
+		defer slot.Release()
+	}
 	body, ferr := readBody(r, h.app.MaxRequestBody)
 	if ferr != nil {
 		writeError(w, ri.format, ferr)

@@ -53,6 +53,7 @@ type gatewayOptions struct {
 	globalLog bool   // send Caddy's own logs to a file at DEBUG
 	status    bool   // serve the status page at /status
 	extra     string // more lines inside the modelgate block
+	global    string // more global options (before the modelgate block)
 }
 
 // startGateway loads a config into the test Caddy (one per test binary,
@@ -83,7 +84,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	http_port 9080
 	https_port 9443
 	grace_period 1s
-%s	modelgate {
+%s%s	modelgate {
 		ledger sqlite %s
 		provider mock {
 			format openai
@@ -146,7 +147,7 @@ http://localhost:9080 {
 	}
 	modelgate_api
 %s}
-`, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath, statusSite)
+`, o.global, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath, statusSite)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})

@@ -21,8 +21,9 @@ type metrics struct {
 	tokens   *prometheus.CounterVec   // model, provider, kind
 	spend    *prometheus.CounterVec   // model, provider
 	overHold prometheus.Counter
-	commits  prometheus.Histogram // ledger write transactions, seconds from BEGIN to COMMIT
-	batch    prometheus.Histogram // commands per ledger write transaction
+	limited  *prometheus.CounterVec // reason: rpm, concurrency, region
+	commits  prometheus.Histogram   // ledger write transactions, seconds from BEGIN to COMMIT
+	batch    prometheus.Histogram   // commands per ledger write transaction
 }
 
 // newMetrics builds and registers the collectors.
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
 			Help: "Money debited, in nanos of the currency unit, by model and provider."}, []string{"model", "provider"}),
 		overHold: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "usage_over_hold_total",
 			Help: "Requests whose upstream usage exceeded their hold (the input bound needs fixing)."}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_refused_total",
+			Help: "Requests refused before anything was held: by plan limit (rpm, concurrency) or region."}, []string{"reason"}),
 		commits: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "ledger_commit_seconds",
 			Help:    "Ledger write transactions: time from BEGIN to COMMIT.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}),
@@ -55,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
 			Help:    "Commands (settles, credits, …) grouped into one ledger write transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 	}
-	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold, m.commits, m.batch,
+	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold, m.limited, m.commits, m.batch,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "holds_outstanding_nanos",
 			Help: "Money reserved by requests in flight, in nanos."}, func() float64 { return float64(a.store.Outstanding()) }),
 		breakerCollector{a},
@@ -101,6 +104,9 @@ func (m *metrics) settled(rec *ledger.UsageRecord) {
 		m.overHold.Inc()
 	}
 }
+
+// refused counts a request refused by a plan limit or the region check.
+func (m *metrics) refused(reason string) { m.limited.WithLabelValues(reason).Inc() }
 
 // committed observes a ledger write transaction.
 func (m *metrics) committed(commands int, took time.Duration) {

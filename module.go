@@ -19,9 +19,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/oschwald/maxminddb-golang/v2"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/ratelimit"
 	"github.com/modelgate/modelgate/upstream"
 )
 
@@ -75,6 +78,14 @@ type App struct {
 	// may make before the first byte reaches the client. Default: 3.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 
+	// Redis, if set, shares rate limits and key and account changes with
+	// every instance using the same Redis. Without it, limits are this
+	// instance's own.
+	Redis *RedisConfig `json:"redis,omitempty"`
+
+	// BlockCountries refuses requests from clients in the listed countries.
+	BlockCountries *RegionConfig `json:"block_countries,omitempty"`
+
 	ctx       caddy.Context
 	logger    *zap.Logger
 	store     *ledger.Store
@@ -93,6 +104,13 @@ type App struct {
 	stopBackground context.CancelFunc
 	background     *sync.WaitGroup
 
+	// limiter admits requests by plan (rpm, concurrency); geo and blocked
+	// implement BlockCountries.
+	limiter    ratelimit.Limiter
+	limiterKey string
+	geo        *maxminddb.Reader
+	blocked    map[string]bool
+
 	// signatures keeps Gemini thought signatures for the tool calls the
 	// gateway handed to non-Gemini clients (wire/translation.md §4.6).
 	signatures *signatureCache
@@ -107,6 +125,10 @@ type LedgerConfig struct {
 	// Synchronous is SQLite's synchronous setting: "normal" (default,
 	// durable against a process crash) or "full" (also against power loss).
 	Synchronous string `json:"synchronous,omitempty"`
+	// PollInterval is how often the ledger looks for changes other
+	// processes made (keys deleted, accounts suspended by the CLI).
+	// Default: 250ms; with Redis such changes are also announced at once.
+	PollInterval caddy.Duration `json:"poll_interval,omitempty"`
 }
 
 // ProviderConfig is an upstream LLM service.
@@ -324,10 +346,28 @@ func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 var ledgers = caddy.NewUsagePool()
 
 // ledgerHandle adapts a store to the usage pool. Its writer reports each
-// commit to the metrics of the newest config using it.
+// commit to the metrics of the newest config using it, and key and account
+// changes to the other instances through that config's Redis, if any.
 type ledgerHandle struct {
 	*ledger.Store
 	metrics atomic.Pointer[metrics]
+	redis   atomic.Pointer[redis.Client]
+}
+
+// changed announces a key or account change made through this store.
+func (l *ledgerHandle) changed(what string) {
+	rdb := l.redis.Load()
+	if rdb == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := announce(ctx, rdb, what); err != nil {
+			caddy.Log().Named("modelgate").Warn("could not announce a change through redis; other instances apply it at their next ledger poll",
+				zap.String("what", what), zap.Error(err))
+		}
+	}()
 }
 
 // Destruct closes the store when the last config using it is gone.
@@ -356,10 +396,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
 		h := new(ledgerHandle)
 		s, err := ledger.Open(ctx, ledger.Options{
-			Path:        path,
-			Synchronous: a.Ledger.Synchronous,
-			Logger:      a.logger.Named("ledger"),
-			OnCommit:    h.committed,
+			Path:         path,
+			Synchronous:  a.Ledger.Synchronous,
+			PollInterval: time.Duration(a.Ledger.PollInterval),
+			Logger:       a.logger.Named("ledger"),
+			OnCommit:     h.committed,
+			OnChange:     h.changed,
 		})
 		if err != nil {
 			return nil, err
@@ -397,6 +439,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.metrics = m
 	handle.metrics.Store(m)
+	if err := a.provisionLimits(); err != nil {
+		return err
+	}
+	handle.redis.Store(a.limiter.(*limiterHandle).rdb)
 	sc, _, _ := signatureCaches.LoadOrNew("signatures", func() (caddy.Destructor, error) {
 		return newSignatureCache(signatureCacheSize, signatureTTL), nil
 	})
@@ -734,6 +780,7 @@ func (a *App) Cleanup() error {
 		_, err := signatureCaches.Delete("signatures")
 		errs = append(errs, err)
 	}
+	errs = append(errs, a.cleanupLimits())
 	return errors.Join(errs...)
 }
 

@@ -141,6 +141,9 @@ func (s *Store) SetAccountState(ctx context.Context, id string, st State) error 
 	if err := s.submit(ctx, c); err != nil {
 		return err
 	}
+	if c.err == nil {
+		s.changed("account:" + id)
+	}
 	return c.err
 }
 
@@ -151,6 +154,9 @@ func (s *Store) SetAccountPlan(ctx context.Context, id, plan string) error {
 	c.id, c.str = id, plan
 	if err := s.submit(ctx, c); err != nil {
 		return err
+	}
+	if c.err == nil {
+		s.changed("account:" + id)
 	}
 	return c.err
 }

@@ -217,6 +217,9 @@ func (s *Store) DeleteKey(ctx context.Context, keyID string) error {
 	if err := s.submit(ctx, c); err != nil {
 		return err
 	}
+	if c.err == nil {
+		s.changed("key:" + keyID)
+	}
 	return c.err
 }
 

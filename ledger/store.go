@@ -59,6 +59,11 @@ type Options struct {
 	CommitSiblings int         // default 4
 	Logger         *zap.Logger // may be nil
 
+	// OnChange, if set, is called after a key is deleted ("key:ID") or an
+	// account's state or plan changes ("account:ID") through this store, so
+	// that other instances can be told. It must not block.
+	OnChange func(what string)
+
 	// OnCommit, if set, is called by the writer after each committed write
 	// transaction with its number of commands and how long it took from
 	// BEGIN to COMMIT (for a ledger write latency metric). It must not block.
@@ -114,7 +119,8 @@ type Store struct {
 
 	accounts    sync.Map // account id → *account
 	outstanding atomic.Int64
-	openHolds   atomic.Int64 // holds neither settled nor released
+	openHolds   atomic.Int64  // holds neither settled nor released
+	refresh     chan struct{} // Refresh: look for external changes now
 
 	keys keyCache
 
@@ -161,6 +167,23 @@ func dsn(path string, params url.Values) string {
 	return u.String()
 }
 
+// changed reports a key or account change to Options.OnChange.
+func (s *Store) changed(what string) {
+	if s.opts.OnChange != nil {
+		s.opts.OnChange(what)
+	}
+}
+
+// Refresh makes the store look for changes other processes committed to
+// the database (keys deleted, accounts suspended, credits) now rather than
+// at its next poll. It does not wait.
+func (s *Store) Refresh() {
+	select {
+	case s.refresh <- struct{}{}:
+	default:
+	}
+}
+
 // Open opens (creating if needed) the ledger at opts.Path, runs the schema
 // migrations, loads the live keys and starts the writer.
 func Open(ctx context.Context, opts Options) (*Store, error) {
@@ -205,6 +228,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		cmds:       make(chan *command, 4*opts.MaxBatch),
 		writerDone: make(chan struct{}),
 		ckptKick:   make(chan struct{}, 1),
+		refresh:    make(chan struct{}, 1),
 		ckptStop:   make(chan struct{}),
 		ckptDone:   make(chan struct{}),
 		keys:       newKeyCache(),

@@ -331,6 +331,8 @@ func (s *Store) writer() {
 			}
 		case <-ticker.C:
 			s.poll()
+		case <-s.refresh:
+			s.poll()
 		}
 	}
 }

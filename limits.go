@@ -1,0 +1,285 @@
+package modelgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/oschwald/maxminddb-golang/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/ratelimit"
+)
+
+// RedisConfig shares rate limits and key and account changes between the
+// instances that use the same Redis.
+type RedisConfig struct {
+	// URL is the Redis URL, e.g. redis://127.0.0.1:6379/0.
+	URL string `json:"url"`
+	// SlotLease is how long a concurrency slot outlives its last renewal
+	// (the time a crashed instance's slots take to lapse). Default: 30s.
+	SlotLease caddy.Duration `json:"slot_lease,omitempty"`
+}
+
+// RegionConfig refuses clients from the listed countries.
+type RegionConfig struct {
+	// Countries are ISO 3166-1 alpha-2 codes, e.g. "CN".
+	Countries []string `json:"countries"`
+	// GeoIPDB is a MaxMind-format country (or city) database.
+	GeoIPDB string `json:"geoip_db"`
+}
+
+func init() {
+	// go-redis logs connection failures on its own; the limiter reports
+	// Redis going away and coming back once each (OnState).
+	redis.SetLogger(redisLogger{})
+}
+
+// redisLogger sends go-redis's own messages to Caddy's log at debug level.
+type redisLogger struct{}
+
+func (redisLogger) Printf(_ context.Context, format string, v ...any) {
+	caddy.Log().Named("modelgate.redis").Debug(fmt.Sprintf(format, v...))
+}
+
+// invalidationChannel is the Redis channel on which key deletions and
+// account changes are announced to every instance.
+const invalidationChannel = "modelgate:invalidate"
+
+// limiters holds the rate limiters by backend, so that a config reload
+// keeps the request windows and the slots in use.
+var limiters = caddy.NewUsagePool()
+
+// limiterHandle adapts a limiter (and, with Redis, the invalidation
+// subscriber) to the usage pool.
+type limiterHandle struct {
+	ratelimit.Limiter
+	rdb   *redis.Client    // nil without Redis
+	redis *ratelimit.Redis // nil without Redis
+	sub   *redis.PubSub    // nil without Redis
+	store atomic.Pointer[ledger.Store]
+	done  chan struct{}
+}
+
+// Destruct stops the subscriber and closes the backend.
+func (h *limiterHandle) Destruct() error {
+	if h.sub != nil {
+		err := h.sub.Close()
+		<-h.done
+		return errors.Join(err, h.Limiter.Close())
+	}
+	return h.Limiter.Close()
+}
+
+// provisionLimits sets up rate limiting (in memory, or shared through
+// Redis) and the region restriction.
+func (a *App) provisionLimits() error {
+	key := "ratelimit:memory"
+	if a.Redis != nil {
+		key = "ratelimit:redis:" + a.Redis.URL + ":" + time.Duration(a.Redis.SlotLease).String()
+	}
+	logger := a.logger.Named("ratelimit")
+	v, _, err := limiters.LoadOrNew(key, func() (caddy.Destructor, error) {
+		if a.Redis == nil {
+			return &limiterHandle{Limiter: ratelimit.NewMemory(nil)}, nil
+		}
+		return newRedisLimiter(a.Redis, logger)
+	})
+	if err != nil {
+		return err
+	}
+	a.limiterKey = key
+	h := v.(*limiterHandle)
+	a.limiter = h
+	h.store.Store(a.store)
+	if h.redis != nil {
+		up := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "modelgate", Name: "redis_up",
+			Help: "1 while Redis answers; 0 while rate limits are this instance's own."}, func() float64 {
+			if h.redis.Up() {
+				return 1
+			}
+			return 0
+		})
+		if err := a.ctx.GetMetricsRegistry().Register(up); err != nil {
+			return err
+		}
+	}
+
+	if a.BlockCountries != nil {
+		db, err := maxminddb.Open(a.BlockCountries.GeoIPDB)
+		if err != nil {
+			return fmt.Errorf("block_countries: geoip_db: %w", err)
+		}
+		a.geo = db
+		a.blocked = map[string]bool{}
+		for _, c := range a.BlockCountries.Countries {
+			a.blocked[strings.ToUpper(c)] = true
+		}
+	}
+	return nil
+}
+
+// newRedisLimiter connects to Redis and starts the invalidation subscriber.
+func newRedisLimiter(rc *RedisConfig, logger *zap.Logger) (*limiterHandle, error) {
+	url := caddy.NewReplacer().ReplaceKnown(rc.URL, "")
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis %s: %w", redactURL(rc.URL), err)
+	}
+	// Fail fast: a limiter that waits on a dead Redis stalls every request.
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
+	opts.MaxRetries = 1
+	rdb := redis.NewClient(opts)
+	h := &limiterHandle{rdb: rdb, done: make(chan struct{})}
+	h.redis = ratelimit.NewRedis(rdb, ratelimit.RedisOptions{
+		Lease: time.Duration(rc.SlotLease),
+		OnState: func(up bool, err error) {
+			if up {
+				logger.Info("redis reachable again: rate limits are shared again", zap.String("redis", redactURL(rc.URL)))
+			} else {
+				logger.Warn("redis unreachable: rate limits are this instance's own until it is back", zap.String("redis", redactURL(rc.URL)), zap.Error(err))
+			}
+		},
+	})
+	h.Limiter = h.redis
+	h.sub = rdb.Subscribe(context.Background(), invalidationChannel)
+	go h.listen(logger)
+	return h, nil
+}
+
+// listen applies the key and account changes other instances announce:
+// the ledger rereads them at once instead of at its next poll.
+func (h *limiterHandle) listen(logger *zap.Logger) {
+	defer close(h.done)
+	for msg := range h.sub.Channel() {
+		if s := h.store.Load(); s != nil {
+			s.Refresh()
+		}
+		logger.Debug("change announced by another instance", zap.String("what", msg.Payload))
+	}
+}
+
+// redactURL drops a password from a Redis URL for logs and errors.
+func redactURL(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		if j := strings.LastIndex(s, "@"); j > i {
+			return s[:i+3] + "…@" + s[j+1:]
+		}
+	}
+	return s
+}
+
+// announce tells every instance sharing Redis that a key or an account
+// changed (what: "key:ID" or "account:ID"). Without Redis it does nothing.
+func announce(ctx context.Context, rdb *redis.Client, what string) error {
+	if rdb == nil {
+		return nil
+	}
+	return rdb.Publish(ctx, invalidationChannel, what).Err()
+}
+
+// cleanupLimits releases this config's hold on the limiter and the GeoIP
+// database.
+func (a *App) cleanupLimits() error {
+	var errs []error
+	if a.limiterKey != "" {
+		_, err := limiters.Delete(a.limiterKey)
+		errs = append(errs, err)
+	}
+	if a.geo != nil {
+		errs = append(errs, a.geo.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// blockedRegion reports whether the client's IP (Caddy's client IP, which
+// honours trusted_proxies) is in a blocked country.
+func (a *App) blockedRegion(r *http.Request) bool {
+	if a.geo == nil {
+		return false
+	}
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	var rec struct {
+		Country struct {
+			ISOCode string `maxminddb:"iso_code"`
+		} `maxminddb:"country"`
+	}
+	if err := a.geo.Lookup(addr.Unmap()).Decode(&rec); err != nil {
+		return false
+	}
+	return a.blocked[rec.Country.ISOCode]
+}
+
+// regionBlocked is the refusal of a blocked region.
+func regionBlocked() *formats.Error {
+	return &formats.Error{Kind: formats.KindPermissionDenied,
+		Message: "This service is not available in your country or region."}
+}
+
+// admit applies the account's plan limits before anything is held or sent
+// upstream. It sets the rate-limit headers; on refusal it returns the 429.
+// When admitted, the returned slot must be released when the request ends.
+func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p principal, f clientFormat) (ratelimit.Slot, *formats.Error) {
+	pl := p.plan
+	if pl == nil || (pl.rpm == 0 && pl.concurrency == 0) {
+		return nil, nil
+	}
+	d, slot := h.app.limiter.Admit(r.Context(), p.AccountID, ratelimit.Limits{RPM: pl.rpm, Concurrency: pl.concurrency})
+	setRateLimitHeaders(w.Header(), f, d)
+	if d.Allowed() {
+		return slot, nil
+	}
+	h.app.metrics.refused(d.Reason.String())
+	retry := max(1, int((d.RetryAfter+time.Second-1)/time.Second))
+	e := &formats.Error{Kind: formats.KindRateLimited, RetryAfter: retry}
+	switch d.Reason {
+	case ratelimit.RPM:
+		e.Message = fmt.Sprintf("Rate limit reached for requests per minute (limit %d on this account's plan). Try again in %ds.", pl.rpm, retry)
+	default:
+		e.Message = fmt.Sprintf("Too many requests in flight (limit %d concurrent requests on this account's plan). Try again when one has finished.", pl.concurrency)
+	}
+	return nil, e
+}
+
+// setRateLimitHeaders reports the per-minute budget as the client's vendor
+// does: OpenAI's x-ratelimit-*-requests (also sent to Gemini clients, whose
+// API has none), Anthropic's anthropic-ratelimit-requests-*.
+func setRateLimitHeaders(h http.Header, f clientFormat, d ratelimit.Decision) {
+	if d.Limit == 0 {
+		return
+	}
+	if f == clientAnthropic {
+		h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.Itoa(d.Limit))
+		h.Set("Anthropic-Ratelimit-Requests-Remaining", strconv.Itoa(d.Remaining))
+		h.Set("Anthropic-Ratelimit-Requests-Reset", time.Now().Add(d.Reset).UTC().Format(time.RFC3339))
+		return
+	}
+	h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(d.Limit))
+	h.Set("X-Ratelimit-Remaining-Requests", strconv.Itoa(d.Remaining))
+	h.Set("X-Ratelimit-Reset-Requests", formatReset(d.Reset))
+}
+
+// formatReset writes a duration as OpenAI's reset headers do: "1s", "6m0s",
+// "250ms".
+func formatReset(d time.Duration) string {
+	if d < time.Second {
+		return strconv.Itoa(int(d/time.Millisecond)) + "ms"
+	}
+	return d.Round(time.Second).String()
+}
