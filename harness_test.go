@@ -54,6 +54,7 @@ type gatewayOptions struct {
 	status    bool   // serve the status page at /status
 	extra     string // more lines inside the modelgate block
 	global    string // more global options (before the modelgate block)
+	ledger    string // options of the ledger (its block's lines)
 }
 
 // startGateway loads a config into the test Caddy (one per test binary,
@@ -85,7 +86,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	https_port 9443
 	grace_period 1s
 %s%s	modelgate {
-		ledger sqlite %s
+		ledger sqlite %s%s
 		provider mock {
 			format openai
 			base_url %s
@@ -147,7 +148,7 @@ http://localhost:9080 {
 	}
 	modelgate_api
 %s}
-`, o.global, globalLog, g.dbPath, srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath, statusSite)
+`, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath, statusSite)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
@@ -157,6 +158,14 @@ http://localhost:9080 {
 	}
 	g.store = runningStore(t, g.dbPath)
 	return g
+}
+
+// ledgerBlock is the block of the ledger option, if it has options.
+func ledgerBlock(lines string) string {
+	if lines == "" {
+		return ""
+	}
+	return " {\n" + lines + "\t\t}"
 }
 
 // reload loads the gateway's config again with one change (the currency),

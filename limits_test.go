@@ -31,6 +31,9 @@ const limitPlans = `		plan tight {
 			rpm 10
 			concurrency 50
 		}
+		plan few {
+			concurrency 3
+		}
 `
 
 // rateLimited is what each client format gets for a 429.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package modelgate
+
+const raceEnabled = false

@@ -1,0 +1,285 @@
+package modelgate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+// testRedisURL is the Redis the tests share instances through (db 13).
+const testRedisURL = "redis://127.0.0.1:6379/13"
+
+// needRedis skips the test when no redis-server answers on 127.0.0.1:6379,
+// and empties the test database.
+func needRedis(t *testing.T) {
+	t.Helper()
+	opts, _ := redis.ParseURL(testRedisURL)
+	opts.DialTimeout = 300 * time.Millisecond
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Skipf("no redis-server on 127.0.0.1:6379 (%v): install and start redis-server (.ci/run does) to run this test", err)
+	}
+	rdb.FlushDB(context.Background())
+}
+
+// secondInstance is another gateway process sharing the first one's ledger
+// file, mock upstream and Redis.
+type secondInstance struct {
+	cmd  *exec.Cmd
+	base string
+	log  string
+}
+
+// startSecondInstance builds the gateway binary and runs it on a free port
+// with the same catalogue as startGateway's.
+func startSecondInstance(t *testing.T, g *gateway) *secondInstance {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin", "caddy") // not dir/caddy: that is Caddy's data directory
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, "./cmd/caddy")...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	port, tlsPort := freeTCPPort(t), freeTCPPort(t)
+	// the first instance's config, on another port, without admin or logs
+	cfg := g.cfg
+	cfg = strings.Replace(cfg, "admin localhost:2999", "admin off", 1)
+	cfg = strings.Replace(cfg, "http_port 9080", fmt.Sprintf("http_port %d", port), 1)
+	cfg = strings.Replace(cfg, "https_port 9443", fmt.Sprintf("https_port %d", tlsPort), 1)
+	site := cfg[strings.Index(cfg, "http://localhost:9080 {"):]
+	cfg = strings.Replace(cfg, site, fmt.Sprintf("http://:%d {\n\tmodelgate_api\n}\n", port), 1)
+	cfgPath := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	si := &secondInstance{base: fmt.Sprintf("http://127.0.0.1:%d", port), log: filepath.Join(dir, "caddy.log")}
+	logf, err := os.Create(si.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	si.cmd = exec.Command(bin, "run", "--config", cfgPath)
+	si.cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	si.cmd.Stdout, si.cmd.Stderr = logf, logf
+	if err := si.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(si.kill)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(si.base + "/"); err == nil {
+			resp.Body.Close()
+			return si
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, _ := os.ReadFile(si.log)
+	t.Fatalf("the second instance did not start:\n%s", out)
+	return nil
+}
+
+// freeTCPPort returns a loopback port nothing listens on.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (si *secondInstance) kill() {
+	if si.cmd.ProcessState == nil {
+		_ = si.cmd.Process.Kill()
+		_ = si.cmd.Wait()
+	}
+}
+
+// generateAt sends a request of a client format to an instance (its base
+// URL) and returns the status and body.
+func generateAt(base, client, model, text string, stream bool, key string) (int, string) {
+	req := overdraftRequest(client, model, stream, key)
+	req.URL.Host = strings.TrimPrefix(base, "http://")
+	req.Body = io.NopCloser(strings.NewReader(strings.Replace(readAllString(req.Body), "mock:tokens=40 spend some money please", text, 1)))
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1, err.Error()
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, readAllString(resp.Body)
+}
+
+// TestRedisTwoInstances: two gateway processes on one Redis together hold
+// an account to its plan: the requests per minute exactly, and its
+// concurrency, a stream keeping its slot until it ends; a key deleted or an
+// account suspended through one instance is refused by the other within a
+// second (the ledgers poll only every minute here: the change travels
+// through Redis); and the slots of an instance killed mid-stream lapse
+// within their lease.
+func TestRedisTwoInstances(t *testing.T) {
+	needRedis(t)
+	redisOpt := "\t\tredis " + testRedisURL + " {\n\t\t\tslot_lease 1s\n\t\t}\n"
+	g := startGateway(t, gatewayOptions{extra: limitPlans + redisOpt, ledger: "\t\t\tpoll_interval 1m\n"})
+	b := startSecondInstance(t, g)
+	ctx := context.Background()
+	account := func(plan string) (string, string) {
+		acct, key := g.account("10.00")
+		if err := g.store.SetAccountPlan(ctx, acct, plan); err != nil {
+			t.Fatal(err)
+		}
+		return acct, key
+	}
+
+	t.Run("requests per minute, exactly", func(t *testing.T) {
+		acct, key := account("burst")
+		statuses := burst(t, 40, func(i int) (*http.Request, error) {
+			req := overdraftRequest([]string{"openai", "anthropic", "gemini"}[i%3], testModel, i%4 == 0, key)
+			if i%2 == 1 {
+				req.URL.Host = strings.TrimPrefix(b.base, "http://")
+			}
+			return req, nil
+		})
+		if statuses[200] != 10 || statuses[429] != 30 || len(statuses) != 2 {
+			t.Fatalf("statuses %v over two instances, want 10 × 200 and 30 × 429", statuses)
+		}
+		if n := len(g.rows(acct)); n != 10 {
+			t.Fatalf("%d usage rows", n)
+		}
+	})
+
+	t.Run("concurrency, exactly", func(t *testing.T) {
+		acct, key := account("few")
+		statuses := burst(t, 24, func(i int) (*http.Request, error) {
+			req := overdraftRequest([]string{"openai", "anthropic", "gemini"}[i%3], testModel, i%2 == 0, key)
+			if i%2 == 1 {
+				req.URL.Host = strings.TrimPrefix(b.base, "http://")
+			}
+			body := strings.Replace(readAllString(req.Body), "mock:tokens=40", "mock:tokens=20 mock:latency=1500ms", 1)
+			req.Body, req.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+			return req, nil
+		})
+		if statuses[200] != 3 || statuses[429] != 21 || len(statuses) != 2 {
+			t.Fatalf("statuses %v over two instances, want 3 × 200 and 21 × 429", statuses)
+		}
+		if n := len(g.rows(acct)); n != 3 {
+			t.Fatalf("%d usage rows", n)
+		}
+	})
+
+	t.Run("a stream holds its slot on every instance", func(t *testing.T) {
+		_, key := account("narrow")
+		stop := openStream(t, b.base, key, "mock:tokens=60 mock:delay=50ms") // 3 s: longer than two leases
+		if r := g.generate("anthropic", testModel, "hello", false, key); r.status != 429 || !strings.Contains(r.body, rateLimited["anthropic"]) {
+			t.Fatalf("instance A while a stream is open on B: %d %s", r.status, r.body)
+		}
+		time.Sleep(2 * time.Second) // the lease is renewed while the stream lasts
+		if r := g.generate("gemini", testModel, "hello", false, key); r.status != 429 {
+			t.Fatalf("instance A two leases into a stream on B: %d %s", r.status, r.body)
+		}
+		stop(true)
+		if r := g.generate("anthropic", testModel, "hello", false, key); r.status != 200 {
+			t.Fatalf("instance A after the stream on B ended: %d %s", r.status, r.body)
+		}
+	})
+
+	t.Run("key deletion and suspension reach the other instance", func(t *testing.T) {
+		acct, key := account("burst")
+		if st, body := generateAt(b.base, "openai", testModel, "hello", false, key); st != 200 {
+			t.Fatalf("B before: %d %s", st, body)
+		}
+		keys, err := g.store.ListKeys(ctx, acct)
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys: %v %v", keys, err)
+		}
+		if err := g.store.DeleteKey(ctx, keys[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, "B after the key was deleted on A", time.Second, func() int {
+			st, _ := generateAt(b.base, "openai", testModel, "hello", false, key)
+			return st
+		}, 401)
+
+		acct2, key2 := account("burst")
+		if st, body := generateAt(b.base, "gemini", testModel, "hello", false, key2); st != 200 {
+			t.Fatalf("B before: %d %s", st, body)
+		}
+		if err := g.store.SetAccountState(ctx, acct2, ledger.StateSuspended); err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, "B after the account was suspended on A", time.Second, func() int {
+			st, _ := generateAt(b.base, "gemini", testModel, "hello", false, key2)
+			return st
+		}, 403)
+	})
+
+	t.Run("a killed instance's slots lapse within the lease", func(t *testing.T) {
+		_, key := account("narrow")
+		stop := openStream(t, b.base, key, "mock:tokens=400 mock:delay=50ms")
+		defer stop(false)
+		if r := g.generate("openai", testModel, "hello", false, key); r.status != 429 {
+			t.Fatalf("instance A while B streams: %d %s", r.status, r.body)
+		}
+		b.kill()
+		killed := time.Now()
+		waitStatus(t, "A after B was killed mid-stream", 3*time.Second, func() int {
+			return g.generate("openai", testModel, "hello", false, key).status
+		}, 200)
+		t.Logf("the slot came back %s after the kill (lease 1s)", time.Since(killed).Round(10*time.Millisecond))
+	})
+}
+
+// openStream starts a chat stream on an instance and reads its first
+// event; stop reads it to its end (or just closes it).
+func openStream(t *testing.T, base, key, text string) (stop func(drain bool)) {
+	t.Helper()
+	req := overdraftRequest("openai", testModel, true, key)
+	req.URL.Host = strings.TrimPrefix(base, "http://")
+	req.Body = io.NopCloser(strings.NewReader(strings.Replace(readAllString(req.Body), "mock:tokens=40", text, 1)))
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", err, resp)
+	}
+	one := make([]byte, 1)
+	if _, err := io.ReadFull(resp.Body, one); err != nil {
+		t.Fatal(err)
+	}
+	return func(drain bool) {
+		if drain {
+			_, _ = io.Copy(io.Discard, resp.Body)
+		}
+		resp.Body.Close()
+	}
+}
+
+// waitStatus polls until f returns want, failing after within.
+func waitStatus(t *testing.T, what string, within time.Duration, f func() int, want int) {
+	t.Helper()
+	start := time.Now()
+	last := 0
+	for time.Since(start) < within {
+		if last = f(); last == want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: still %d after %s, want %d", what, last, within, want)
+}
