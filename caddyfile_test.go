@@ -125,6 +125,30 @@ func TestCaddyfileErrors(t *testing.T) {
 		"max_attempts zero": {
 			"\t\tmax_attempts 0\n",
 			`max_attempts "0": want an integer of at least 1, at Caddyfile:3`},
+		"ledger option": {
+			"\t\tledger sqlite a.db {\n\t\t\tpoll_every 1s\n\t\t}\n",
+			`ledger: unrecognized option "poll_every", at Caddyfile:4`},
+		"redis url": {
+			"\t\tredis http://127.0.0.1:6379\n",
+			"redis http://127.0.0.1:6379: redis: invalid URL scheme: http, at Caddyfile:3"},
+		"redis password not echoed": {
+			"\t\tredis redis://:hunter2@127.0.0.1:6379/x\n",
+			"redis redis://…@127.0.0.1:6379/x:"},
+		"redis option": {
+			"\t\tredis redis://127.0.0.1:6379 {\n\t\t\tlease 1s\n\t\t}\n",
+			`redis: unrecognized option "lease", at Caddyfile:4`},
+		"bad slot lease": {
+			"\t\tredis redis://127.0.0.1:6379 {\n\t\t\tslot_lease never\n\t\t}\n",
+			`slot_lease "never": want a positive duration such as 30s, at Caddyfile:4`},
+		"block_countries without countries": {
+			"\t\tblock_countries {\n\t\t\tgeoip_db x.mmdb\n\t\t}\n",
+			"usage: block_countries <CC...> { geoip_db <path> }, at Caddyfile:3"},
+		"block_countries bad code": {
+			"\t\tblock_countries CHN {\n\t\t\tgeoip_db x.mmdb\n\t\t}\n",
+			`block_countries: "CHN" is not a two-letter country code (ISO 3166-1), at Caddyfile:3`},
+		"block_countries without database": {
+			"\t\tblock_countries CN\n",
+			"block_countries: missing geoip_db (a MaxMind-format country database), at Caddyfile:3"},
 		"ledger twice": {
 			"\t\tledger sqlite a.db\n\t\tledger sqlite b.db\n",
 			"ledger already specified, at Caddyfile:4"},

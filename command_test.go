@@ -118,12 +118,22 @@ func TestCLIWithConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	moved, err := runCLI(t, "account", "create", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "account", "plan", "--config", cfg, "--account", moved, "--plan", "gold"); err == nil {
+		t.Fatal("account plan accepted a plan the configuration lacks")
+	}
+	if _, err := runCLI(t, "account", "plan", "--config", cfg, "--account", moved, "--plan", "enterprise"); err != nil {
+		t.Fatal(err)
+	}
 	s, err := ledger.Open(context.Background(), ledger.Options{Path: db})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for id, plan := range map[string]string{acct: "developer", ent: "enterprise"} {
+	for id, plan := range map[string]string{acct: "developer", ent: "enterprise", moved: "enterprise"} {
 		a, err := s.GetAccount(context.Background(), id)
 		if err != nil || a.Plan != plan {
 			t.Errorf("%s: %+v, %v", id, a, err)

@@ -283,3 +283,96 @@ func waitStatus(t *testing.T, what string, within time.Duration, f func() int, w
 	}
 	t.Fatalf("%s: still %d after %s, want %d", what, last, within, want)
 }
+
+// TestRedisDownServesLocally: while the configured Redis cannot be reached
+// the gateway keeps serving, holding each account to its plan by its own
+// counts, and says so in its log and in modelgate_redis_up; when Redis
+// comes back the limits are shared again.
+func TestRedisDownServesLocally(t *testing.T) {
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not installed: install it (.ci/run does) to run this test")
+	}
+	port := freeTCPPort(t)
+	startRedis := func() *exec.Cmd {
+		cmd := exec.Command(server, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+				c.Close()
+				return cmd
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("redis-server did not start")
+		return nil
+	}
+	rs := startRedis()
+	redisOpt := fmt.Sprintf("\t\tredis redis://127.0.0.1:%d/0\n", port)
+	g := startGateway(t, gatewayOptions{extra: limitPlans + redisOpt, globalLog: true})
+	acct, key := g.account("1.00")
+	if err := g.store.SetAccountPlan(context.Background(), acct, "tight"); err != nil {
+		t.Fatal(err)
+	}
+	redisUp := func() string {
+		resp, err := http.Get("http://localhost:2999/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		for _, line := range strings.Split(readAllString(resp.Body), "\n") {
+			if strings.HasPrefix(line, "modelgate_redis_up ") {
+				return strings.TrimPrefix(line, "modelgate_redis_up ")
+			}
+		}
+		return "absent"
+	}
+	if r := g.generate("openai", testModel, "hello", false, key); r.status != 200 || redisUp() != "1" {
+		t.Fatalf("with redis: %d, redis_up %s", r.status, redisUp())
+	}
+
+	_ = rs.Process.Kill()
+	_ = rs.Wait()
+	var statuses []int
+	for _, client := range []string{"anthropic", "gemini", "openai", "anthropic"} {
+		statuses = append(statuses, g.generate(client, testModel, "hello", false, key).status)
+	}
+	// the local counts start afresh: 3 a minute
+	if fmt.Sprint(statuses) != "[200 200 200 429]" {
+		t.Fatalf("without redis: %v, want three served and the fourth refused", statuses)
+	}
+	if up := redisUp(); up != "0" {
+		t.Fatalf("modelgate_redis_up %s while redis is down", up)
+	}
+	logged, _ := os.ReadFile(g.logPath)
+	if !strings.Contains(string(logged), "redis unreachable") {
+		t.Fatalf("the log does not say redis is unreachable:\n%s", logged)
+	}
+
+	startRedis()
+	waitStatus(t, "modelgate_redis_up after redis came back", 5*time.Second, func() int {
+		if redisUp() == "1" {
+			return 1
+		}
+		return 0
+	}, 1)
+	logged, _ = os.ReadFile(g.logPath)
+	if !strings.Contains(string(logged), "redis reachable again") {
+		t.Fatalf("the log does not say redis is back")
+	}
+	// shared again: the fresh Redis has its own count, 3 a minute
+	statuses = statuses[:0]
+	for _, client := range []string{"gemini", "openai", "anthropic", "gemini"} {
+		statuses = append(statuses, g.generate(client, testModel, "hello", false, key).status)
+	}
+	if fmt.Sprint(statuses) != "[200 200 200 429]" {
+		t.Fatalf("with redis back: %v", statuses)
+	}
+	if n := len(g.rows(acct)); n != 7 {
+		t.Fatalf("%d usage rows, want 7", n)
+	}
+}
