@@ -1,0 +1,321 @@
+package modelgate
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+func init() {
+	caddy.RegisterModule(AdminAPI{})
+}
+
+// AdminAPI serves the operator's operations as JSON on Caddy's admin
+// endpoint, under /modelgate/: the CLI's commands for a running gateway.
+//
+//	POST   /modelgate/accounts                 {"email", "plan", "credit"} → the account
+//	GET    /modelgate/accounts/{id}            → the account (balance, held, plan, state)
+//	POST   /modelgate/accounts/{id}/suspend    → the account
+//	POST   /modelgate/accounts/{id}/resume     → the account
+//	PUT    /modelgate/accounts/{id}/plan       {"plan"} → the account
+//	POST   /modelgate/accounts/{id}/credits    {"amount", "reason", "reference"} → {"balance"}
+//	GET    /modelgate/accounts/{id}/keys       → the keys (never their secrets)
+//	POST   /modelgate/accounts/{id}/keys       {"label"} → the key, with its secret, this once
+//	DELETE /modelgate/keys/{id}
+//
+// Amounts are decimal strings in the currency ("5.00"). Changes reach every
+// instance sharing Redis at once, like the CLI's.
+type AdminAPI struct {
+	ctx caddy.Context
+}
+
+// CaddyModule returns the Caddy module information.
+func (AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.modelgate",
+		New: func() caddy.Module { return new(AdminAPI) },
+	}
+}
+
+// Provision keeps the config's context, to find the modelgate app when a
+// request comes (the app is provisioned after the admin endpoint).
+func (a *AdminAPI) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	return nil
+}
+
+// Routes returns the admin routes.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/modelgate/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+}
+
+// adminAccount is an account as the admin API shows it.
+type adminAccount struct {
+	ID        string       `json:"id"`
+	Email     string       `json:"email,omitempty"`
+	Plan      string       `json:"plan"`
+	State     ledger.State `json:"state"`
+	Balance   ledger.Money `json:"balance"`
+	Held      ledger.Money `json:"held"`
+	CreatedAt time.Time    `json:"created_at"`
+}
+
+// adminKey is a key as the admin API shows it; Secret only when created.
+type adminKey struct {
+	ID         string     `json:"id"`
+	AccountID  string     `json:"account_id"`
+	Label      string     `json:"label,omitempty"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Secret     string     `json:"key,omitempty"`
+}
+
+// serve routes one admin request.
+func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	app, err := a.app()
+	if err != nil {
+		return err
+	}
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/modelgate/"), "/"), "/")
+	switch {
+	case len(parts) == 1 && parts[0] == "accounts":
+		if r.Method != http.MethodPost {
+			return adminMethodNotAllowed(http.MethodPost)
+		}
+		return a.createAccount(w, r, app)
+	case len(parts) == 2 && parts[0] == "accounts":
+		if r.Method != http.MethodGet {
+			return adminMethodNotAllowed(http.MethodGet)
+		}
+		return a.writeAccount(w, r, app, parts[1], http.StatusOK)
+	case len(parts) == 3 && parts[0] == "accounts":
+		id := parts[1]
+		switch parts[2] {
+		case "suspend", "resume":
+			if r.Method != http.MethodPost {
+				return adminMethodNotAllowed(http.MethodPost)
+			}
+			st := ledger.StateSuspended
+			if parts[2] == "resume" {
+				st = ledger.StateActive
+			}
+			if err := app.store.SetAccountState(r.Context(), id, st); err != nil {
+				return ledgerError(err)
+			}
+			return a.writeAccount(w, r, app, id, http.StatusOK)
+		case "plan":
+			if r.Method != http.MethodPut && r.Method != http.MethodPost {
+				return adminMethodNotAllowed(http.MethodPut)
+			}
+			var body struct {
+				Plan string `json:"plan"`
+			}
+			if err := decodeAdmin(r, &body); err != nil {
+				return err
+			}
+			if app.plans[body.Plan] == nil {
+				return adminBadRequest("plan %q is not in the configuration", body.Plan)
+			}
+			if err := app.store.SetAccountPlan(r.Context(), id, body.Plan); err != nil {
+				return ledgerError(err)
+			}
+			return a.writeAccount(w, r, app, id, http.StatusOK)
+		case "credits":
+			if r.Method != http.MethodPost {
+				return adminMethodNotAllowed(http.MethodPost)
+			}
+			return a.credit(w, r, app, id)
+		case "keys":
+			switch r.Method {
+			case http.MethodGet:
+				return a.listKeys(w, r, app, id)
+			case http.MethodPost:
+				return a.createKey(w, r, app, id)
+			}
+			return adminMethodNotAllowed(http.MethodGet + ", " + http.MethodPost)
+		}
+	case len(parts) == 2 && parts[0] == "keys":
+		if r.Method != http.MethodDelete {
+			return adminMethodNotAllowed(http.MethodDelete)
+		}
+		if err := app.store.DeleteKey(r.Context(), parts[1]); err != nil {
+			return ledgerError(err)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no such modelgate admin route: %s %s", r.Method, r.URL.Path)}
+}
+
+// app finds the running modelgate app of this config.
+func (a *AdminAPI) app() (*App, error) {
+	v, err := a.ctx.AppIfConfigured("modelgate")
+	if err != nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("modelgate is not configured: %v", err)}
+	}
+	app, ok := v.(*App)
+	if !ok || app.store == nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("modelgate is not running")}
+	}
+	return app, nil
+}
+
+func (a *AdminAPI) createAccount(w http.ResponseWriter, r *http.Request, app *App) error {
+	var body struct {
+		Email  string       `json:"email"`
+		Plan   string       `json:"plan"`
+		Credit ledger.Money `json:"credit"`
+	}
+	if err := decodeAdmin(r, &body); err != nil {
+		return err
+	}
+	if body.Plan == "" {
+		body.Plan = app.DefaultPlan
+	}
+	if app.plans[body.Plan] == nil {
+		return adminBadRequest("plan %q is not in the configuration", body.Plan)
+	}
+	if body.Credit < 0 {
+		return adminBadRequest("credit %s: want a positive amount", body.Credit)
+	}
+	acct, err := app.store.CreateAccount(r.Context(), body.Email, body.Plan)
+	if err != nil {
+		return ledgerError(err)
+	}
+	if body.Credit > 0 {
+		if _, err := app.store.Credit(r.Context(), ledger.CreditRequest{AccountID: acct.ID, Amount: body.Credit,
+			Reference: "opening:" + acct.ID, Reason: "opening credit"}); err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("account %s created, but the opening credit failed: %v", acct.ID, err)}
+		}
+	}
+	return a.writeAccount(w, r, app, acct.ID, http.StatusCreated)
+}
+
+func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App, id string) error {
+	var body struct {
+		Amount    ledger.Money `json:"amount"`
+		Reason    string       `json:"reason"`
+		Reference string       `json:"reference"`
+	}
+	if err := decodeAdmin(r, &body); err != nil {
+		return err
+	}
+	if body.Amount <= 0 {
+		return adminBadRequest("amount: want a positive amount such as \"5.00\"")
+	}
+	if strings.TrimSpace(body.Reason) == "" {
+		return adminBadRequest("reason: every credit says why")
+	}
+	if body.Reference == "" {
+		body.Reference = "admin:" + rand.Text()
+	}
+	bal, err := app.store.Credit(r.Context(), ledger.CreditRequest{AccountID: id, Amount: body.Amount, Reference: body.Reference, Reason: body.Reason})
+	if errors.Is(err, ledger.ErrDuplicate) {
+		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: fmt.Errorf("reference %q was credited already", body.Reference)}
+	}
+	if err != nil {
+		return ledgerError(err)
+	}
+	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": bal})
+}
+
+func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App, id string) error {
+	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
+		return ledgerError(err)
+	}
+	keys, err := app.store.ListKeys(r.Context(), id)
+	if err != nil {
+		return ledgerError(err)
+	}
+	out := make([]adminKey, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, toAdminKey(k, ""))
+	}
+	return writeAdminJSON(w, http.StatusOK, out)
+}
+
+func (a *AdminAPI) createKey(w http.ResponseWriter, r *http.Request, app *App, id string) error {
+	var body struct {
+		Label string `json:"label"`
+	}
+	if err := decodeAdmin(r, &body); err != nil {
+		return err
+	}
+	secret, k, err := app.store.CreateKey(r.Context(), id, body.Label)
+	if err != nil {
+		return ledgerError(err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return writeAdminJSON(w, http.StatusCreated, toAdminKey(k, secret))
+}
+
+func toAdminKey(k ledger.Key, secret string) adminKey {
+	ak := adminKey{ID: k.ID, AccountID: k.AccountID, Label: k.Label, Prefix: k.Prefix, CreatedAt: k.CreatedAt, Secret: secret}
+	if !k.LastUsedAt.IsZero() {
+		t := k.LastUsedAt
+		ak.LastUsedAt = &t
+	}
+	return ak
+}
+
+// writeAccount answers with the account as it now is.
+func (a *AdminAPI) writeAccount(w http.ResponseWriter, r *http.Request, app *App, id string, status int) error {
+	acct, err := app.store.GetAccount(r.Context(), id)
+	if err != nil {
+		return ledgerError(err)
+	}
+	return writeAdminJSON(w, status, adminAccount{ID: acct.ID, Email: acct.Email, Plan: acct.Plan, State: acct.State,
+		Balance: acct.Balance, Held: acct.Held, CreatedAt: acct.CreatedAt})
+}
+
+// decodeAdmin reads a JSON body (at most 64 KiB, no unknown fields).
+func decodeAdmin(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return adminBadRequest("the body: %v", err)
+	}
+	return nil
+}
+
+func writeAdminJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(v)
+}
+
+func adminBadRequest(format string, args ...any) error {
+	return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf(format, args...)}
+}
+
+func adminMethodNotAllowed(allow string) error {
+	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed; use %s", allow)}
+}
+
+// ledgerError maps a ledger error to its status: 404 for an unknown
+// account or key, 409 for a duplicate, 500 otherwise.
+func ledgerError(err error) error {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: err}
+	case errors.Is(err, ledger.ErrDuplicate):
+		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
+	}
+	return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+}
+
+// Interface guards
+var (
+	_ caddy.AdminRouter = (*AdminAPI)(nil)
+	_ caddy.Provisioner = (*AdminAPI)(nil)
+)

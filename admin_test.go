@@ -1,0 +1,146 @@
+package modelgate
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+// adminCall sends a request to the modelgate admin API and decodes a JSON
+// answer into out (if not nil).
+func adminCall(t *testing.T, method, path, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://localhost:2999"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw := readAllString(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal([]byte(raw), out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+	if resp.StatusCode >= 400 && !strings.Contains(raw, `"error"`) {
+		t.Errorf("%s %s: %d without an error message: %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode
+}
+
+// TestAdminAPI: the operator's operations on a running gateway through
+// Caddy's admin endpoint, each taking effect on the next API request.
+func TestAdminAPI(t *testing.T) {
+	g := startGateway(t, gatewayOptions{extra: limitPlans})
+	var acct adminAccount
+	if st := adminCall(t, "POST", "/modelgate/accounts", `{"email":"ops@example.com","plan":"burst","credit":"2.50"}`, &acct); st != 201 {
+		t.Fatalf("create account: %d", st)
+	}
+	if acct.ID == "" || acct.Plan != "burst" || acct.State != ledger.StateActive || acct.Balance != 2_500_000_000 {
+		t.Fatalf("created %+v", acct)
+	}
+	var key adminKey
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/keys", `{"label":"ci"}`, &key); st != 201 || !strings.HasPrefix(key.Secret, strings.Split(key.Prefix, "…")[0]) || key.Label != "ci" {
+		t.Fatalf("create key: %d %+v", st, key)
+	}
+	if r := g.generate("openai", testModel, "hello", false, key.Secret); r.status != 200 {
+		t.Fatalf("the admin's key: %d %s", r.status, r.body)
+	}
+	var keys []adminKey
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID+"/keys", "", &keys); st != 200 || len(keys) != 1 || keys[0].Secret != "" || keys[0].LastUsedAt == nil {
+		t.Fatalf("list keys: %d %+v", st, keys)
+	}
+
+	// plans
+	if st := adminCall(t, "PUT", "/modelgate/accounts/"+acct.ID+"/plan", `{"plan":"gold"}`, nil); st != 400 {
+		t.Fatalf("a plan the configuration lacks: %d", st)
+	}
+	if st := adminCall(t, "PUT", "/modelgate/accounts/"+acct.ID+"/plan", `{"plan":"tight"}`, &acct); st != 200 || acct.Plan != "tight" {
+		t.Fatalf("set plan: %d %+v", st, acct)
+	}
+	statuses := []int{}
+	for range 4 {
+		statuses = append(statuses, g.generate("anthropic", testModel, "hello", false, key.Secret).status)
+	}
+	if statuses[3] != 429 {
+		t.Fatalf("on plan tight (3 a minute): %v", statuses)
+	}
+	adminCall(t, "PUT", "/modelgate/accounts/"+acct.ID+"/plan", `{"plan":"burst"}`, nil)
+
+	// suspend and resume
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/suspend", "", &acct); st != 200 || acct.State != ledger.StateSuspended {
+		t.Fatalf("suspend: %d %+v", st, acct)
+	}
+	for _, client := range []string{"openai", "anthropic", "gemini"} {
+		if r := g.generate(client, testModel, "hello", false, key.Secret); r.status != 403 || !strings.Contains(r.body, "suspended") {
+			t.Errorf("%s while suspended: %d %s", client, r.status, r.body)
+		}
+	}
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/resume", "", &acct); st != 200 || acct.State != ledger.StateActive {
+		t.Fatalf("resume: %d %+v", st, acct)
+	}
+	if r := g.generate("gemini", testModel, "hello", false, key.Secret); r.status != 200 {
+		t.Fatalf("resumed: %d %s", r.status, r.body)
+	}
+
+	// credits
+	before, _ := g.balance(acct.ID)
+	var credited struct {
+		Balance ledger.Money `json:"balance"`
+	}
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/credits", `{"amount":"1.25","reason":"goodwill","reference":"ticket-7"}`, &credited); st != 200 || credited.Balance != before+1_250_000_000 {
+		t.Fatalf("credit: %d %s, before %s", st, credited.Balance, before)
+	}
+	for body, want := range map[string]int{
+		`{"amount":"1.25","reason":"goodwill","reference":"ticket-7"}`: 409, // the same reference again
+		`{"amount":"1.25"}`:                      400, // no reason
+		`{"amount":"-1","reason":"x"}`:           400,
+		`{"amount":1.25,"reason":"x"}`:           400, // a float, not a decimal string
+		`{"amount":"0.0000000001","reason":"x"}`: 400, // finer than a nano
+		`{"amount":"1","reason":"x","colour":1}`: 400,
+		`not json`:                               400,
+	} {
+		if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/credits", body, nil); st != want {
+			t.Errorf("credit %s: %d, want %d", body, st, want)
+		}
+	}
+	if bal, _ := g.balance(acct.ID); bal != before+1_250_000_000 {
+		t.Fatalf("balance %s after refused credits, want %s", bal, before+1_250_000_000)
+	}
+
+	// errors
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"GET", "/modelgate/accounts/acct_nope", "", 404},
+		{"POST", "/modelgate/accounts/acct_nope/suspend", "", 404},
+		{"POST", "/modelgate/accounts/acct_nope/keys", "{}", 404},
+		{"POST", "/modelgate/accounts/acct_nope/credits", `{"amount":"1","reason":"x"}`, 404},
+		{"DELETE", "/modelgate/keys/key_nope", "", 404},
+		{"DELETE", "/modelgate/accounts/" + acct.ID, "", 405},
+		{"GET", "/modelgate/colours", "", 404},
+		{"POST", "/modelgate/accounts", `{"plan":"gold"}`, 400},
+		{"POST", "/modelgate/accounts", `{"email":"ops@example.com"}`, 409},
+	} {
+		if st := adminCall(t, c.method, c.path, c.body, nil); st != c.want {
+			t.Errorf("%s %s %s: %d, want %d", c.method, c.path, c.body, st, c.want)
+		}
+	}
+
+	// key deletion
+	if st := adminCall(t, "DELETE", "/modelgate/keys/"+key.ID, "", nil); st != 204 {
+		t.Fatalf("delete key: %d", st)
+	}
+	if r := g.generate("openai", testModel, "hello", false, key.Secret); r.status != 401 {
+		t.Fatalf("a deleted key: %d %s", r.status, r.body)
+	}
+	g.audit()
+}
