@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
@@ -197,7 +199,8 @@ func number(v []byte) ([]byte, bool) {
 		return v, true
 	case '"':
 		if len(v) >= 3 && bytes.IndexByte(v, '\\') < 0 {
-			if n := v[1 : len(v)-1]; rawjson.Kind(n) == '0' {
+			// the whole string must be a JSON number ("00", "1x" are not)
+			if n := v[1 : len(v)-1]; rawjson.Kind(n) == '0' && jsontext.Value(n).IsValid() {
 				return n, true
 			}
 		}

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/rawjson"
 	"github.com/modelgate/modelgate/formats/sse"
@@ -110,6 +111,9 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			if noChoices { // the usage chunk: hold it
 				if t.wantUsage {
 					t.held = rawjson.Apply(t.held[:0], data, edits[:n]...)
+					if bytes.IndexAny(t.held, "\r\n") >= 0 {
+						t.held = rawjson.Compact(nil, t.held)
+					}
 					t.synth = false
 				}
 				return dst, false, nil
@@ -138,7 +142,15 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		edits[0], edits[1] = edits[1], edits[0]
 	}
 	dst = append(dst, "data: "...)
+	mark := len(dst)
 	dst = rawjson.Apply(dst, data, edits[:n]...)
+	if bytes.IndexAny(dst[mark:], "\r\n") >= 0 {
+		// a chunk spread over several data: lines upstream: one line here
+		// (line breaks in JSON are only whitespace; a chunk that cannot be
+		// compacted keeps its lines, each framed as data)
+		compact := rawjson.Compact(nil, dst[mark:])
+		return sse.AppendData(dst[:mark-len("data: ")], compact), false, nil
+	}
 	return append(dst, "\n\n"...), false, nil
 }
 
