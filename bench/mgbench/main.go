@@ -138,6 +138,12 @@ http://127.0.0.1:%d {
 	grace_period 2s
 	modelgate {
 		ledger sqlite %s
+		# limits every request passes through (never reached here)
+		plan bench {
+			rpm 100000000
+			concurrency 100000
+		}
+		default_plan bench
 %s		model gpt-4o-mini {
 			route mock-openai gpt-4o-mini
 			price input 0.15 output 0.60
@@ -178,7 +184,7 @@ func (e *env) fundedKey() (string, error) {
 		return "", err
 	}
 	defer s.Close()
-	a, err := s.CreateAccount(ctx, "bench@example.com", "")
+	a, err := s.CreateAccount(ctx, "bench@example.com", "bench")
 	if err != nil {
 		return "", err
 	}
