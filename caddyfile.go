@@ -70,6 +70,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			keys <key...>
 //			key <key> [weight <n>]
 //			anthropic_version <date>
+//			chat_only
 //			connect_timeout <duration>
 //			first_byte_timeout <duration>
 //			response_timeout <duration>
@@ -362,6 +363,11 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 				return nil, err
 			}
 			p.Breaker = b
+		case "chat_only":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			p.ChatOnly = true
 		case "anthropic_version":
 			if !d.AllArgs(&p.AnthropicVersion) {
 				return nil, d.ArgErr()
@@ -387,6 +393,8 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 	switch {
 	case p.AnthropicVersion != "" && p.Format != "anthropic":
 		return nil, start.errf("provider %s: anthropic_version applies to anthropic providers only", p.Name)
+	case p.ChatOnly && p.Format != "openai":
+		return nil, start.errf("provider %s: chat_only applies to openai providers only", p.Name)
 	}
 	return p, nil
 }

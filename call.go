@@ -285,7 +285,7 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	}()
 
 	out := req.WithContext(ctx)
-	path, query := upstreamURL(p.Provider, c.route.upstreamModel, c.stream, c.count)
+	path, query := upstreamURL(p.Provider, c.route.upstreamModel, c.stream, c.count, c.passThrough && c.format == clientResponses)
 	out.URL = &url.URL{Scheme: p.Scheme, Host: req.URL.Host, Path: path, RawQuery: query}
 	out.Host = p.Host
 	accept := "application/json"

@@ -63,6 +63,7 @@ const (
 	routeModels                         // GET /v1/models, in the shape the client expects
 	routeModel                          // GET /v1/models/{id}
 	routeChat                           // POST /v1/chat/completions
+	routeResponses                      // POST /v1/responses
 	routeMessages                       // POST /v1/messages
 	routeMessagesCount                  // POST /v1/messages/count_tokens
 	routeGeminiModels                   // GET /v1beta/models
@@ -91,6 +92,8 @@ func classify(path string) routeInfo {
 		return routeInfo{route: routeModels, method: http.MethodGet}
 	case "/v1/chat/completions":
 		return routeInfo{route: routeChat, format: clientOpenAI, method: http.MethodPost}
+	case "/v1/responses":
+		return routeInfo{route: routeResponses, format: clientResponses, method: http.MethodPost}
 	case "/v1/messages":
 		return routeInfo{route: routeMessages, format: clientAnthropic, method: http.MethodPost}
 	case "/v1/messages/count_tokens":
@@ -380,6 +383,8 @@ func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p p
 	switch ri.route {
 	case routeChat:
 		req, ferr = parseChat(body)
+	case routeResponses:
+		req, ferr = parseResponses(body)
 	case routeMessages:
 		req, ferr = parseMessages(body, false, r.Header)
 	case routeMessagesCount:

@@ -150,6 +150,10 @@ type ProviderConfig struct {
 	// anthropic-format provider, whatever version the client sent.
 	// Default: 2023-06-01.
 	AnthropicVersion string `json:"anthropic_version,omitempty"`
+	// ChatOnly says that an openai-format provider has no Responses API
+	// (POST /v1/responses): Responses clients are then translated to
+	// Chat Completions for it. Default: false (OpenAI has both).
+	ChatOnly bool `json:"chat_only,omitempty"`
 
 	// ConnectTimeout bounds connecting to the provider. Default: 5s.
 	ConnectTimeout caddy.Duration `json:"connect_timeout,omitempty"`
@@ -254,6 +258,7 @@ type PlanConfig struct {
 type provider struct {
 	*upstream.Provider
 	anthropicVersion string
+	responsesAPI     bool // an openai-format provider with POST /v1/responses
 	connectTimeout   time.Duration
 	firstByteTimeout time.Duration
 	responseTimeout  time.Duration
@@ -527,7 +532,8 @@ func (a *App) buildCatalogue() error {
 		if pc.AnthropicVersion != "" && f != upstream.FormatAnthropic {
 			return fmt.Errorf("provider %s: anthropic_version applies to anthropic providers only", pc.Name)
 		}
-		a.providers[pc.Name] = &provider{Provider: &upstream.Provider{Name: pc.Name, Format: f}, anthropicVersion: version}
+		a.providers[pc.Name] = &provider{Provider: &upstream.Provider{Name: pc.Name, Format: f}, anthropicVersion: version,
+			responsesAPI: f == upstream.FormatOpenAI && !pc.ChatOnly}
 	}
 
 	a.models = make(map[string]*model, len(a.Models))

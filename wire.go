@@ -9,6 +9,7 @@ import (
 	"github.com/modelgate/modelgate/formats/anthropic"
 	"github.com/modelgate/modelgate/formats/gemini"
 	"github.com/modelgate/modelgate/formats/openai"
+	"github.com/modelgate/modelgate/formats/responses"
 	"github.com/modelgate/modelgate/upstream"
 )
 
@@ -24,6 +25,7 @@ const (
 	clientOpenAI    clientFormat = iota // Chat Completions
 	clientAnthropic                     // Messages
 	clientGemini                        // generateContent
+	clientResponses                     // OpenAI Responses
 )
 
 // String names the format in usage rows and logs.
@@ -33,6 +35,8 @@ func (f clientFormat) String() string {
 		return "anthropic"
 	case clientGemini:
 		return "gemini"
+	case clientResponses:
+		return "openai.responses"
 	}
 	return "openai.chat"
 }
@@ -106,6 +110,7 @@ type genRequest struct {
 	body          []byte
 	toIR          func() (*formats.Request, *formats.Error)
 	anthropicBeta []string // anthropic-beta header values of an Anthropic client
+	responses     *responses.Request
 }
 
 // parseChat reads an OpenAI Chat Completions request.
@@ -116,6 +121,20 @@ func parseChat(body []byte) (*genRequest, *formats.Error) {
 	}
 	g := &genRequest{format: clientOpenAI, model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage,
 		choices: req.N, inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR}
+	if n, ok := req.MaxTokens(); ok {
+		g.maxTokens = n
+	}
+	return g, nil
+}
+
+// parseResponses reads an OpenAI Responses request.
+func parseResponses(body []byte) (*genRequest, *formats.Error) {
+	req, ferr := responses.ParseRequest(body)
+	if ferr != nil {
+		return nil, ferr
+	}
+	g := &genRequest{format: clientResponses, model: req.Model, stream: req.Stream, choices: 1,
+		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR, responses: req}
 	if n, ok := req.MaxTokens(); ok {
 		g.maxTokens = n
 	}
@@ -163,19 +182,31 @@ func parseGenerate(body []byte, model string, stream, sse, count bool) (*genRequ
 	return g, nil
 }
 
+// samePath reports whether a client's request goes to the provider as it
+// came (model and cap rewritten): same format, and for Responses clients an
+// OpenAI provider that has the Responses API.
+func samePath(f clientFormat, p *provider) bool {
+	if f == clientResponses {
+		return p.Format == upstream.FormatOpenAI && p.responsesAPI
+	}
+	return p.Format == f.upstreamFormat()
+}
+
 // upstreamBody renders the request for the route's upstream: the client's
 // own bytes with the model and the output cap rewritten when the formats
 // match, a translation through the IR otherwise. It returns the names of
 // what translation dropped, for x-modelgate-dropped.
 func upstreamBody(req *genRequest, m *model, rt *route, outputCap int, sigs gemini.SignatureStore) (body []byte, dropped string, passThrough bool, ferr *formats.Error) {
 	uf := rt.provider.Format
-	if uf == req.format.upstreamFormat() {
+	if samePath(req.format, rt.provider) {
 		var err error
 		dst := make([]byte, 0, len(req.body)+64)
-		switch uf {
-		case upstream.FormatAnthropic:
+		switch {
+		case req.format == clientResponses:
+			body, err = responses.Rewrite(dst, req.body, rt.upstreamModel, outputCap)
+		case uf == upstream.FormatAnthropic:
 			body, err = anthropic.RewriteMessagesRequest(dst, req.body, rt.upstreamModel, outputCap)
-		case upstream.FormatGemini:
+		case uf == upstream.FormatGemini:
 			body, err = gemini.RewriteGenerateRequest(dst, req.body, outputCap)
 		default:
 			body, err = openai.RewriteChatRequest(dst, req.body, rt.upstreamModel, outputCap, req.stream)
@@ -240,7 +271,7 @@ func countBody(req *genRequest, rt *route) ([]byte, *formats.Error) {
 }
 
 // upstreamURL is the path and query of a call at the provider.
-func upstreamURL(p *upstream.Provider, upstreamModel string, stream, count bool) (path, query string) {
+func upstreamURL(p *upstream.Provider, upstreamModel string, stream, count, responsesAPI bool) (path, query string) {
 	switch p.Format {
 	case upstream.FormatAnthropic:
 		if count {
@@ -256,6 +287,9 @@ func upstreamURL(p *upstream.Provider, upstreamModel string, stream, count bool)
 			return base + ":streamGenerateContent", "alt=sse"
 		}
 		return base + ":generateContent", ""
+	}
+	if responsesAPI {
+		return p.PathPrefix + "/v1/responses", ""
 	}
 	return p.PathPrefix + "/v1/chat/completions", ""
 }
@@ -293,10 +327,12 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 	uf := c.route.provider.Format
 	dst := make([]byte, 0, len(data)+64)
 	if c.passThrough {
-		switch uf {
-		case upstream.FormatAnthropic:
+		switch {
+		case c.format == clientResponses:
+			out, u, ferr = responses.PassThrough(dst, data, c.model.id)
+		case uf == upstream.FormatAnthropic:
 			out, u, ferr = anthropic.PassThroughResponse(dst, data, c.model.id)
-		case upstream.FormatGemini:
+		case uf == upstream.FormatGemini:
 			out, u, ferr = gemini.PassThroughResponse(dst, data, c.model.id)
 		default:
 			out, u, ferr = openai.PassThroughResponse(dst, data, c.model.id)
@@ -305,7 +341,9 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 			return nil, u, false, 0, ferr
 		}
 		hasUsage = u != (formats.Usage{})
-		if !hasUsage {
+		if !hasUsage && c.format == clientResponses {
+			outputBytes = int64(len(data))
+		} else if !hasUsage {
 			if r, err := decodeResponse(uf, data, c.app.signatures, c.format.toolIDPrefix()); err == nil {
 				outputBytes = r.OutputBytes()
 			} else {
@@ -323,6 +361,8 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 		out = anthropic.RenderMessagesResponse(dst, resp, c.model.id)
 	case clientGemini:
 		out = gemini.RenderGenerateResponse(dst, resp, c.model.id)
+	case clientResponses:
+		out = responses.Render(dst, resp, c.model.id, c.req.responses)
 	default:
 		out = openai.RenderChatResponse(dst, resp, c.model.id)
 	}
@@ -344,10 +384,12 @@ func decodeResponse(f upstream.Format, data []byte, sigs gemini.SignatureStore, 
 func (c *call) streamTranslator() formats.StreamTranslator {
 	uf := c.route.provider.Format
 	if c.passThrough {
-		switch uf {
-		case upstream.FormatAnthropic:
+		switch {
+		case c.format == clientResponses:
+			return responses.NewPassThroughStream(c.model.id)
+		case uf == upstream.FormatAnthropic:
 			return anthropic.NewPassThroughStream(c.model.id)
-		case upstream.FormatGemini:
+		case uf == upstream.FormatGemini:
 			return gemini.NewPassThroughStream(c.model.id, c.sse)
 		}
 		return openai.NewPassThroughStream(c.model.id, c.includeUsage)
@@ -367,6 +409,8 @@ func (c *call) streamTranslator() formats.StreamTranslator {
 		enc = anthropic.NewStreamEncoder(c.model.id)
 	case clientGemini:
 		enc = gemini.NewStreamEncoder(c.model.id, c.sse)
+	case clientResponses:
+		enc = responses.NewStreamEncoder(c.model.id, c.req.responses)
 	default:
 		enc = openai.NewStreamEncoder(c.model.id, c.includeUsage)
 	}

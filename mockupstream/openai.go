@@ -27,6 +27,11 @@ func (s *Server) openAIRoute(r *http.Request) func(*call) {
 			return s.openAIMethodNotAllowed
 		}
 		return s.openAIChat
+	case p == "/v1/responses":
+		if r.Method != http.MethodPost {
+			return s.openAIMethodNotAllowed
+		}
+		return s.openAIResponses
 	case p == "/v1/models", strings.HasPrefix(p, "/v1/models/"):
 		if r.Method != http.MethodGet {
 			return s.openAIMethodNotAllowed
