@@ -35,6 +35,8 @@ func badRoutes(key string) []badRoute {
 		out = append(out,
 			badRoute{"POST", "/v1/chat/completions", `{"model":"` + m + `","max_tokens":20,"stream":false,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi there"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`, bearer, true},
 			badRoute{"POST", "/v1/chat/completions", `{"model":"` + m + `","max_tokens":20,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi there"}]}`, bearer, true},
+			badRoute{"POST", "/v1/responses", `{"model":"` + m + `","max_output_tokens":20,"store":false,"instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"hi there"}]},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"ok"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]}`, bearer, true},
+			badRoute{"POST", "/v1/responses", `{"model":"` + m + `","max_output_tokens":20,"stream":true,"input":"hi there"}`, bearer, true},
 			badRoute{"POST", "/v1/messages", `{"model":"` + m + `","max_tokens":20,"system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":"yo"},{"role":"user","content":"again"}]}`, anth, true},
 			badRoute{"POST", "/v1/messages", `{"model":"` + m + `","max_tokens":20,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`, anth, true},
 			badRoute{"POST", "/v1/messages/count_tokens", `{"model":"` + m + `","messages":[{"role":"user","content":"hi there"}]}`, anth, false},

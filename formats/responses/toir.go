@@ -2,6 +2,7 @@ package responses
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/modelgate/modelgate/formats"
@@ -16,6 +17,8 @@ var known = map[string]bool{
 	"text": true, "reasoning": true, "user": true, "safety_identifier": true, "metadata": true,
 	"service_tier": true, "store": true, "previous_response_id": true, "conversation": true,
 	"background": true, "top_logprobs": true, "stream_options": true,
+	// dropped by name below
+	"include": true, "truncation": true, "prompt_cache_key": true, "max_tool_calls": true,
 }
 
 // ToIR converts the request for an upstream of another format (wire/
@@ -37,10 +40,15 @@ func (r *Request) ToIR() (*formats.Request, *formats.Error) {
 	}
 
 	ir := &formats.Request{Names: &responsesNames, Model: r.Model, Stream: r.Stream, MaxTokens: r.maxOutput}
+	var unknown []string
 	for name := range r.top {
 		if !known[name] {
-			ir.Drop(name)
+			unknown = append(unknown, name)
 		}
+	}
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		ir.Drop(name)
 	}
 	for _, name := range []string{"include", "truncation", "prompt_cache_key", "max_tool_calls"} {
 		if _, ok := r.top[name]; ok {
