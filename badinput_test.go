@@ -43,6 +43,11 @@ func badRoutes(key string) []badRoute {
 			badRoute{"POST", "/v1beta/models/" + m + ":generateContent", gem, goog, true},
 			badRoute{"POST", "/v1beta/models/" + m + ":streamGenerateContent?alt=sse", gem, goog, true},
 			badRoute{"POST", "/v1beta/models/" + m + ":countTokens", `{"contents":[{"parts":[{"text":"hi"}]}]}`, goog, false},
+			badRoute{"POST", "/v1/images/generations", `{"model":"` + m + `","prompt":"hi there","n":1,"size":"1024x1024","stream":false}`, bearer, true},
+			badRoute{"POST", "/v1/images/edits", "--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + m +
+				"\r\n--XyZ\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nhi there\r\n--XyZ\r\n" +
+				"Content-Disposition: form-data; name=\"image[]\"; filename=\"a.png\"\r\nContent-Type: image/png\r\n\r\n\x89PNG\r\n\x1a\n" +
+				"\r\n--XyZ--\r\n", append([]string{"Content-Type", "multipart/form-data; boundary=XyZ"}, bearer...), true},
 		)
 	}
 	return append(out,

@@ -89,7 +89,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //		}
 //		model <id> {
 //			route <provider> <upstream_model> [weight <n>]
-//			price input <x> output <y> [cache_read <z>] [cache_write <w>]
+//			price input <x> output <y> [cache_read <z>] [cache_write <w>] [image <i>]
 //			owned_by <name>
 //			max_output <tokens>
 //			features [reasoning] [structured_outputs]
@@ -571,7 +571,7 @@ func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, err
 		case "price":
 			args := d.RemainingArgs()
 			if len(args) == 0 || len(args)%2 != 0 {
-				return nil, nil, d.Errf("model %s: usage: price input <x> output <y> [cache_read <z>] [cache_write <w>]", m.ID)
+				return nil, nil, d.Errf("model %s: usage: price input <x> output <y> [cache_read <z>] [cache_write <w>] [image <i>]", m.ID)
 			}
 			got := map[string]bool{}
 			for i := 0; i < len(args); i += 2 {
@@ -590,10 +590,16 @@ func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, err
 					dst = &m.Price.CacheRead
 				case "cache_write":
 					dst = &m.Price.CacheWrite
+				case "image":
+					dst = &m.Price.Image
 				default:
-					return nil, nil, d.Errf("model %s: unknown price %q (want input, output, cache_read or cache_write)", m.ID, name)
+					return nil, nil, d.Errf("model %s: unknown price %q (want input, output, cache_read, cache_write or image)", m.ID, name)
 				}
-				if _, err := ledger.ParsePerMillion(val); err != nil {
+				parse := ledger.ParsePerMillion
+				if name == "image" {
+					parse = ledger.ParseMoney // the price of one image
+				}
+				if _, err := parse(val); err != nil {
 					return nil, nil, d.Errf("model %s: price %s %s: %v", m.ID, name, val, err)
 				}
 				*dst = val

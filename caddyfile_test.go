@@ -66,8 +66,8 @@ func TestCaddyfileErrors(t *testing.T) {
 			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input cheap output 2\n\t\t}\n",
 			"model m: price input cheap:"},
 		"unknown price kind": {
-			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2 image 3\n\t\t}\n",
-			`unknown price "image"`},
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2 video 3\n\t\t}\n",
+			`unknown price "video"`},
 		"unknown format": {
 			"\t\tprovider p {\n\t\t\tformat grpc\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t}\n",
 			`provider p: unknown format "grpc" (want openai, anthropic or gemini), at Caddyfile:4`},

@@ -551,18 +551,8 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		Latency:       time.Since(c.start),
 		TTFT:          c.ttft,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	if err := c.hold.Settle(ctx, rec); err != nil {
-		c.logger.Error("settling a request failed",
-			zap.String("request_id", c.reqID), zap.String("account", c.principal.AccountID), zap.Error(err))
+	if err := c.app.settleRecord(c.logger, c.hold, rec); err != nil {
 		return err
-	}
-	c.app.metrics.settled(rec)
-	if rec.OverHold {
-		c.logger.Warn("usage exceeded the hold",
-			zap.String("request_id", c.reqID), zap.String("model", c.model.id),
-			zap.Int64("input_tokens", tokens.Input), zap.Int64("output_tokens", tokens.Output))
 	}
 	debugf(c.logger, "settled",
 		zap.String("request_id", c.reqID),
@@ -573,6 +563,25 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		zap.Int64("output_tokens", tokens.Output),
 		zap.String("charged", rec.Charged.String()),
 		zap.String("outcome", outcome))
+	return nil
+}
+
+// settleRecord debits rec on hold and writes its usage row, returning when
+// both are durable.
+func (a *App) settleRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord) error {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := hold.Settle(ctx, rec); err != nil {
+		logger.Error("settling a request failed",
+			zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID), zap.Error(err))
+		return err
+	}
+	a.metrics.settled(rec)
+	if rec.OverHold {
+		logger.Warn("usage exceeded the hold",
+			zap.String("request_id", rec.RequestID), zap.String("model", rec.Model),
+			zap.Int64("input_tokens", rec.Tokens.Input), zap.Int64("output_tokens", rec.Tokens.Output))
+	}
 	return nil
 }
 

@@ -824,6 +824,10 @@ func TestReloadKeepsStreamsAndMoney(t *testing.T) {
 	if rows := g.rows(acct); len(rows) != 1 || held != 0 || bal != 1_000_000_000-cost(mockTokens(prompt), 30) {
 		t.Fatalf("after the reload: balance %s held %s rows %+v", bal, held, rows)
 	}
+	// The stream's connection belongs to the replaced server, which closes
+	// it once its last answer is out; a client racing that close gets a
+	// reset on a POST it cannot replay, so start from a fresh connection.
+	http.DefaultClient.CloseIdleConnections()
 	// the reloaded config serves the same accounts
 	if r := g.do("POST", "/v1/chat/completions", chatBody(testModel, "after", ""), "Authorization", "Bearer "+key); r.status != 200 {
 		t.Fatalf("after the reload: %d %s", r.status, r.body)

@@ -58,21 +58,23 @@ func (h *APIHandler) Provision(ctx caddy.Context) error {
 type apiRoute uint8
 
 const (
-	routeNone           apiRoute = iota // not ours: next handler
-	routeIndex                          // GET / and /v1
-	routeModels                         // GET /v1/models, in the shape the client expects
-	routeModel                          // GET /v1/models/{id}
-	routeChat                           // POST /v1/chat/completions
-	routeResponses                      // POST /v1/responses
-	routeMessages                       // POST /v1/messages
-	routeMessagesCount                  // POST /v1/messages/count_tokens
-	routeGeminiModels                   // GET /v1beta/models
-	routeGeminiModel                    // GET /v1beta/models/{model}
-	routeGeminiGenerate                 // POST …/models/{model}:generateContent
-	routeGeminiStream                   // POST …/models/{model}:streamGenerateContent
-	routeGeminiCount                    // POST …/models/{model}:countTokens
-	routeUsage                          // GET /api/usage
-	routeUnknown                        // under /v1 or /v1beta but no such route: 404
+	routeNone             apiRoute = iota // not ours: next handler
+	routeIndex                            // GET / and /v1
+	routeModels                           // GET /v1/models, in the shape the client expects
+	routeModel                            // GET /v1/models/{id}
+	routeChat                             // POST /v1/chat/completions
+	routeResponses                        // POST /v1/responses
+	routeImageGenerations                 // POST /v1/images/generations
+	routeImageEdits                       // POST /v1/images/edits
+	routeMessages                         // POST /v1/messages
+	routeMessagesCount                    // POST /v1/messages/count_tokens
+	routeGeminiModels                     // GET /v1beta/models
+	routeGeminiModel                      // GET /v1beta/models/{model}
+	routeGeminiGenerate                   // POST …/models/{model}:generateContent
+	routeGeminiStream                     // POST …/models/{model}:streamGenerateContent
+	routeGeminiCount                      // POST …/models/{model}:countTokens
+	routeUsage                            // GET /api/usage
+	routeUnknown                          // under /v1 or /v1beta but no such route: 404
 )
 
 // routeInfo is a classified request path.
@@ -94,6 +96,10 @@ func classify(path string) routeInfo {
 		return routeInfo{route: routeChat, format: clientOpenAI, method: http.MethodPost}
 	case "/v1/responses":
 		return routeInfo{route: routeResponses, format: clientResponses, method: http.MethodPost}
+	case "/v1/images/generations":
+		return routeInfo{route: routeImageGenerations, format: clientImages, method: http.MethodPost}
+	case "/v1/images/edits":
+		return routeInfo{route: routeImageEdits, format: clientImages, method: http.MethodPost}
 	case "/v1/messages":
 		return routeInfo{route: routeMessages, format: clientAnthropic, method: http.MethodPost}
 	case "/v1/messages/count_tokens":
@@ -218,6 +224,8 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		h.serveModel(w, ri.format, ri.arg)
 	case routeUsage:
 		h.serveUsage(w, r, p)
+	case routeImageGenerations, routeImageEdits:
+		h.serveImages(w, r, p, ri, reqID)
 	default:
 		h.serveGeneration(w, r, p, ri, reqID)
 	}

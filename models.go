@@ -187,8 +187,9 @@ func indexDoc() []byte {
 		Object:  "api",
 		Auth:    "Send your API key as Authorization: Bearer <API_KEY>, or as x-api-key: <API_KEY> (Gemini clients: x-goog-api-key or ?key=).",
 		Endpoints: map[string][]string{
-			"chat-completions": {"GET /v1/models", "GET /v1/models/{model}", "POST /v1/chat/completions", "POST /v1/responses"},
-			"messages":         {"POST /v1/messages", "POST /v1/messages/count_tokens"},
+			"chat-completions": {"GET /v1/models", "GET /v1/models/{model}", "POST /v1/chat/completions", "POST /v1/responses",
+				"POST /v1/images/generations", "POST /v1/images/edits"},
+			"messages": {"POST /v1/messages", "POST /v1/messages/count_tokens"},
 			"gemini": {"GET /v1beta/models", "GET /v1beta/models/{model}", "POST /v1beta/models/{model}:generateContent",
 				"POST /v1beta/models/{model}:streamGenerateContent", "POST /v1beta/models/{model}:countTokens"},
 			"usage": {"GET /api/usage"},

@@ -241,6 +241,9 @@ type PriceConfig struct {
 	// CacheRead and CacheWrite default to the input price, never to zero.
 	CacheRead  string `json:"cache_read,omitempty"`
 	CacheWrite string `json:"cache_write,omitempty"`
+	// Image is what one image costs, in currency units, billed by the
+	// images routes when the upstream reports no token usage.
+	Image string `json:"image,omitempty"`
 }
 
 // PlanConfig is a set of per-account limits.
@@ -290,6 +293,10 @@ type model struct {
 	doc       []byte // the body of GET /v1/models/{id}
 
 	candidates []upstream.Candidate // the routes, for the scheduler
+
+	imagePrice      ledger.Money         // one image; 0 when not configured
+	imageRoutes     []int                // the routes to OpenAI-format providers, which serve images
+	imageCandidates []upstream.Candidate // those routes, for the scheduler
 
 	reasoning         bool // the model takes reasoning effort / thinking
 	structuredOutputs bool // the model takes native JSON schema output
@@ -467,6 +474,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		for i := range m.routes {
 			m.routes[i].provider = a.providers[m.routes[i].provider.Name]
 			m.candidates[i] = upstream.Candidate{Provider: m.routes[i].provider.Provider, Weight: m.routes[i].weight}
+			if m.routes[i].provider.Format == upstream.FormatOpenAI {
+				m.imageRoutes = append(m.imageRoutes, i)
+				m.imageCandidates = append(m.imageCandidates, m.candidates[i])
+			}
 		}
 	}
 	return nil
@@ -602,6 +613,11 @@ func (a *App) buildModel(mc *ModelConfig) (*model, error) {
 		return nil, fmt.Errorf("model %s: %w", m.id, err)
 	}
 	m.price = price
+	if mc.Price.Image != "" {
+		if m.imagePrice, err = ledger.ParseMoney(mc.Price.Image); err != nil || m.imagePrice < 0 {
+			return nil, fmt.Errorf("model %s: price image %s: want an amount of at least 0", m.id, mc.Price.Image)
+		}
+	}
 	for _, f := range mc.Features {
 		switch f {
 		case featureReasoning:

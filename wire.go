@@ -26,6 +26,7 @@ const (
 	clientAnthropic                     // Messages
 	clientGemini                        // generateContent
 	clientResponses                     // OpenAI Responses
+	clientImages                        // OpenAI Images (generations and edits)
 )
 
 // String names the format in usage rows and logs.
@@ -37,6 +38,8 @@ func (f clientFormat) String() string {
 		return "gemini"
 	case clientResponses:
 		return "openai.responses"
+	case clientImages:
+		return "openai.images"
 	}
 	return "openai.chat"
 }

@@ -15,6 +15,13 @@
 // OpenAI (wire/openai.md):
 //
 //	POST /v1/chat/completions   chat completions, streaming and not (§2)
+//	POST /v1/responses          Responses, streaming and not (§3)
+//	POST /v1/images/generations images (§4): b64_json for gpt-image-* models, with usage
+//	                            (prompt words as text tokens, [ImageOutputTokens] per image);
+//	                            dall-e-* answer URLs (or b64_json) and no usage
+//	POST /v1/images/edits       the same, from a multipart form read as it arrives (file parts are
+//	                            hashed and counted, [Server.UploadedBytes]; each input image counts
+//	                            [ImageInputTokens]); recorded with a JSON summary of the form as its body
 //	GET  /v1/models             {"object":"list","data":[...]}
 //	GET  /v1/models/{id}        one model object; unknown id → 404 model_not_found
 //

@@ -32,6 +32,11 @@ func (s *Server) openAIRoute(r *http.Request) func(*call) {
 			return s.openAIMethodNotAllowed
 		}
 		return s.openAIResponses
+	case p == "/v1/images/generations", p == "/v1/images/edits":
+		if r.Method != http.MethodPost {
+			return s.openAIMethodNotAllowed
+		}
+		return s.openAIImageGeneration
 	case p == "/v1/models", strings.HasPrefix(p, "/v1/models/"):
 		if r.Method != http.MethodGet {
 			return s.openAIMethodNotAllowed

@@ -30,6 +30,7 @@ type Server struct {
 	replyTokens int
 
 	seq       atomic.Uint64 // request ids
+	uploaded  atomic.Int64  // file bytes received by the edits route
 	toolSeq   atomic.Uint64 // tool call ids
 	done      chan struct{}
 	closeOnce sync.Once
@@ -231,6 +232,10 @@ func (s *Server) stats(key string) *KeyStats {
 
 // ServeHTTP serves the mock API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/images/edits" && r.Method == http.MethodPost && !isAnthropic(r) && !isGemini(r) {
+		s.openAIImageEdit(w, r) // read as it arrives, never whole
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	s.record(r, body)
 	handle, vendor, key := s.route(r)

@@ -1,0 +1,414 @@
+package modelgate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/images"
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/upstream"
+)
+
+// The OpenAI images routes (wire/openai.md §4): POST /v1/images/generations
+// (JSON) and POST /v1/images/edits (a multipart form, forwarded as it
+// arrives). Only a model's OpenAI-format routes make images; the request
+// goes to them with the model rewritten, and the answer, whose usage comes
+// last, is read whole, billed, then sent.
+
+// inputImageTokens bounds the input tokens of one image given to an edit,
+// for the hold (GPT image models bill a high-fidelity input image at a few
+// thousand tokens).
+const inputImageTokens = 6000
+
+// imageCall is one images request on its way through the gateway.
+type imageCall struct {
+	app       *App
+	logger    *zap.Logger
+	reqID     string
+	start     time.Time
+	principal principal
+	model     *model
+	req       *images.Request
+	body      []byte       // a generation's JSON body
+	form      *images.Form // an edit's form
+	hold      *ledger.Hold
+	settled   bool
+
+	attempts []*upstream.Attempt
+	attempt  *upstream.Attempt
+	route    *route
+}
+
+// serveImages serves POST /v1/images/generations and /v1/images/edits.
+func (h *APIHandler) serveImages(w http.ResponseWriter, r *http.Request, p principal, ri routeInfo, reqID string) {
+	slot, ferr := h.admit(w, r, p, ri.format)
+	if ferr != nil {
+		writeError(w, ri.format, ferr)
+		return
+	}
+	if slot != nil {
+		defer slot.Release()
+	}
+	ic := &imageCall{app: h.app, logger: h.logger, reqID: reqID, start: time.Now(), principal: p}
+	if ri.route == routeImageGenerations {
+		body, ferr := readBody(r, h.app.MaxRequestBody)
+		if ferr == nil {
+			ic.req, ferr = images.ParseGeneration(body)
+		}
+		if ferr != nil {
+			writeError(w, clientImages, ferr)
+			return
+		}
+		ic.body = body
+	} else {
+		boundary, ferr := formBoundary(r.Header.Get("Content-Type"))
+		if ferr == nil {
+			ic.form, ferr = images.ReadForm(r.Body, boundary, h.app.imageBodyLimit())
+		}
+		if ferr != nil {
+			writeError(w, clientImages, ferr)
+			return
+		}
+		defer ic.form.Close()
+		ic.req = &ic.form.Request
+	}
+	m, ok := h.app.models[ic.req.Model]
+	if !ok {
+		writeError(w, clientImages, modelNotFound(ic.req.Model))
+		return
+	}
+	if len(m.imageRoutes) == 0 {
+		writeError(w, clientImages, formats.InvalidRequest("model", "The model "+strconv.Quote(m.id)+
+			" is not served by an OpenAI-format provider, so it cannot make images. Use an image model such as one routed to OpenAI."))
+		return
+	}
+	ic.model = m
+	if ferr := ic.reserve(); ferr != nil {
+		writeError(w, clientImages, ferr)
+		return
+	}
+	defer ic.release()
+	ic.run(w, r)
+}
+
+// formBoundary checks an edit's Content-Type.
+func formBoundary(contentType string) (string, *formats.Error) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return "", formats.InvalidRequest("", "POST /v1/images/edits takes a multipart/form-data body (with a boundary), not "+
+			strconv.Quote(contentType)+".")
+	}
+	return params["boundary"], nil
+}
+
+// imageBodyLimit is the largest edit form accepted: twice the request body
+// limit (64 MiB by default, SPEC §3).
+func (a *App) imageBodyLimit() int64 { return 2 * a.MaxRequestBody }
+
+// perImage is the most one image of q can cost: the per-image price, or the
+// output tokens of its size and quality, whichever is dearer.
+func (ic *imageCall) perImage() ledger.Money {
+	tokens := mulMoney(images.OutputTokens(ic.req.Size, ic.req.Quality), ic.model.price.Output)
+	return max(ic.model.imagePrice, tokens)
+}
+
+// inputTokens bounds the request's input tokens: the prompt's bytes and a
+// fixed allowance per input image.
+func (ic *imageCall) inputTokens() int64 {
+	n := int64(len(ic.req.Prompt))
+	if ic.form != nil {
+		n += int64(max(ic.form.Images(), 1)) * inputImageTokens
+	}
+	return n
+}
+
+// reserve holds the cost of the images asked for. When the count is not
+// known yet (an edit whose n may follow the image), it holds for one image
+// at least and for the most a request may ask when the balance allows.
+func (ic *imageCall) reserve() *formats.Error {
+	price := ic.model.price
+	in := mulMoney(ic.inputTokens(), max(price.Input, price.CacheRead, price.CacheWrite))
+	each := ic.perImage()
+	least, most := ic.req.N, ic.req.N
+	if ic.form != nil && !ic.req.NGiven && !ic.form.Complete() {
+		least, most = 1, images.MaxN
+	}
+	minCost := addMoney(in, mulMoney(int64(least), each))
+	maxCost := addMoney(in, mulMoney(int64(most), each))
+	hold, err := ic.app.store.Reserve(ic.principal.AccountID, minCost, maxCost)
+	if err != nil {
+		if errors.Is(err, ledger.ErrInsufficientFunds) {
+			return &formats.Error{Kind: formats.KindInsufficientQuota,
+				Message: "Your balance does not cover this request (" + strconv.Itoa(least) +
+					" image(s) at this model's price). Top up your balance and try again."}
+		}
+		ic.logger.Error("reserving a hold", zap.String("account", ic.principal.AccountID), zap.Error(err))
+		return formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
+	}
+	ic.hold = hold
+	return nil
+}
+
+// release gives the hold back if the call was not settled.
+func (ic *imageCall) release() {
+	if ic.hold != nil && !ic.settled {
+		ic.settled = true
+		ic.hold.Release()
+	}
+}
+
+// run tries the model's OpenAI-format routes until one answers, up to
+// max_attempts. An edit whose parts were forwarded straight from the
+// client cannot be sent again, so it gets no second attempt.
+func (ic *imageCall) run(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		for _, a := range ic.attempts {
+			a.Release()
+		}
+	}()
+	var last *formats.Error
+	for len(ic.attempts) < ic.app.MaxAttempts {
+		if ic.form != nil && !ic.form.Replayable() {
+			break
+		}
+		i, att, ok := upstream.Choose(ic.model.imageCandidates, ic.attempts, nil)
+		if !ok {
+			break
+		}
+		ic.attempts = append(ic.attempts, att)
+		ic.attempt, ic.route = att, &ic.model.routes[ic.model.imageRoutes[i]]
+		done, cause, ferr := ic.once(w, r)
+		if done {
+			return
+		}
+		last = ferr
+		ic.logger.Warn("upstream attempt failed",
+			zap.String("request_id", ic.reqID),
+			zap.String("provider", ic.route.provider.Name),
+			zap.String("upstream_key", att.Key.ID),
+			zap.Int("attempt", len(ic.attempts)),
+			zap.String("cause", cause.String()))
+		if r.Context().Err() != nil {
+			return // nobody to answer
+		}
+	}
+	if last == nil {
+		last = &formats.Error{Kind: formats.KindOverloaded,
+			Message: "No upstream provider for this model is available right now; try again shortly.", RetryAfter: 1}
+	}
+	writeError(w, clientImages, last)
+}
+
+// errAttemptOver ends the forwarding of a form once its attempt is over.
+var errAttemptOver = errors.New("the upstream attempt is over")
+
+// once makes one attempt. done means the client has its answer (or is
+// gone); otherwise the attempt failed for cause, ferr being what the client
+// sees if no attempt succeeds.
+func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, cause upstream.Cause, ferr *formats.Error) {
+	p := ic.route.provider
+	keyID := ic.attempt.Key.ID
+	ic.app.metrics.attempt(p.Name, keyID)
+
+	ctx, cancel := context.WithTimeout(r.Context(), p.responseTimeout)
+	defer cancel()
+	path := "/v1/images/generations"
+	var body io.Reader
+	contentType := "application/json"
+	// formDone, for an edit, ends the forwarding of the form (if the
+	// upstream stopped reading it) and reports a failure on the client's
+	// side of it
+	formDone := func() *formats.Error { return nil }
+	if ic.form == nil {
+		out, err := images.RewriteGeneration(make([]byte, 0, len(ic.body)+32), ic.body, ic.route.upstreamModel)
+		if err != nil {
+			// validated already: cannot happen
+			writeError(w, clientImages, formats.InvalidRequest("", "The request body is not a JSON object."))
+			return true, 0, nil
+		}
+		body = bytes.NewReader(out)
+	} else {
+		path = "/v1/images/edits"
+		pr, pw := io.Pipe()
+		mw := multipart.NewWriter(pw)
+		contentType = mw.FormDataContentType()
+		written := make(chan error, 1)
+		upstreamModel := ic.route.upstreamModel
+		go func() {
+			err := ic.form.WriteTo(mw, upstreamModel)
+			if err == nil {
+				err = mw.Close()
+			}
+			pw.CloseWithError(err)
+			written <- err
+		}()
+		body = pr
+		var werr error
+		finished := false
+		formDone = func() *formats.Error {
+			if !finished {
+				finished = true
+				pr.CloseWithError(errAttemptOver)
+				werr = <-written
+			}
+			var ce *images.ClientError
+			if errors.As(werr, &ce) {
+				return ce.Err
+			}
+			return nil
+		}
+		defer formDone()
+	}
+	// fail reports a failed attempt, unless the client's side of the form
+	// failed: that is the client's answer, and the upstream is not to blame
+	fail := func(c upstream.Cause, retryAfter time.Duration, e *formats.Error) (bool, upstream.Cause, *formats.Error) {
+		if ce := formDone(); ce != nil {
+			writeError(w, clientImages, ce)
+			return true, 0, nil
+		}
+		ic.attempt.Failed(c, retryAfter)
+		ic.app.metrics.failure(p.Name, keyID, c.String())
+		return false, c, e
+	}
+	u := &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: p.PathPrefix + path}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
+	if err != nil {
+		return true, 0, nil
+	}
+	req.Host = p.Host
+	req.Header = http.Header{
+		"Content-Type": {contentType},
+		"Accept":       {"application/json"},
+		"User-Agent":   {upstreamUserAgent},
+	}
+	setUpstreamAuth(req.Header, p, ic.attempt.Key.Secret(), nil)
+
+	sent := time.Now()
+	resp, err := p.transport.HTTPTransport.RoundTrip(req)
+	timedOut := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil }
+	if err != nil {
+		if r.Context().Err() != nil {
+			formDone()
+			return true, 0, nil // the client left
+		}
+		c := transportCause(err, timedOut())
+		kind, msg := formats.KindUpstream, "The upstream provider could not be reached."
+		if c == upstream.CauseTimeout {
+			kind, msg = formats.KindTimeout, "The upstream provider timed out."
+		}
+		return fail(c, 0, formats.NewError(kind, msg))
+	}
+	defer resp.Body.Close()
+	ic.app.metrics.headers(p.Name, keyID, time.Since(sent))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		data, _ := readAll(resp.Body, maxErrorBody)
+		uerr := parseUpstreamError(upstream.FormatOpenAI, resp.StatusCode, data)
+		c, failed := upstream.StatusCause(resp.StatusCode)
+		ic.logger.Warn("upstream error",
+			zap.String("request_id", ic.reqID),
+			zap.String("provider", p.Name),
+			zap.String("upstream_key", keyID),
+			zap.Int("status", resp.StatusCode))
+		if !failed {
+			ic.attempt.Succeeded(0) // the upstream is fine; the request was not
+			if ce := formDone(); ce != nil {
+				uerr = ce // it was the client's broken form
+			}
+			writeError(w, clientImages, uerr)
+			return true, 0, nil
+		}
+		hint, _ := upstream.RetryHint(resp.Header, time.Now())
+		return fail(c, hint, uerr)
+	}
+	data, err := readAll(resp.Body, maxResponseBody)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return true, 0, nil
+		}
+		c := upstream.CauseClosed
+		if timedOut() {
+			c = upstream.CauseTimeout
+		}
+		return fail(c, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+	}
+	formDone() // the upstream has answered: it read the whole form
+	ans, err := images.ParseAnswer(data)
+	if err != nil {
+		return fail(upstream.CauseServer, 0, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer."))
+	}
+	ic.attempt.Succeeded(time.Since(sent))
+	if err := ic.settle(ans); err != nil {
+		writeError(w, clientImages, billingFailed())
+		return true, 0, nil
+	}
+	writeJSON(w, http.StatusOK, data)
+	return true, 0, nil
+}
+
+// settle bills the answer: its token usage when the upstream reports it,
+// else the per-image price, else the images' estimated tokens; never
+// nothing for an image served.
+func (ic *imageCall) settle(ans images.Answer) error {
+	ic.settled = true
+	m := ic.model
+	tokens := ledger.Tokens{Input: ans.Usage.Input, Output: ans.Usage.Output}
+	source := "upstream"
+	var cost ledger.Money
+	var err error
+	switch {
+	case ans.HasUsage:
+		cost, err = m.price.Cost(tokens)
+	case m.imagePrice > 0:
+		tokens, source = ledger.Tokens{}, "image_price"
+		cost = mulMoney(int64(ans.Images), m.imagePrice)
+	default:
+		tokens = ledger.Tokens{Input: formats.EstimateTokens(int64(len(ic.req.Prompt))),
+			Output: int64(ans.Images) * images.OutputTokens(ic.req.Size, ic.req.Quality)}
+		source = "estimated"
+		cost, err = m.price.Cost(tokens)
+	}
+	if err != nil {
+		ic.logger.Error("usage does not price", zap.String("request_id", ic.reqID), zap.Error(err))
+		cost = mulMoney(int64(max(ans.Images, 1)), ic.perImage())
+	}
+	discount := ic.principal.plan.discountBps
+	rec := &ledger.UsageRecord{
+		RequestID:     ic.reqID,
+		AccountID:     ic.principal.AccountID,
+		KeyID:         ic.principal.KeyID,
+		Model:         m.id,
+		Provider:      ic.route.provider.Name,
+		UpstreamModel: ic.route.upstreamModel,
+		UpstreamKeyID: ic.attempt.Key.ID,
+		ClientFormat:  clientImages.String(),
+		Tokens:        tokens,
+		Cost:          ledger.Discounted(cost, discount),
+		DiscountBps:   discount,
+		UsageSource:   source,
+		Status:        http.StatusOK,
+		Outcome:       "ok",
+		Latency:       time.Since(ic.start),
+		TTFT:          time.Since(ic.start),
+	}
+	if err := ic.app.settleRecord(ic.logger, ic.hold, rec); err != nil {
+		return err
+	}
+	debugf(ic.logger, "settled",
+		zap.String("request_id", ic.reqID),
+		zap.String("key_id", ic.principal.KeyID),
+		zap.String("model", m.id),
+		zap.Int("images", ans.Images),
+		zap.String("charged", rec.Charged.String()))
+	return nil
+}
