@@ -163,6 +163,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Redis = rc
+		case "payments":
+			if err := once(opt); err != nil {
+				return err
+			}
+			pc, err := parsePayments(d)
+			if err != nil {
+				return err
+			}
+			a.Payments = pc
 		case "block_countries":
 			if err := once(opt); err != nil {
 				return err
@@ -717,6 +726,46 @@ func parseRedis(d *caddyfile.Dispenser) (*RedisConfig, error) {
 		}
 	}
 	return rc, nil
+}
+
+// parsePayments parses `payments stripe { secret_key <k> webhook_secret <s>
+// [currency <c>] [min <amount>] }`.
+func parsePayments(d *caddyfile.Dispenser) (*PaymentsConfig, error) {
+	pc := new(PaymentsConfig)
+	if !d.Args(&pc.Provider) || d.NextArg() {
+		return nil, d.Err("usage: payments stripe { secret_key <key> webhook_secret <secret> [currency <code>] [min <amount>] }")
+	}
+	if pc.Provider != "stripe" {
+		return nil, d.Errf("payments: unknown provider %q (want stripe)", pc.Provider)
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var dst *string
+		switch opt {
+		case "secret_key":
+			dst = &pc.SecretKey
+		case "webhook_secret":
+			dst = &pc.WebhookSecret
+		case "currency":
+			dst = &pc.Currency
+		case "min":
+			dst = &pc.Min
+		default:
+			return nil, d.Errf("payments: unrecognized option %q", opt)
+		}
+		if !d.AllArgs(dst) {
+			return nil, d.ArgErr()
+		}
+		if opt == "min" {
+			if m, err := ledger.ParseMoney(pc.Min); err != nil || m <= 0 {
+				return nil, d.Errf("payments: min %q: want a positive amount such as 5.00", pc.Min)
+			}
+		}
+	}
+	if pc.SecretKey == "" || pc.WebhookSecret == "" {
+		return nil, d.Err("payments stripe: secret_key and webhook_secret are required")
+	}
+	return pc, nil
 }
 
 // countryCode matches an ISO 3166-1 alpha-2 code.

@@ -65,6 +65,15 @@ func TestCaddyfileErrors(t *testing.T) {
 		"price not a number": {
 			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input cheap output 2\n\t\t}\n",
 			"model m: price input cheap:"},
+		"payments without secrets": {
+			provider + "\t\tpayments stripe {\n\t\t\tcurrency usd\n\t\t}\n",
+			"secret_key and webhook_secret are required"},
+		"payments unknown provider": {
+			provider + "\t\tpayments paypal {\n\t\t}\n",
+			`unknown provider "paypal"`},
+		"payments bad minimum": {
+			provider + "\t\tpayments stripe {\n\t\t\tmin five\n\t\t}\n",
+			`min "five"`},
 		"unknown price kind": {
 			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2 video 3\n\t\t}\n",
 			`unknown price "video"`},

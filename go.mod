@@ -14,6 +14,7 @@ require (
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
+	github.com/stripe/stripe-go/v85 v85.0.0
 	github.com/tiktoken-go/tokenizer v0.10.0
 	go.uber.org/zap v1.28.0
 	google.golang.org/genai v1.77.0

@@ -74,6 +74,7 @@ const (
 	routeGeminiStream                     // POST …/models/{model}:streamGenerateContent
 	routeGeminiCount                      // POST …/models/{model}:countTokens
 	routeUsage                            // GET /api/usage
+	routePaymentWebhook                   // POST /api/payments/stripe: the payment provider's notifications
 	routeUnknown                          // under /v1 or /v1beta but no such route: 404
 )
 
@@ -108,6 +109,8 @@ func classify(path string) routeInfo {
 		return routeInfo{route: routeGeminiModels, format: clientGemini, method: http.MethodGet}
 	case "/api/usage":
 		return routeInfo{route: routeUsage, method: http.MethodGet}
+	case "/api/payments/stripe":
+		return routeInfo{route: routePaymentWebhook, method: http.MethodPost}
 	}
 	if rest, ok := strings.CutPrefix(path, "/v1beta/models/"); ok {
 		return classifyGemini(rest, true)
@@ -201,6 +204,12 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		return methodNotAllowed(w, ri)
 	}
 
+	if ri.route == routePaymentWebhook {
+		// signed by the provider, not keyed, and sent from wherever the
+		// provider's servers are
+		h.servePaymentWebhook(w, r)
+		return nil
+	}
 	if h.app.blockedRegion(r) {
 		h.app.metrics.refused("region")
 		writeError(w, ri.format, regionBlocked())

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/payments"
 	"github.com/modelgate/modelgate/ratelimit"
 	"github.com/modelgate/modelgate/upstream"
 )
@@ -86,6 +88,9 @@ type App struct {
 	// BlockCountries refuses requests from clients in the listed countries.
 	BlockCountries *RegionConfig `json:"block_countries,omitempty"`
 
+	// Payments takes top-ups through a payment provider (Stripe Checkout).
+	Payments *PaymentsConfig `json:"payments,omitempty"`
+
 	ctx       caddy.Context
 	logger    *zap.Logger
 	store     *ledger.Store
@@ -107,6 +112,7 @@ type App struct {
 	// limiter admits requests by plan (rpm, concurrency); geo and blocked
 	// implement BlockCountries.
 	limiter    ratelimit.Limiter
+	payments   payments.Provider // nil without a payments option
 	limiterKey string
 	geo        *maxminddb.Reader
 	blocked    map[string]bool
@@ -244,6 +250,23 @@ type PriceConfig struct {
 	// Image is what one image costs, in currency units, billed by the
 	// images routes when the upstream reports no token usage.
 	Image string `json:"image,omitempty"`
+}
+
+// PaymentsConfig configures top-ups through a payment provider.
+type PaymentsConfig struct {
+	// Provider is "stripe".
+	Provider string `json:"provider"`
+	// SecretKey is the provider's API key; placeholders such as
+	// {env.STRIPE_SECRET_KEY} are expanded.
+	SecretKey string `json:"secret_key"`
+	// WebhookSecret verifies the provider's notifications (Stripe's
+	// endpoint signing secret, whsec_…); placeholders are expanded.
+	WebhookSecret string `json:"webhook_secret"`
+	// Currency of the top-ups; it must be the gateway's currency. Default:
+	// the gateway's currency.
+	Currency string `json:"currency,omitempty"`
+	// Min is the smallest top-up, in currency units. Default: 5.
+	Min string `json:"min,omitempty"`
 }
 
 // PlanConfig is a set of per-account limits.
@@ -451,6 +474,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.metrics = m
 	handle.metrics.Store(m)
+	if err := a.provisionPayments(); err != nil {
+		return err
+	}
 	if err := a.provisionLimits(); err != nil {
 		return err
 	}
@@ -658,6 +684,44 @@ func parsePrice(pc PriceConfig) (ledger.Price, error) {
 		*f.out = v
 	}
 	return p, nil
+}
+
+// provisionPayments sets up the payment provider, if one is configured.
+func (a *App) provisionPayments() error {
+	pc := a.Payments
+	if pc == nil {
+		return nil
+	}
+	if pc.Provider != "stripe" {
+		return fmt.Errorf("payments: unknown provider %q (want stripe)", pc.Provider)
+	}
+	currency := pc.Currency
+	if currency == "" {
+		currency = a.Currency
+	}
+	if !strings.EqualFold(currency, a.Currency) {
+		return fmt.Errorf("payments: currency %s differs from the gateway's currency %s", currency, a.Currency)
+	}
+	minimum := ledger.Money(5_000_000_000)
+	if pc.Min != "" {
+		m, err := ledger.ParseMoney(pc.Min)
+		if err != nil || m <= 0 {
+			return fmt.Errorf("payments: min %q: want a positive amount", pc.Min)
+		}
+		minimum = m
+	}
+	repl := caddy.NewReplacer()
+	p, err := payments.NewStripe(payments.StripeConfig{
+		SecretKey:     repl.ReplaceAll(pc.SecretKey, ""),
+		WebhookSecret: repl.ReplaceAll(pc.WebhookSecret, ""),
+		Currency:      currency,
+		Minimum:       minimum,
+	})
+	if err != nil {
+		return err
+	}
+	a.payments = p
+	return nil
 }
 
 // buildPlan checks one plan.

@@ -159,6 +159,24 @@ CREATE TABLE incidents (
 CREATE INDEX incidents_provider ON incidents (provider, started_at);
 CREATE UNIQUE INDEX incidents_ongoing ON incidents (provider) WHERE ended_at IS NULL;
 `,
+	// 4: console logins (the account's email is its login name) and
+	// console sessions, kept by the hash of their cookie token.
+	`
+CREATE TABLE logins (
+	account_id    TEXT PRIMARY KEY REFERENCES accounts (id),
+	password_hash TEXT NOT NULL,
+	created_at    INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sessions (
+	token_hash BLOB PRIMARY KEY,
+	account_id TEXT NOT NULL REFERENCES accounts (id),
+	csrf       TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX sessions_account ON sessions (account_id);
+`,
 }
 
 // migrate brings the schema up to date on conn (the writer connection).

@@ -29,6 +29,7 @@ const (
 	cmdOpenIncident
 	cmdCloseIncident
 	cmdPruneAvailability
+	cmdExec
 )
 
 // command is one write, sent to the writer goroutine. The caller owns it
@@ -47,6 +48,11 @@ type command struct {
 	amount Money
 	now    int64         // unix ms
 	counts []MinuteCount // availability counts
+	// fn is a cmdExec's statements, run on the writer connection inside
+	// the batch transaction (possibly more than once, if the batch is
+	// retried). An error wrapping ErrNotFound or ErrDuplicate is the
+	// command's own; any other fails the batch.
+	fn func(ctx context.Context, conn *sql.Conn) error
 
 	// outputs, reset before each attempt
 	err     error
@@ -451,6 +457,8 @@ func (c *command) describe() string {
 		return "register model " + c.id
 	case cmdAvailability, cmdOpenIncident, cmdCloseIncident, cmdPruneAvailability:
 		return c.describeAvailability()
+	case cmdExec:
+		return c.str
 	}
 	return "unknown"
 }
@@ -633,6 +641,14 @@ func (s *Store) exec(ctx context.Context, c *command, g *batchAgg) error {
 
 	case cmdAvailability, cmdOpenIncident, cmdCloseIncident, cmdPruneAvailability:
 		return s.execAvailability(ctx, c, &g.avail)
+
+	case cmdExec:
+		err := c.fn(ctx, s.wconn)
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDuplicate) {
+			c.err = err
+			return nil
+		}
+		return err
 	}
 	return fmt.Errorf("unknown command kind %d", c.kind)
 }

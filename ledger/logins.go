@@ -1,0 +1,150 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Console logins and sessions (migration 4). The ledger stores what it is
+// given: a password hash made by the caller, the SHA-256 of a session's
+// cookie token. It never sees a password or a token.
+
+// Session is a console session.
+type Session struct {
+	AccountID string
+	CSRF      string // the session's form token
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// execCommand runs fn as one write (see command.fn) named what.
+func (s *Store) execCommand(ctx context.Context, what string, fn func(ctx context.Context, conn *sql.Conn) error) error {
+	c := getCommand(cmdExec)
+	defer putCommand(c)
+	c.str, c.fn = what, fn
+	if err := s.submit(ctx, c); err != nil {
+		return err
+	}
+	return c.err
+}
+
+// CreateLogin creates an active account that signs in to the console with
+// email and the password whose hash is passwordHash. The email must be
+// unused (ErrDuplicate).
+func (s *Store) CreateLogin(ctx context.Context, email, plan, passwordHash string) (Account, error) {
+	if email == "" || passwordHash == "" {
+		return Account{}, errors.New("ledger: a login needs an email and a password hash")
+	}
+	id, err := newID("acct_")
+	if err != nil {
+		return Account{}, err
+	}
+	now := time.Now().UnixMilli()
+	err = s.execCommand(ctx, "create login "+id, func(ctx context.Context, conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, `INSERT INTO accounts (id, email, plan, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			id, email, plan, now)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("ledger: account with email %q exists: %w", email, ErrDuplicate)
+		}
+		_, err = conn.ExecContext(ctx, `INSERT INTO logins (account_id, password_hash, created_at) VALUES (?, ?, ?)`, id, passwordHash, now)
+		return err
+	})
+	if err != nil {
+		return Account{}, err
+	}
+	return Account{ID: id, Email: email, Plan: plan, State: StateActive, CreatedAt: time.UnixMilli(now).UTC()}, nil
+}
+
+// SetPassword gives an existing account a console login, or a new password
+// (ErrNotFound if the account is unknown or has no email). Its sessions end.
+func (s *Store) SetPassword(ctx context.Context, accountID, passwordHash string) error {
+	now := time.Now().UnixMilli()
+	return s.execCommand(ctx, "set password "+accountID, func(ctx context.Context, conn *sql.Conn) error {
+		var email string
+		err := conn.QueryRowContext(ctx, `SELECT email FROM accounts WHERE id = ?`, accountID).Scan(&email)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && email == "") {
+			return fmt.Errorf("ledger: account %q with an email: %w", accountID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO logins (account_id, password_hash, created_at) VALUES (?, ?, ?)
+			ON CONFLICT (account_id) DO UPDATE SET password_hash = excluded.password_hash`, accountID, passwordHash, now); err != nil {
+			return err
+		}
+		_, err = conn.ExecContext(ctx, `DELETE FROM sessions WHERE account_id = ?`, accountID)
+		return err
+	})
+}
+
+// Login returns the account and password hash of the login with email
+// (ErrNotFound if there is none).
+func (s *Store) Login(ctx context.Context, email string) (accountID, passwordHash string, err error) {
+	done, err := s.beginRead()
+	if err != nil {
+		return "", "", err
+	}
+	defer done()
+	err = s.rdb.QueryRowContext(ctx, `SELECT l.account_id, l.password_hash FROM accounts a JOIN logins l ON l.account_id = a.id WHERE a.email = ?`,
+		email).Scan(&accountID, &passwordHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", fmt.Errorf("ledger: login %q: %w", email, ErrNotFound)
+	}
+	return accountID, passwordHash, err
+}
+
+// CreateSession records a session by the hash of its token.
+func (s *Store) CreateSession(ctx context.Context, tokenHash [32]byte, sess Session) error {
+	created := sess.CreatedAt
+	if created.IsZero() {
+		created = time.Now()
+	}
+	return s.execCommand(ctx, "create session "+sess.AccountID, func(ctx context.Context, conn *sql.Conn) error {
+		// expired sessions go as new ones come
+		if _, err := conn.ExecContext(ctx, `DELETE FROM sessions WHERE account_id = ? AND expires_at < ?`,
+			sess.AccountID, created.UnixMilli()); err != nil {
+			return err
+		}
+		_, err := conn.ExecContext(ctx, `INSERT INTO sessions (token_hash, account_id, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+			tokenHash[:], sess.AccountID, sess.CSRF, created.UnixMilli(), sess.ExpiresAt.UnixMilli())
+		return err
+	})
+}
+
+// SessionByHash returns the live session with the token hash (ErrNotFound
+// if there is none or it has expired).
+func (s *Store) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session, error) {
+	done, err := s.beginRead()
+	if err != nil {
+		return Session{}, err
+	}
+	defer done()
+	var sess Session
+	var created, expires sql.NullInt64
+	err = s.rdb.QueryRowContext(ctx, `SELECT account_id, csrf, created_at, expires_at FROM sessions WHERE token_hash = ? AND expires_at > ?`,
+		tokenHash[:], time.Now().UnixMilli()).Scan(&sess.AccountID, &sess.CSRF, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, fmt.Errorf("ledger: session: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Session{}, err
+	}
+	sess.CreatedAt, sess.ExpiresAt = fromMilli(created), fromMilli(expires)
+	return sess, nil
+}
+
+// DeleteSession ends the session with the token hash, if there is one.
+func (s *Store) DeleteSession(ctx context.Context, tokenHash [32]byte) error {
+	return s.execCommand(ctx, "delete session", func(ctx context.Context, conn *sql.Conn) error {
+		_, err := conn.ExecContext(ctx, `DELETE FROM sessions WHERE token_hash = ?`, tokenHash[:])
+		return err
+	})
+}

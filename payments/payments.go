@@ -1,0 +1,64 @@
+// Package payments takes balance top-ups through a payment provider: it
+// starts a hosted checkout for an account, and reads the provider's signed
+// notifications of completed payments into credits. Stripe Checkout is
+// built in. It is plain Go: crediting the ledger is the caller's job, with
+// Payment.Reference as the idempotency key so that a notification delivered
+// twice credits once.
+package payments
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+// Checkout is a hosted payment page started for an account.
+type Checkout struct {
+	ID  string // the provider's id of the checkout
+	URL string // where to send the customer
+}
+
+// Payment is a completed payment, to be credited.
+type Payment struct {
+	// Reference identifies the payment across deliveries of its
+	// notifications ("stripe:" and the Checkout Session id).
+	Reference string
+	AccountID string
+	Amount    ledger.Money
+	Currency  string
+	// Describe is the credit's reason, for the account's history.
+	Describe string
+}
+
+// Provider is a payment provider.
+type Provider interface {
+	// Name names the provider ("stripe").
+	Name() string
+	// Currency is the ISO currency code of the top-ups, lower case.
+	Currency() string
+	// Minimum is the smallest top-up.
+	Minimum() ledger.Money
+	// StartCheckout starts a checkout of amount for the account.
+	StartCheckout(ctx context.Context, o CheckoutOptions) (Checkout, error)
+	// ParsePayment verifies a notification's signature and reads it:
+	// ok is false for a notification that credits nothing (another event,
+	// a payment not yet settled). A bad signature is ErrBadSignature.
+	ParsePayment(payload []byte, header http.Header) (p Payment, ok bool, err error)
+}
+
+// CheckoutOptions is what a checkout is started with.
+type CheckoutOptions struct {
+	AccountID  string
+	Email      string
+	Amount     ledger.Money
+	SuccessURL string
+	CancelURL  string
+}
+
+// Errors of the providers.
+var (
+	ErrBadSignature = errors.New("payments: the notification's signature does not verify")
+	ErrAmount       = errors.New("payments: the amount is below the minimum or not a whole number of the currency's smallest unit")
+)

@@ -1,0 +1,173 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/stripe/stripe-go/v85"
+	"github.com/stripe/stripe-go/v85/webhook"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+// StripeConfig configures Stripe Checkout.
+type StripeConfig struct {
+	SecretKey     string
+	WebhookSecret string
+	Currency      string // ISO code, e.g. "usd"
+	Minimum       ledger.Money
+	// APIBase replaces https://api.stripe.com (tests).
+	APIBase string
+	// HTTPClient is used for the API (nil: stripe-go's default).
+	HTTPClient *http.Client
+}
+
+// Stripe takes top-ups with Stripe Checkout: a one-off payment of the
+// amount, and the checkout.session.completed (or, for payment methods that
+// settle later, checkout.session.async_payment_succeeded) notification,
+// signed with the endpoint's secret, credits it.
+type Stripe struct {
+	client        *stripe.Client
+	webhookSecret string
+	currency      string
+	minimum       ledger.Money
+	unit          ledger.Money // nanos in the currency's smallest unit
+}
+
+// NewStripe checks cfg and returns the provider.
+func NewStripe(cfg StripeConfig) (*Stripe, error) {
+	if cfg.SecretKey == "" || cfg.WebhookSecret == "" {
+		return nil, errors.New("payments: stripe needs secret_key and webhook_secret")
+	}
+	cur := strings.ToLower(cfg.Currency)
+	if len(cur) != 3 {
+		return nil, fmt.Errorf("payments: currency %q: want an ISO 4217 code such as usd", cfg.Currency)
+	}
+	s := &Stripe{webhookSecret: cfg.WebhookSecret, currency: cur, minimum: cfg.Minimum, unit: minorUnit(cur)}
+	if cfg.Minimum < 0 || cfg.Minimum%s.unit != 0 {
+		return nil, fmt.Errorf("payments: minimum %s is not a whole number of %s's smallest unit", cfg.Minimum, cur)
+	}
+	var opts []stripe.ClientOption
+	if cfg.APIBase != "" || cfg.HTTPClient != nil {
+		bc := &stripe.BackendConfig{HTTPClient: cfg.HTTPClient}
+		if cfg.APIBase != "" {
+			bc.URL = stripe.String(cfg.APIBase)
+		}
+		opts = append(opts, stripe.WithBackends(stripe.NewBackendsWithConfig(bc)))
+	}
+	s.client = stripe.NewClient(cfg.SecretKey, opts...)
+	return s, nil
+}
+
+// minorUnit is the value of one smallest unit of the currency in nanos:
+// Stripe counts amounts in it (cents; whole yen; thousandths of a dinar).
+func minorUnit(currency string) ledger.Money {
+	switch currency {
+	case "bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx", "vnd", "vuv", "xaf", "xof", "xpf":
+		return 1_000_000_000
+	case "bhd", "jod", "kwd", "omr", "tnd":
+		return 1_000_000
+	}
+	return 10_000_000
+}
+
+// Name names the provider.
+func (s *Stripe) Name() string { return "stripe" }
+
+// Currency is the top-ups' currency.
+func (s *Stripe) Currency() string { return s.currency }
+
+// Minimum is the smallest top-up.
+func (s *Stripe) Minimum() ledger.Money { return s.minimum }
+
+// StartCheckout creates a Checkout Session for the amount, tagged with the
+// account.
+func (s *Stripe) StartCheckout(ctx context.Context, o CheckoutOptions) (Checkout, error) {
+	if o.Amount < s.minimum || o.Amount <= 0 || o.Amount%s.unit != 0 {
+		return Checkout{}, ErrAmount
+	}
+	p := &stripe.CheckoutSessionCreateParams{
+		Mode:              stripe.String(string(stripe.CheckoutSessionModePayment)),
+		ClientReferenceID: stripe.String(o.AccountID),
+		SuccessURL:        stripe.String(o.SuccessURL),
+		CancelURL:         stripe.String(o.CancelURL),
+		Metadata:          map[string]string{"modelgate_account": o.AccountID},
+		LineItems: []*stripe.CheckoutSessionCreateLineItemParams{{
+			Quantity: stripe.Int64(1),
+			PriceData: &stripe.CheckoutSessionCreateLineItemPriceDataParams{
+				Currency:   stripe.String(s.currency),
+				UnitAmount: stripe.Int64(int64(o.Amount / s.unit)),
+				ProductData: &stripe.CheckoutSessionCreateLineItemPriceDataProductDataParams{
+					Name: stripe.String("Balance top-up"),
+				},
+			},
+		}},
+	}
+	if o.Email != "" {
+		p.CustomerEmail = stripe.String(o.Email)
+	}
+	cs, err := s.client.V1CheckoutSessions.Create(ctx, p)
+	if err != nil {
+		return Checkout{}, fmt.Errorf("payments: stripe: creating a checkout session: %w", err)
+	}
+	return Checkout{ID: cs.ID, URL: cs.URL}, nil
+}
+
+// checkoutSession is the part of a Checkout Session a payment needs.
+type checkoutSession struct {
+	ID                string            `json:"id"`
+	ClientReferenceID string            `json:"client_reference_id"`
+	AmountTotal       int64             `json:"amount_total"`
+	Currency          string            `json:"currency"`
+	PaymentStatus     string            `json:"payment_status"`
+	Mode              string            `json:"mode"`
+	Metadata          map[string]string `json:"metadata"`
+}
+
+// ParsePayment verifies a webhook delivery (Stripe-Signature, within
+// Stripe's default tolerance of five minutes) and reads a paid Checkout
+// Session from it. The event's API version is not checked: only fields that
+// every version has are read.
+func (s *Stripe) ParsePayment(payload []byte, header http.Header) (Payment, bool, error) {
+	ev, err := webhook.ConstructEventWithOptions(payload, header.Get("Stripe-Signature"), s.webhookSecret,
+		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
+	if err != nil {
+		if errors.Is(err, webhook.ErrNotSigned) || errors.Is(err, webhook.ErrInvalidHeader) ||
+			errors.Is(err, webhook.ErrNoValidSignature) || errors.Is(err, webhook.ErrTooOld) {
+			return Payment{}, false, ErrBadSignature
+		}
+		return Payment{}, false, fmt.Errorf("payments: stripe: %w", err)
+	}
+	switch ev.Type {
+	case "checkout.session.completed", "checkout.session.async_payment_succeeded":
+	default:
+		return Payment{}, false, nil
+	}
+	var cs checkoutSession
+	if ev.Data == nil || json.Unmarshal(ev.Data.Raw, &cs) != nil || cs.ID == "" {
+		return Payment{}, false, fmt.Errorf("payments: stripe: event %s carries no checkout session", ev.ID)
+	}
+	account := cs.ClientReferenceID
+	if account == "" {
+		account = cs.Metadata["modelgate_account"]
+	}
+	switch {
+	case cs.PaymentStatus != "paid" || cs.Mode != "payment" || account == "":
+		return Payment{}, false, nil // not (yet) a top-up of ours
+	case cs.Currency != s.currency:
+		return Payment{}, false, fmt.Errorf("payments: stripe: checkout %s was paid in %q, not %q", cs.ID, cs.Currency, s.currency)
+	case cs.AmountTotal <= 0:
+		return Payment{}, false, fmt.Errorf("payments: stripe: checkout %s has amount %d", cs.ID, cs.AmountTotal)
+	}
+	return Payment{
+		Reference: "stripe:" + cs.ID,
+		AccountID: account,
+		Amount:    ledger.Money(cs.AmountTotal) * s.unit,
+		Currency:  cs.Currency,
+		Describe:  "Stripe Checkout " + cs.ID,
+	}, true, nil
+}

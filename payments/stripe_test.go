@@ -1,0 +1,112 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/payments/stripetest"
+)
+
+const testWebhookSecret = "whsec_test_secret"
+
+func newTestStripe(t *testing.T, currency string, api string) *Stripe {
+	t.Helper()
+	s, err := NewStripe(StripeConfig{SecretKey: "sk_test_x", WebhookSecret: testWebhookSecret, Currency: currency,
+		Minimum: 5_000_000_000, APIBase: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestStripeParsePayment(t *testing.T) {
+	s := newTestStripe(t, "usd", "")
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		header  http.Header
+		want    Payment
+		ok      bool
+		err     error
+		anyErr  bool
+	}{
+		{name: "paid", payload: stripetest.CheckoutEvent("evt_1", "checkout.session.completed", "cs_1", "acct_a", "usd", "paid", 1250),
+			ok: true, want: Payment{Reference: "stripe:cs_1", AccountID: "acct_a", Amount: 12_500_000_000, Currency: "usd", Describe: "Stripe Checkout cs_1"}},
+		{name: "settled later", payload: stripetest.CheckoutEvent("evt_2", "checkout.session.async_payment_succeeded", "cs_2", "acct_a", "usd", "paid", 500),
+			ok: true, want: Payment{Reference: "stripe:cs_2", AccountID: "acct_a", Amount: 5_000_000_000, Currency: "usd", Describe: "Stripe Checkout cs_2"}},
+		{name: "not yet paid", payload: stripetest.CheckoutEvent("evt_3", "checkout.session.completed", "cs_3", "acct_a", "usd", "unpaid", 500)},
+		{name: "another event", payload: stripetest.CheckoutEvent("evt_4", "checkout.session.expired", "cs_4", "acct_a", "usd", "unpaid", 500)},
+		{name: "another currency", payload: stripetest.CheckoutEvent("evt_5", "checkout.session.completed", "cs_5", "acct_a", "eur", "paid", 500), anyErr: true},
+		{name: "bad signature", payload: stripetest.CheckoutEvent("evt_6", "checkout.session.completed", "cs_6", "acct_a", "usd", "paid", 500),
+			header: stripetest.Signed([]byte("other"), testWebhookSecret, now), err: ErrBadSignature},
+		{name: "other secret", payload: stripetest.CheckoutEvent("evt_7", "checkout.session.completed", "cs_7", "acct_a", "usd", "paid", 500),
+			header: stripetest.Signed(stripetest.CheckoutEvent("evt_7", "checkout.session.completed", "cs_7", "acct_a", "usd", "paid", 500), "whsec_other", now), err: ErrBadSignature},
+		{name: "unsigned", payload: stripetest.CheckoutEvent("evt_8", "checkout.session.completed", "cs_8", "acct_a", "usd", "paid", 500),
+			header: http.Header{}, err: ErrBadSignature},
+		{name: "replayed later", payload: stripetest.CheckoutEvent("evt_9", "checkout.session.completed", "cs_9", "acct_a", "usd", "paid", 500),
+			header: stripetest.Signed(stripetest.CheckoutEvent("evt_9", "checkout.session.completed", "cs_9", "acct_a", "usd", "paid", 500), testWebhookSecret, now.Add(-time.Hour)), err: ErrBadSignature},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.header
+			if h == nil {
+				h = stripetest.Signed(tc.payload, testWebhookSecret, now)
+			}
+			p, ok, err := s.ParsePayment(tc.payload, h)
+			switch {
+			case tc.err != nil && !errors.Is(err, tc.err), tc.anyErr && err == nil, tc.err == nil && !tc.anyErr && err != nil:
+				t.Fatalf("error %v, want %v", err, tc.err)
+			case ok != tc.ok || p != tc.want:
+				t.Fatalf("got %+v %v, want %+v %v", p, ok, tc.want, tc.ok)
+			}
+		})
+	}
+	// a currency without minor units
+	jpy := newTestStripe(t, "jpy", "")
+	payload := stripetest.CheckoutEvent("evt_j", "checkout.session.completed", "cs_j", "acct_a", "jpy", "paid", 1500)
+	if p, ok, err := jpy.ParsePayment(payload, stripetest.Signed(payload, testWebhookSecret, now)); !ok || err != nil || p.Amount != 1500_000_000_000 {
+		t.Fatalf("jpy: %+v %v %v", p, ok, err)
+	}
+}
+
+func TestStripeStartCheckout(t *testing.T) {
+	var form url.Values
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" || r.URL.Path != "/v1/checkout/sessions" || r.Header.Get("Authorization") != "Bearer sk_test_x" {
+			http.Error(w, `{"error":{"message":"unexpected"}}`, 400)
+			return
+		}
+		r.ParseForm()
+		form = r.PostForm
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"cs_test_1","object":"checkout.session","url":"https://checkout.stripe.com/c/pay/cs_test_1"}`)
+	}))
+	defer api.Close()
+	s := newTestStripe(t, "usd", api.URL)
+	co, err := s.StartCheckout(context.Background(), CheckoutOptions{AccountID: "acct_a", Email: "a@example.com",
+		Amount: 12_340_000_000, SuccessURL: "https://gw/console/topup?done=1", CancelURL: "https://gw/console/topup"})
+	if err != nil || co.ID != "cs_test_1" || co.URL != "https://checkout.stripe.com/c/pay/cs_test_1" {
+		t.Fatalf("%+v %v", co, err)
+	}
+	for k, v := range map[string]string{
+		"mode": "payment", "client_reference_id": "acct_a", "customer_email": "a@example.com",
+		"line_items[0][price_data][unit_amount]": "1234", "line_items[0][price_data][currency]": "usd",
+		"line_items[0][quantity]": "1", "metadata[modelgate_account]": "acct_a",
+	} {
+		if form.Get(k) != v {
+			t.Errorf("%s = %q, want %q", k, form.Get(k), v)
+		}
+	}
+	for _, amount := range []ledger.Money{4_990_000_000, 5_000_000_001, 0} {
+		if _, err := s.StartCheckout(context.Background(), CheckoutOptions{AccountID: "a", Amount: amount}); !errors.Is(err, ErrAmount) {
+			t.Errorf("amount %s: %v", amount, err)
+		}
+	}
+}
