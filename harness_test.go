@@ -55,6 +55,7 @@ type gatewayOptions struct {
 	extra     string // more lines inside the modelgate block
 	global    string // more global options (before the modelgate block)
 	ledger    string // options of the ledger (its block's lines)
+	site      string // more lines in the site block
 }
 
 // startGateway loads a config into the test Caddy (one per test binary,
@@ -148,7 +149,7 @@ http://localhost:9080 {
 	}
 	modelgate_api
 %s}
-`, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath, statusSite)
+`, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath, statusSite+o.site)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})

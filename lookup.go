@@ -1,0 +1,247 @@
+package modelgate
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/web"
+)
+
+func init() {
+	caddy.RegisterModule(LookupHandler{})
+	httpcaddyfile.RegisterHandlerDirective("modelgate_lookup", parseLookupHandler)
+	httpcaddyfile.RegisterDirectiveOrder("modelgate_lookup", httpcaddyfile.Before, "respond")
+}
+
+// Limits of the lookup page.
+const (
+	lookupMaxBody      = 4 << 10          // a form with one key
+	lookupMaxFailures  = 10               // wrong keys a client may try…
+	lookupFailureReset = 10 * time.Minute // …in this window
+)
+
+// LookupHandler serves the public usage lookup page (SPEC §5.5): a form
+// that POSTs a key and answers with that key's figures and its account's
+// balance. The key travels only in the form body, is never logged or
+// stored, and the answer is not cacheable. A client that sends many wrong
+// keys is refused for a while.
+type LookupHandler struct {
+	// Title heads the page. Default: "Usage lookup".
+	Title string `json:"title,omitempty"`
+
+	app      *App
+	logger   *zap.Logger
+	failures *failureCounter
+}
+
+// CaddyModule returns the Caddy module information.
+func (LookupHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.modelgate_lookup",
+		New: func() caddy.Module { return new(LookupHandler) },
+	}
+}
+
+// lookupFailures counts wrong keys per client across config reloads.
+var lookupFailures = newFailureCounter(lookupMaxFailures, lookupFailureReset)
+
+// Provision finds the modelgate app.
+func (h *LookupHandler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	app, err := ctx.AppIfConfigured("modelgate")
+	if err != nil {
+		return errors.New("modelgate_lookup needs the modelgate global option")
+	}
+	h.app = app.(*App)
+	h.failures = lookupFailures
+	if h.Title == "" {
+		h.Title = "Usage lookup"
+	}
+	return nil
+}
+
+// ServeHTTP serves the form (GET) and the figures of a key (POST).
+func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Content-Security-Policy", web.ContentSecurityPolicy())
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	page := &web.LookupPage{Title: h.Title, Action: r.URL.Path}
+	status := http.StatusOK
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodPost:
+		status = h.lookup(r, page)
+	default:
+		hdr.Set("Allow", "GET, HEAD, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return nil
+	}
+	var b strings.Builder
+	if err := web.RenderLookup(&b, page); err != nil {
+		h.logger.Error("rendering the lookup page", zap.Error(err))
+		http.Error(w, "The page is unavailable right now.", http.StatusInternalServerError)
+		return nil
+	}
+	hdr.Set("Content-Type", "text/html; charset=utf-8")
+	if status == http.StatusTooManyRequests {
+		hdr.Set("Retry-After", strconv.Itoa(int(lookupFailureReset/time.Second)))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+	return nil
+}
+
+// lookup fills the page with the figures of the posted key and returns the
+// status to answer with.
+func (h *LookupHandler) lookup(r *http.Request, page *web.LookupPage) int {
+	client := clientIP(r)
+	if h.failures.blocked(client) {
+		page.Error = "Too many wrong keys from your address. Try again later."
+		return http.StatusTooManyRequests
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, lookupMaxBody)
+	if err := r.ParseForm(); err != nil {
+		page.Error = "The form could not be read."
+		return http.StatusBadRequest
+	}
+	key := strings.TrimSpace(r.PostForm.Get("key"))
+	if key == "" {
+		page.Error = "Enter an API key."
+		return http.StatusBadRequest
+	}
+	p, err := h.app.store.Authenticate(key)
+	if err != nil {
+		if !errors.Is(err, ledger.ErrUnauthorized) {
+			h.logger.Error("looking up a key", zap.Error(err)) // the error never holds the key
+			page.Error = "The lookup failed; try again."
+			return http.StatusServiceUnavailable
+		}
+		h.failures.fail(client)
+		page.Error = "No such key: it is mistyped, or it was deleted."
+		return http.StatusNotFound
+	}
+	ku, err := h.app.store.KeyUsage(r.Context(), p.KeyID)
+	var acct ledger.Account
+	if err == nil {
+		acct, err = h.app.store.GetAccount(r.Context(), p.AccountID)
+	}
+	if err != nil {
+		h.logger.Error("reading a key's usage", zap.String("key_id", p.KeyID), zap.Error(err))
+		page.Error = "The lookup failed; try again."
+		return http.StatusServiceUnavailable
+	}
+	page.Result = &web.LookupResult{
+		Label: p.Label, Prefix: p.Prefix,
+		Requests:    strconv.FormatInt(ku.Requests, 10),
+		InputTokens: strconv.FormatInt(ku.InputTokens, 10),
+		OutputTok:   strconv.FormatInt(ku.OutputTokens, 10),
+		Spent:       ku.Spent.String(), Balance: acct.Balance.String(), Held: acct.Held.String(),
+		Currency: h.app.Currency, Plan: acct.Plan, State: string(acct.State),
+	}
+	return http.StatusOK
+}
+
+// clientIP is Caddy's client IP of r (trusted_proxies honoured), or the
+// connection's address.
+func clientIP(r *http.Request) string {
+	if v, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && v != "" {
+		return v
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// failureCounter counts failures per client in fixed windows.
+type failureCounter struct {
+	max    int
+	window time.Duration
+	mu     sync.Mutex
+	counts map[string]*failureWindow
+}
+
+type failureWindow struct {
+	start time.Time
+	n     int
+}
+
+func newFailureCounter(max int, window time.Duration) *failureCounter {
+	return &failureCounter{max: max, window: window, counts: make(map[string]*failureWindow)}
+}
+
+// blocked reports whether client has used up its failures.
+func (f *failureCounter) blocked(client string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fw := f.counts[client]
+	return fw != nil && time.Since(fw.start) < f.window && fw.n >= f.max
+}
+
+// fail counts a failure of client, and forgets windows that have passed.
+func (f *failureCounter) fail(client string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if len(f.counts) > 10000 {
+		for c, fw := range f.counts {
+			if now.Sub(fw.start) >= f.window {
+				delete(f.counts, c)
+			}
+		}
+	}
+	fw := f.counts[client]
+	if fw == nil || now.Sub(fw.start) >= f.window {
+		fw = &failureWindow{start: now}
+		f.counts[client] = fw
+	}
+	fw.n++
+}
+
+func parseLookupHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	l := new(LookupHandler)
+	err := l.UnmarshalCaddyfile(h.Dispenser)
+	return l, err
+}
+
+// UnmarshalCaddyfile parses `modelgate_lookup [<matcher>] { title <text> }`.
+func (h *LookupHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "title":
+			h.Title = strings.Join(d.RemainingArgs(), " ")
+			if h.Title == "" {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized modelgate_lookup option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*LookupHandler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*LookupHandler)(nil)
+	_ caddyfile.Unmarshaler       = (*LookupHandler)(nil)
+)

@@ -1,0 +1,86 @@
+package modelgate
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// postLookup posts a key to the lookup page.
+func postLookup(t *testing.T, key string) response {
+	t.Helper()
+	resp, err := http.PostForm(gatewayAddr+"/usage", url.Values{"key": {key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(body)}
+}
+
+// figure reads one figure of the lookup page.
+func figure(page, name string) string {
+	m := regexp.MustCompile(`data-figure="` + name + `">([^<]*)<`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// TestLookupPage: the public lookup page takes a key by POST only, shows
+// its figures uncacheable, logs no key, and refuses a client that keeps
+// sending wrong keys.
+func TestLookupPage(t *testing.T) {
+	t.Cleanup(func() { lookupFailures = newFailureCounter(lookupMaxFailures, lookupFailureReset) })
+	lookupFailures = newFailureCounter(lookupMaxFailures, lookupFailureReset)
+	g := startGateway(t, gatewayOptions{site: "\tmodelgate_lookup /usage*\n", globalLog: true})
+	acct, key := g.account("2.00")
+	if r := g.generate("openai", testModel, "hello there", false, key); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	row := g.rows(acct)[0]
+	balance, _ := g.balance(acct)
+
+	form := g.do("GET", "/usage?key="+url.QueryEscape(key), "")
+	if form.status != 200 || !strings.Contains(form.body, `method="post"`) || figure(form.body, "requests") != "" ||
+		form.header.Get("Cache-Control") != "no-store" || !strings.Contains(form.header.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("the form (a key in the URL is not looked up): %d %v\n%s", form.status, form.header, form.body)
+	}
+
+	r := postLookup(t, key)
+	if r.status != 200 || r.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("lookup: %d %v", r.status, r.header)
+	}
+	for name, want := range map[string]string{
+		"requests": "1", "input_tokens": strconv.FormatInt(row.Tokens.Input, 10), "output_tokens": strconv.FormatInt(row.Tokens.Output, 10),
+		"spent": row.Charged.String() + " USD", "balance": balance.String() + " USD", "held": "0.000000000 USD",
+		"plan": "developer", "state": "active",
+	} {
+		if got := figure(r.body, name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if strings.Contains(r.body, key) {
+		t.Fatal("the page shows the key")
+	}
+
+	// wrong keys: 404 each, then the client is refused, right key or not
+	for i := range lookupMaxFailures {
+		if r := postLookup(t, "mg-"+strings.Repeat("x", 40)+strconv.Itoa(i)); r.status != 404 || !strings.Contains(r.body, "No such key") {
+			t.Fatalf("wrong key %d: %d", i, r.status)
+		}
+	}
+	if r := postLookup(t, key); r.status != 429 || r.header.Get("Retry-After") == "" || figure(r.body, "requests") != "" {
+		t.Fatalf("after %d wrong keys: %d %s", lookupMaxFailures, r.status, r.body)
+	}
+	if r := postLookup(t, ""); r.status != 429 {
+		t.Fatalf("an empty key while refused: %d", r.status)
+	}
+	if logs := readLogs(t, g.logPath, g.logPath+".access"); strings.Contains(logs, key) || !strings.Contains(logs, "/usage") {
+		t.Fatal("the key was logged (or nothing was)")
+	}
+}
