@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/passwords"
 )
 
 func init() {
@@ -22,7 +23,7 @@ func init() {
 // AdminAPI serves the operator's operations as JSON on Caddy's admin
 // endpoint, under /modelgate/: the CLI's commands for a running gateway.
 //
-//	POST   /modelgate/accounts                 {"email", "plan", "credit"} → the account
+//	POST   /modelgate/accounts                 {"email", "password", "plan", "credit"} → the account (a password: with a console login)
 //	GET    /modelgate/accounts/{id}            → the account (balance, held, plan, state)
 //	POST   /modelgate/accounts/{id}/suspend    → the account
 //	POST   /modelgate/accounts/{id}/resume     → the account
@@ -172,12 +173,27 @@ func (a *AdminAPI) app() (*App, error) {
 
 func (a *AdminAPI) createAccount(w http.ResponseWriter, r *http.Request, app *App) error {
 	var body struct {
-		Email  string       `json:"email"`
-		Plan   string       `json:"plan"`
-		Credit ledger.Money `json:"credit"`
+		Email    string       `json:"email"`
+		Password string       `json:"password"` // gives the account a console login
+		Plan     string       `json:"plan"`
+		Credit   ledger.Money `json:"credit"`
 	}
 	if err := decodeAdmin(r, &body); err != nil {
 		return err
+	}
+	var passwordHash string
+	if body.Password != "" {
+		if body.Email == "" {
+			return adminBadRequest("a console login needs an email")
+		}
+		if err := passwords.Check(body.Password); err != nil {
+			return adminBadRequest("%v", err)
+		}
+		h, err := passwords.Hash(body.Password)
+		if err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+		}
+		passwordHash = h
 	}
 	if body.Plan == "" {
 		body.Plan = app.DefaultPlan
@@ -188,7 +204,13 @@ func (a *AdminAPI) createAccount(w http.ResponseWriter, r *http.Request, app *Ap
 	if body.Credit < 0 {
 		return adminBadRequest("credit %s: want a positive amount", body.Credit)
 	}
-	acct, err := app.store.CreateAccount(r.Context(), body.Email, body.Plan)
+	var acct ledger.Account
+	var err error
+	if passwordHash != "" {
+		acct, err = app.store.CreateLogin(r.Context(), body.Email, body.Plan, passwordHash)
+	} else {
+		acct, err = app.store.CreateAccount(r.Context(), body.Email, body.Plan)
+	}
 	if err != nil {
 		return ledgerError(err)
 	}

@@ -1,12 +1,14 @@
 package modelgate
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/passwords"
 )
 
 // adminCall sends a request to the modelgate admin API and decodes a JSON
@@ -129,10 +131,26 @@ func TestAdminAPI(t *testing.T) {
 		{"GET", "/modelgate/colours", "", 404},
 		{"POST", "/modelgate/accounts", `{"plan":"gold"}`, 400},
 		{"POST", "/modelgate/accounts", `{"email":"ops@example.com"}`, 409},
+		{"POST", "/modelgate/accounts", `{"password":"long enough password"}`, 400},
+		{"POST", "/modelgate/accounts", `{"email":"short@example.com","password":"short"}`, 400},
+		{"POST", "/modelgate/accounts", `{"email":"ops@example.com","password":"long enough password"}`, 409},
 	} {
 		if st := adminCall(t, c.method, c.path, c.body, nil); st != c.want {
 			t.Errorf("%s %s %s: %d, want %d", c.method, c.path, c.body, st, c.want)
 		}
+	}
+
+	// an account with a console login: its password is stored hashed
+	var login adminAccount
+	if st := adminCall(t, "POST", "/modelgate/accounts", `{"email":"dev@example.com","password":"a long enough password"}`, &login); st != 201 || login.Email != "dev@example.com" {
+		t.Fatalf("create account with a login: %d %+v", st, login)
+	}
+	id, hash, err := g.store.Login(context.Background(), "dev@example.com")
+	if err != nil || id != login.ID || !strings.HasPrefix(hash, "$argon2id$") || strings.Contains(hash, "a long enough password") {
+		t.Fatalf("login: %q %q %v", id, hash, err)
+	}
+	if ok, err := passwords.Verify("a long enough password", hash); !ok || err != nil {
+		t.Fatalf("the stored hash does not verify: %v", err)
 	}
 
 	// key deletion

@@ -1,12 +1,15 @@
 package modelgate
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/passwords"
 )
 
 func init() {
@@ -41,6 +45,7 @@ with --db. A running gateway sees the changes within a second.
 			create.Flags().String("email", "", "the account's email address")
 			create.Flags().String("plan", "", "the account's plan (default: the configured default_plan)")
 			create.Flags().String("credit", "", "an opening credit, e.g. 10.00")
+			create.Flags().Bool("password-stdin", false, "give the account a console login: read its password from the first line of standard input")
 			suspend := leaf("suspend", "Suspends an account: its requests get 403", cmdAccountState(ledger.StateSuspended))
 			suspend.Flags().String("account", "", "the account ID")
 			resume := leaf("resume", "Resumes a suspended account", cmdAccountState(ledger.StateActive))
@@ -196,7 +201,20 @@ func cmdAccountCreate(fl caddycmd.Flags) (int, error) {
 			}
 			opening = m
 		}
-		acct, err := s.CreateAccount(ctx, fl.String("email"), plan)
+		var acct ledger.Account
+		var err error
+		if fl.Bool("password-stdin") {
+			hash, err := readPassword(os.Stdin)
+			if err != nil {
+				return err
+			}
+			if fl.String("email") == "" {
+				return errors.New("a console login needs --email")
+			}
+			acct, err = s.CreateLogin(ctx, fl.String("email"), plan, hash)
+		} else {
+			acct, err = s.CreateAccount(ctx, fl.String("email"), plan)
+		}
 		if err != nil {
 			return err
 		}
@@ -209,6 +227,19 @@ func cmdAccountCreate(fl caddycmd.Flags) (int, error) {
 		fmt.Println(acct.ID)
 		return nil
 	})
+}
+
+// readPassword reads a password from the first line of r and hashes it.
+func readPassword(r io.Reader) (string, error) {
+	line, err := bufio.NewReader(io.LimitReader(r, passwords.MaxLength+2)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("reading the password: %w", err)
+	}
+	pw := strings.TrimRight(line, "\r\n")
+	if err := passwords.Check(pw); err != nil {
+		return "", err
+	}
+	return passwords.Hash(pw)
 }
 
 func cmdAccountState(st ledger.State) caddycmd.CommandFunc {

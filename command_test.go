@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/passwords"
 )
 
 // runCLI runs `caddy modelgate args…` in this process and returns its
@@ -197,4 +198,43 @@ func TestCLIWhileServing(t *testing.T) {
 		return g.do("POST", "/v1/chat/completions", body, "Authorization", "Bearer "+key).status == 401
 	})
 	g.audit()
+}
+
+// TestCLIAccountWithLogin: `account create --password-stdin` gives the
+// account a console login, its password read from standard input and
+// stored hashed.
+func TestCLIAccountWithLogin(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ledger.db")
+	stdin := os.Stdin
+	t.Cleanup(func() { os.Stdin = stdin })
+	feed := func(s string) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, s)
+		w.Close()
+		os.Stdin = r
+	}
+	feed("a long enough password\n")
+	acct, err := runCLI(t, "account", "create", "--db", db, "--email", "ops@example.com", "--password-stdin")
+	if err != nil || !strings.HasPrefix(acct, "acct_") {
+		t.Fatalf("account create: %q, %v", acct, err)
+	}
+	feed("short\n")
+	if _, err := runCLI(t, "account", "create", "--db", db, "--email", "b@example.com", "--password-stdin"); err == nil || !strings.Contains(err.Error(), "at least") {
+		t.Fatalf("a short password: %v", err)
+	}
+	s, err := ledger.Open(context.Background(), ledger.Options{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id, hash, err := s.Login(context.Background(), "ops@example.com")
+	if err != nil || id != acct || !strings.HasPrefix(hash, "$argon2id$") {
+		t.Fatalf("login: %q %q %v", id, hash, err)
+	}
+	if ok, _ := passwords.Verify("a long enough password", hash); !ok {
+		t.Fatal("the stored hash does not verify")
+	}
 }
