@@ -135,19 +135,13 @@ func (c *call) run(w http.ResponseWriter, r *http.Request) {
 			ae = &attemptError{err: formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")}
 		}
 		last = ae.err
-		c.logger.Warn("upstream attempt failed",
-			zap.String("request_id", c.reqID),
-			zap.String("provider", c.route.provider.Name),
-			zap.String("upstream_key", c.upstreamKeyID),
-			zap.Int("attempt", len(c.attempts)),
-			zap.String("cause", ae.cause.String()))
+		logAttemptFailed(c.logger, c.reqID, c.route.provider.Name, c.upstreamKeyID, len(c.attempts), ae.cause)
 		if r.Context().Err() != nil {
 			return // nobody to answer
 		}
 	}
 	if last == nil {
-		last = &formats.Error{Kind: formats.KindOverloaded,
-			Message: "No upstream provider for this model is available right now; try again shortly.", RetryAfter: 1}
+		last = noUpstreamAvailable()
 	}
 	w.Header().Del("X-Modelgate-Dropped")
 	writeError(w, c.format, last)
@@ -315,12 +309,7 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 		if req.Context().Err() != nil && !timedOut.Load() {
 			return nil, req.Context().Err() // the client left: no outcome
 		}
-		cause := transportCause(err, timedOut.Load())
-		kind, msg := formats.KindUpstream, "The upstream provider could not be reached."
-		if cause == upstream.CauseTimeout {
-			kind, msg = formats.KindTimeout, "The upstream provider timed out."
-		}
-		return nil, c.fail(cause, 0, formats.NewError(kind, msg))
+		return nil, c.fail(transportFailure(err, timedOut.Load()))
 	}
 	c.app.metrics.headers(p.Name, c.upstreamKeyID, time.Since(sent))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -453,28 +442,40 @@ func okResponse(req *http.Request, resp *http.Response, body []byte) *http.Respo
 	}
 }
 
-// upstreamError handles an upstream's error answer. Failures of the
-// upstream (5xx, 429, 401/403, and a 400 about the gateway's own key) are
-// reported and fail over; an error caused by the request itself (400, 404,
-// 413…) is the client's answer, in its format. Nothing is billed.
+// upstreamError handles an upstream's error answer (see classifyUpstreamError):
+// a failure of the upstream fails over; an error caused by the request is
+// the client's answer, in its format. Nothing is billed.
 func (c *call) upstreamError(req *http.Request, resp *http.Response) (*http.Response, error) {
+	ferr, cause, hint, failed := c.app.classifyUpstreamError(c.logger, c.reqID, c.route.provider, c.upstreamKeyID, resp)
+	if !failed {
+		c.attempt.Succeeded(0) // the upstream is fine; the request was not
+		return c.errorResponse(req, ferr), nil
+	}
+	return nil, c.fail(cause, hint, ferr)
+}
+
+// classifyUpstreamError reads and logs an upstream's error answer. Failures
+// of the upstream (5xx, 429, 401/403, and a 400 about the gateway's own key)
+// are failed, with the cause and the retry hint the answer gave; an error
+// caused by the request itself (400, 404, 413…) is not.
+func (a *App) classifyUpstreamError(logger *zap.Logger, reqID string, p *provider, keyID string, resp *http.Response) (
+	ferr *formats.Error, cause upstream.Cause, hint time.Duration, failed bool) {
 	data, _ := readAll(resp.Body, maxErrorBody)
 	resp.Body.Close()
-	ferr := parseUpstreamError(c.route.provider.Format, resp.StatusCode, data)
-	cause, failed := upstream.StatusCause(resp.StatusCode)
+	ferr = parseUpstreamError(p.Format, resp.StatusCode, data)
+	cause, failed = upstream.StatusCause(resp.StatusCode)
 	if !failed && resp.StatusCode == http.StatusBadRequest && ferr.Kind == formats.KindUpstream {
 		// a 400 that is about the gateway's credentials (Gemini's
 		// API_KEY_INVALID), not the request
 		cause, failed = upstream.CauseAuth, true
 	}
-	c.logger.Warn("upstream error",
-		zap.String("request_id", c.reqID),
-		zap.String("provider", c.route.provider.Name),
-		zap.String("upstream_key", c.upstreamKeyID),
+	logger.Warn("upstream error",
+		zap.String("request_id", reqID),
+		zap.String("provider", p.Name),
+		zap.String("upstream_key", keyID),
 		zap.Int("status", resp.StatusCode))
 	if !failed {
-		c.attempt.Succeeded(0) // the upstream is fine; the request was not
-		return c.errorResponse(req, ferr), nil
+		return ferr, cause, 0, false
 	}
 	hint, ok := upstream.RetryHint(resp.Header, time.Now())
 	if !ok && ferr.RetryAfter > 0 {
@@ -483,7 +484,34 @@ func (c *call) upstreamError(req *http.Request, resp *http.Response) (*http.Resp
 	if ferr.Kind == formats.KindOverloaded && ferr.RetryAfter == 0 && hint > 0 {
 		ferr.RetryAfter = int(max(1, hint/time.Second))
 	}
-	return nil, c.fail(cause, hint, ferr)
+	return ferr, cause, hint, true
+}
+
+// transportFailure classifies a failed round trip to an upstream, with what
+// the client sees if no attempt succeeds.
+func transportFailure(err error, timedOut bool) (upstream.Cause, time.Duration, *formats.Error) {
+	cause := transportCause(err, timedOut)
+	if cause == upstream.CauseTimeout {
+		return cause, 0, formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
+	}
+	return cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")
+}
+
+// noUpstreamAvailable is the answer when the scheduler grants no attempt.
+func noUpstreamAvailable() *formats.Error {
+	return &formats.Error{Kind: formats.KindOverloaded,
+		Message: "No upstream provider for this model is available right now; try again shortly.", RetryAfter: 1}
+}
+
+// logAttemptFailed logs an upstream attempt that failed before anything
+// reached the client.
+func logAttemptFailed(logger *zap.Logger, reqID, provider, keyID string, attempt int, cause upstream.Cause) {
+	logger.Warn("upstream attempt failed",
+		zap.String("request_id", reqID),
+		zap.String("provider", provider),
+		zap.String("upstream_key", keyID),
+		zap.Int("attempt", attempt),
+		zap.String("cause", cause.String()))
 }
 
 // errorResponse builds a response carrying an error in the client's format.

@@ -193,19 +193,13 @@ func (ic *imageCall) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		last = ferr
-		ic.logger.Warn("upstream attempt failed",
-			zap.String("request_id", ic.reqID),
-			zap.String("provider", ic.route.provider.Name),
-			zap.String("upstream_key", att.Key.ID),
-			zap.Int("attempt", len(ic.attempts)),
-			zap.String("cause", cause.String()))
+		logAttemptFailed(ic.logger, ic.reqID, ic.route.provider.Name, att.Key.ID, len(ic.attempts), cause)
 		if r.Context().Err() != nil {
 			return // nobody to answer
 		}
 	}
 	if last == nil {
-		last = &formats.Error{Kind: formats.KindOverloaded,
-			Message: "No upstream provider for this model is available right now; try again shortly.", RetryAfter: 1}
+		last = noUpstreamAvailable()
 	}
 	writeError(w, clientImages, last)
 }
@@ -284,6 +278,8 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 	u := &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: p.PathPrefix + path}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
 	if err != nil {
+		ic.logger.Error("building an upstream request", zap.String("provider", p.Name), zap.Error(err))
+		writeError(w, clientImages, formats.NewError(formats.KindInternal, "The gateway could not build the upstream request."))
 		return true, 0, nil
 	}
 	req.Host = p.Host
@@ -302,24 +298,12 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 			formDone()
 			return true, 0, nil // the client left
 		}
-		c := transportCause(err, timedOut())
-		kind, msg := formats.KindUpstream, "The upstream provider could not be reached."
-		if c == upstream.CauseTimeout {
-			kind, msg = formats.KindTimeout, "The upstream provider timed out."
-		}
-		return fail(c, 0, formats.NewError(kind, msg))
+		return fail(transportFailure(err, timedOut()))
 	}
 	defer resp.Body.Close()
 	ic.app.metrics.headers(p.Name, keyID, time.Since(sent))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		data, _ := readAll(resp.Body, maxErrorBody)
-		uerr := parseUpstreamError(upstream.FormatOpenAI, resp.StatusCode, data)
-		c, failed := upstream.StatusCause(resp.StatusCode)
-		ic.logger.Warn("upstream error",
-			zap.String("request_id", ic.reqID),
-			zap.String("provider", p.Name),
-			zap.String("upstream_key", keyID),
-			zap.Int("status", resp.StatusCode))
+		uerr, c, hint, failed := ic.app.classifyUpstreamError(ic.logger, ic.reqID, p, keyID, resp)
 		if !failed {
 			ic.attempt.Succeeded(0) // the upstream is fine; the request was not
 			if ce := formDone(); ce != nil {
@@ -328,7 +312,6 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 			writeError(w, clientImages, uerr)
 			return true, 0, nil
 		}
-		hint, _ := upstream.RetryHint(resp.Header, time.Now())
 		return fail(c, hint, uerr)
 	}
 	data, err := readAll(resp.Body, maxResponseBody)
@@ -383,6 +366,7 @@ func (ic *imageCall) settle(ans images.Answer) error {
 		cost = mulMoney(int64(max(ans.Images, 1)), ic.perImage())
 	}
 	discount := ic.principal.plan.discountBps
+	took := time.Since(ic.start)
 	rec := &ledger.UsageRecord{
 		RequestID:     ic.reqID,
 		AccountID:     ic.principal.AccountID,
@@ -398,8 +382,8 @@ func (ic *imageCall) settle(ans images.Answer) error {
 		UsageSource:   source,
 		Status:        http.StatusOK,
 		Outcome:       "ok",
-		Latency:       time.Since(ic.start),
-		TTFT:          time.Since(ic.start),
+		Latency:       took,
+		TTFT:          took, // an image answer arrives whole
 	}
 	if err := ic.app.settleRecord(ic.logger, ic.hold, rec); err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/mockupstream"
 )
@@ -102,8 +103,9 @@ func TestImagesGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, _ = g.balance(acct)
-	if row := g.rows(acct)[0]; row.UsageSource != "estimated" || row.Tokens.Output != 1584 || balance-after != row.Charged ||
-		row.Charged < 1584*imagePriceOut {
+	estIn := formats.EstimateTokens(int64(len("mock:no_usage a fox")))
+	if row := g.rows(acct)[0]; row.UsageSource != "estimated" || row.Tokens.Output != 1584 || row.Tokens.Input != estIn ||
+		balance-after != ledger.Money(estIn)*imagePriceIn+1584*imagePriceOut || row.Charged != balance-after {
 		t.Fatalf("estimated: debit %s, row %+v", balance-after, row)
 	}
 

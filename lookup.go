@@ -1,6 +1,7 @@
 package modelgate
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"net/http"
@@ -90,7 +91,7 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return nil
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	if err := web.RenderLookup(&b, page); err != nil {
 		h.logger.Error("rendering the lookup page", zap.Error(err))
 		http.Error(w, "The page is unavailable right now.", http.StatusInternalServerError)
@@ -101,7 +102,7 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 		hdr.Set("Retry-After", strconv.Itoa(int(lookupFailureReset/time.Second)))
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write(b.Bytes())
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package modelgate
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,16 +28,8 @@ func deliver(t *testing.T, payload []byte, header http.Header) response {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b.String()}
+	body, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(body)}
 }
 
 // TestStripeWebhook: a paid Checkout Session is credited once, whatever

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +49,14 @@ func ImageTextTokens(prompt string) int { return Words(prompt) }
 // UploadedBytes is the number of file bytes the edits route has received,
 // counted as they arrive.
 func (s *Server) UploadedBytes() int64 { return s.uploaded.Load() }
+
+// uploadCounter counts the bytes written to it into n.
+type uploadCounter struct{ n *atomic.Int64 }
+
+func (u uploadCounter) Write(p []byte) (int, error) {
+	u.n.Add(int64(len(p)))
+	return len(p), nil
+}
 
 // imageRequest is an images request as the mock reads it.
 type imageRequest struct {
@@ -98,10 +108,30 @@ func (s *Server) openAIImageEdit(w http.ResponseWriter, r *http.Request) {
 			r.Header.Get("Content-Type"))
 	}
 	buf := make([]byte, 32<<10)
+	// readPart reads one part: a field into the summary, a file hashed and
+	// counted as it arrives
+	readPart := func(p *multipart.Part) error {
+		if p.FileName() == "" {
+			v, err := io.ReadAll(io.LimitReader(p, 1<<20))
+			summary.Fields[p.FormName()] = string(v)
+			return err
+		}
+		h := sha256.New()
+		n, err := io.CopyBuffer(io.MultiWriter(h, uploadCounter{&s.uploaded}), p, buf)
+		summary.Files = append(summary.Files, file{Name: p.FormName(), Filename: p.FileName(),
+			ContentType: p.Header.Get("Content-Type"), Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))})
+		if name := p.FormName(); name == "image" || name == "image[]" {
+			q.inputImages++
+		}
+		return err
+	}
 	for perr == nil {
 		p, err := mr.NextPart()
 		if err == io.EOF {
 			break
+		}
+		if err == nil {
+			err = readPart(p)
 		}
 		if err != nil {
 			if r.Context().Err() != nil {
@@ -109,42 +139,6 @@ func (s *Server) openAIImageEdit(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			perr = invalid("", "", "Could not parse multipart form: %v", err)
-			break
-		}
-		if p.FileName() == "" {
-			v, err := io.ReadAll(io.LimitReader(p, 1<<20))
-			if err != nil {
-				perr = invalid("", "", "Could not parse multipart form: %v", err)
-				break
-			}
-			summary.Fields[p.FormName()] = string(v)
-			continue
-		}
-		h := sha256.New()
-		var n int64
-		for {
-			k, err := p.Read(buf)
-			if k > 0 {
-				h.Write(buf[:k])
-				n += int64(k)
-				s.uploaded.Add(int64(k))
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				if r.Context().Err() != nil {
-					c.cancel()
-					return
-				}
-				perr = invalid("", "", "Could not parse multipart form: %v", err)
-				break
-			}
-		}
-		summary.Files = append(summary.Files, file{Name: p.FormName(), Filename: p.FileName(),
-			ContentType: p.Header.Get("Content-Type"), Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))})
-		if name := p.FormName(); name == "image" || name == "image[]" {
-			q.inputImages++
 		}
 	}
 	if perr == nil {

@@ -1,9 +1,11 @@
 package images
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"mime/multipart"
+	"net/http"
 	"net/textproto"
 	"os"
 	"strconv"
@@ -35,8 +37,9 @@ type Form struct {
 	parts   []formPart
 	spool   *os.File
 	spooled int64
-	text    int // bytes of text fields kept
-	images  int // image parts seen
+	text    int // bytes of text fields read
+	nparts  int // parts read
+	images  int // image parts read
 	mr      *multipart.Reader
 	pending *multipart.Part // the first part not read yet, when more
 	more    bool            // the client's form goes on after the parts read
@@ -59,43 +62,12 @@ type ClientError struct{ Err *formats.Error }
 
 func (e *ClientError) Error() string { return "images: the client's form: " + e.Err.Message }
 
-// tooLarge is the error of a body over the limit.
-type tooLarge struct{ limit int64 }
-
-func (e tooLarge) Error() string {
-	return "request body over " + strconv.FormatInt(e.limit, 10) + " bytes"
-}
-
-// limitedReader fails with tooLarge past its limit.
-type limitedReader struct {
-	r     io.Reader
-	left  int64
-	limit int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		// one byte more tells a body at the limit from one beyond it
-		var b [1]byte
-		if n, _ := l.r.Read(b[:]); n > 0 {
-			return 0, tooLarge{l.limit}
-		}
-		return 0, io.EOF
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	return n, err
-}
-
 // clientError turns an error reading the client's form into its answer.
 func clientError(err error) *ClientError {
-	var tl tooLarge
+	var tl *http.MaxBytesError
 	if errors.As(err, &tl) {
 		return &ClientError{&formats.Error{Kind: formats.KindRequestTooLarge,
-			Message: "The request body is larger than the limit of " + strconv.FormatInt(tl.limit, 10) + " bytes."}}
+			Message: "The request body is larger than the limit of " + strconv.FormatInt(tl.Limit, 10) + " bytes."}}
 	}
 	return &ClientError{formats.InvalidRequest("", "The multipart form could not be read: "+err.Error()+".")}
 }
@@ -104,7 +76,7 @@ func clientError(err error) *ClientError {
 // all) up to the point where it can be routed. Close the form when done.
 func ReadForm(body io.Reader, boundary string, limit int64) (*Form, *formats.Error) {
 	f := &Form{Request: Request{N: 1},
-		mr: multipart.NewReader(&limitedReader{r: body, left: limit, limit: limit}, boundary)}
+		mr: multipart.NewReader(http.MaxBytesReader(nil, io.NopCloser(body), limit), boundary)}
 	for {
 		p, err := f.mr.NextPart()
 		if err == io.EOF {
@@ -139,7 +111,7 @@ func ReadForm(body io.Reader, boundary string, limit int64) (*Form, *formats.Err
 
 // countPart checks the part limits.
 func (f *Form) countPart(p *multipart.Part) *formats.Error {
-	if len(f.parts) >= maxParts {
+	if f.nparts++; f.nparts > maxParts {
 		return formats.InvalidRequest("", "The form has more than "+strconv.Itoa(maxParts)+" parts.")
 	}
 	if name := p.FormName(); p.FileName() != "" && (name == "image" || name == "image[]") {
@@ -176,17 +148,14 @@ func (f *Form) keep(p *multipart.Part) *formats.Error {
 			f.spool = spool
 		}
 		fp.off = f.spooled
-		buf := copyBuffers.Get().(*[]byte)
-		n, err := io.CopyBuffer(onlyWriter{f.spool}, onlyReader{p}, *buf)
-		copyBuffers.Put(buf)
+		n, rerr, werr := copyPart(f.spool, p)
 		f.spooled += n
 		fp.size = n
-		if err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				return formats.NewError(formats.KindInternal, "The gateway could not take the upload; try again.")
-			}
-			return clientError(err).Err
+		if werr != nil {
+			return formats.NewError(formats.KindInternal, "The gateway could not take the upload; try again.")
+		}
+		if rerr != nil {
+			return clientError(rerr).Err
 		}
 	}
 	f.parts = append(f.parts, fp)
@@ -237,9 +206,9 @@ func (f *Form) WriteTo(w *multipart.Writer, upstreamModel string) error {
 		}
 		switch {
 		case p.file:
-			buf := copyBuffers.Get().(*[]byte)
-			_, err = io.CopyBuffer(onlyWriter{out}, io.NewSectionReader(f.spool, p.off, p.size), *buf)
-			copyBuffers.Put(buf)
+			var rerr error
+			_, rerr, err = copyPart(out, io.NewSectionReader(f.spool, p.off, p.size))
+			err = cmp.Or(err, rerr)
 		case p.name == "model":
 			_, err = io.WriteString(out, upstreamModel)
 		default:
@@ -260,7 +229,6 @@ func (f *Form) WriteTo(w *multipart.Writer, upstreamModel string) error {
 		if err := f.forward(w, p, upstreamModel); err != nil {
 			return err
 		}
-		f.parts = append(f.parts, formPart{}) // counted, not kept
 		next, err := f.mr.NextPart()
 		if err == io.EOF {
 			break
@@ -276,8 +244,9 @@ func (f *Form) WriteTo(w *multipart.Writer, upstreamModel string) error {
 
 // forward writes one part straight from the client.
 func (f *Form) forward(w *multipart.Writer, p *multipart.Part, upstreamModel string) error {
+	isText := p.FileName() == ""
 	var text []byte
-	if p.FileName() == "" {
+	if isText {
 		t, ferr := f.readText(p)
 		if ferr != nil {
 			return &ClientError{ferr}
@@ -291,24 +260,35 @@ func (f *Form) forward(w *multipart.Writer, p *multipart.Part, upstreamModel str
 	if err != nil {
 		return err
 	}
-	if text != nil || p.FileName() == "" {
+	if isText {
 		_, err = out.Write(text)
 		return err
 	}
+	_, rerr, werr := copyPart(out, p)
+	if rerr != nil {
+		return clientError(rerr)
+	}
+	return werr
+}
+
+// copyPart copies src to dst through a pooled buffer, telling the failures
+// of either side apart.
+func copyPart(dst io.Writer, src io.Reader) (n int64, readErr, writeErr error) {
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
 	for {
-		n, rerr := p.Read(*buf)
-		if n > 0 {
-			if _, err := out.Write((*buf)[:n]); err != nil {
-				return err
+		k, rerr := src.Read(*buf)
+		if k > 0 {
+			if _, err := dst.Write((*buf)[:k]); err != nil {
+				return n, nil, err
 			}
+			n += int64(k)
 		}
 		if rerr == io.EOF {
-			return nil
+			return n, nil, nil
 		}
 		if rerr != nil {
-			return clientError(rerr)
+			return n, rerr, nil
 		}
 	}
 }
@@ -323,8 +303,3 @@ func (f *Form) Close() {
 
 // copyBuffers are the buffers of the copies.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// onlyWriter and onlyReader hide ReadFrom and WriteTo, so that io.CopyBuffer
-// uses the pooled buffer.
-type onlyWriter struct{ io.Writer }
-type onlyReader struct{ io.Reader }
