@@ -733,7 +733,7 @@ func parseRedis(d *caddyfile.Dispenser) (*RedisConfig, error) {
 func parsePayments(d *caddyfile.Dispenser) (*PaymentsConfig, error) {
 	pc := new(PaymentsConfig)
 	if !d.Args(&pc.Provider) || d.NextArg() {
-		return nil, d.Err("usage: payments stripe { secret_key <key> webhook_secret <secret> [currency <code>] [min <amount>] }")
+		return nil, d.Err("usage: payments stripe { secret_key <key> webhook_secret <secret> [currency <code>] [min <amount>] [api_base <url>] }")
 	}
 	if pc.Provider != "stripe" {
 		return nil, d.Errf("payments: unknown provider %q (want stripe)", pc.Provider)
@@ -750,6 +750,8 @@ func parsePayments(d *caddyfile.Dispenser) (*PaymentsConfig, error) {
 			dst = &pc.Currency
 		case "min":
 			dst = &pc.Min
+		case "api_base":
+			dst = &pc.APIBase
 		default:
 			return nil, d.Errf("payments: unrecognized option %q", opt)
 		}

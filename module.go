@@ -267,6 +267,9 @@ type PaymentsConfig struct {
 	Currency string `json:"currency,omitempty"`
 	// Min is the smallest top-up, in currency units. Default: 5.
 	Min string `json:"min,omitempty"`
+	// APIBase is the address of the provider's API, for a test double
+	// such as stripe-mock or an egress proxy. Default: the provider's own.
+	APIBase string `json:"api_base,omitempty"`
 }
 
 // PlanConfig is a set of per-account limits.
@@ -716,6 +719,7 @@ func (a *App) provisionPayments() error {
 		WebhookSecret: repl.ReplaceAll(pc.WebhookSecret, ""),
 		Currency:      currency,
 		Minimum:       minimum,
+		APIBase:       repl.ReplaceAll(pc.APIBase, ""),
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@
 # testdata/fuzz/; commit it with the fix.
 set -euo pipefail
 cd "$(dirname "$0")"
+# the browser tests keep their screenshots here
+export MODELGATE_SCREENSHOTS="${MODELGATE_SCREENSHOTS:-$PWD/screenshots}"
 
 go test -race -count=1 -timeout 30m ./...
 

@@ -40,6 +40,9 @@ type Provider interface {
 	Currency() string
 	// Minimum is the smallest top-up.
 	Minimum() ledger.Money
+	// CheckoutOrigin is the origin of the provider's hosted checkout
+	// pages ("https://checkout.stripe.com"), where customers are sent.
+	CheckoutOrigin() string
 	// StartCheckout starts a checkout of amount for the account.
 	StartCheckout(ctx context.Context, o CheckoutOptions) (Checkout, error)
 	// ParsePayment verifies a notification's signature and reads it:

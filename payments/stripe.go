@@ -63,6 +63,9 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 	return s, nil
 }
 
+// CheckoutOrigin is where Stripe hosts its Checkout pages.
+func (s *Stripe) CheckoutOrigin() string { return "https://checkout.stripe.com" }
+
 // minorUnit is the value of one smallest unit of the currency in nanos:
 // Stripe counts amounts in it (cents; whole yen; thousandths of a dinar).
 func minorUnit(currency string) ledger.Money {

@@ -1,17 +1,19 @@
-// Package web renders modelgate's public pages: the status page today, the
-// customer console and the usage lookup page later. It is plain Go with no
+// Package web renders modelgate's pages: the status page, the customer
+// console and the usage lookup page. It is plain Go with no
 // Caddy import: the root package fills a view model from the gateway's state
 // and calls a Render function.
 //
 // Everything a page needs travels in one response. Templates and the shared
 // stylesheet are embedded in the binary; the stylesheet is inlined in a
 // <style> element; pages use no JavaScript, web fonts, images or third-party
-// hosts. [ContentSecurityPolicy] is the header to send with every page.
+// hosts; charts are inline SVG drawn by the server.
+// [ContentSecurityPolicy] is the header to send with every page.
 //
 // Layout: templates/layout.html is the shared frame (document head with
 // the inlined stylesheet, body wrapper), static/style.css the shared
 // stylesheet, and each page is one templates/<page>.html that defines
-// "title" and "main" (its own header, content and footer). A new page adds
+// "title" and "main" (its own header, content and footer). Files named
+// templates/_<name>.html hold partials every page may use. A new page adds
 // its file and a Render function calling render(w, "<page>", view).
 package web
 
@@ -44,9 +46,18 @@ var styleHash = func() string {
 // the pages of this package: nothing may load from anywhere, no script may
 // run, and the only style allowed is the embedded stylesheet (by hash).
 // Forms may only post back to the same origin.
-func ContentSecurityPolicy() string {
+func ContentSecurityPolicy() string { return ContentSecurityPolicyFormTo("") }
+
+// ContentSecurityPolicyFormTo is [ContentSecurityPolicy] for a page whose
+// form is answered with a redirect to origin (a payment provider's hosted
+// checkout): browsers hold redirects after a form to form-action too.
+func ContentSecurityPolicyFormTo(origin string) string {
+	formAction := "'self'"
+	if origin != "" {
+		formAction += " " + origin
+	}
 	return "default-src 'none'; style-src " + styleHash +
-		"; img-src data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+		"; img-src data:; base-uri 'none'; form-action " + formAction + "; frame-ancestors 'none'"
 }
 
 // pages holds one template set per page: the layout, the partials and the
@@ -60,7 +71,7 @@ var funcs = template.FuncMap{
 }
 
 func mustParsePages() map[string]*template.Template {
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/_*.html"))
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		panic(err)
@@ -68,7 +79,7 @@ func mustParsePages() map[string]*template.Template {
 	out := make(map[string]*template.Template)
 	for _, name := range names {
 		page := strings.TrimSuffix(strings.TrimPrefix(name, "templates/"), ".html")
-		if page == "layout" {
+		if page == "layout" || strings.HasPrefix(page, "_") {
 			continue
 		}
 		t := template.Must(base.Clone())

@@ -1,0 +1,122 @@
+package web
+
+import "io"
+
+// ConsoleFrame is what every console page shares: the site's title, where
+// the console lives, the signed-in account (empty on the sign-in pages),
+// the session's form token, and one-line messages.
+type ConsoleFrame struct {
+	Title    string // the console's name, e.g. "modelgate console"
+	Heading  string // the page's own heading
+	Base     string // the console's path prefix, e.g. "/console"; links are Base+"/keys"
+	Page     string // "overview", "keys", "usage" or "topup": the current tab
+	Email    string // the signed-in account's email
+	CSRF     string // the form token every POST form carries
+	Currency string
+	Notice   string // what just happened
+	Error    string // why the last action failed
+}
+
+// ConsoleAuthPage is the sign-in or the sign-up form.
+type ConsoleAuthPage struct {
+	ConsoleFrame
+	SignUp     bool // the sign-up form rather than the sign-in form
+	SignUpOpen bool // visitors may create accounts
+	FormEmail  string
+}
+
+// ConsoleOverview is the account's home: its money and state.
+type ConsoleOverview struct {
+	ConsoleFrame
+	Balance, Held, Available string
+	Plan, State              string
+	Suspended                bool
+	Keys                     int // live keys
+}
+
+// ConsoleKey is one API key as listed: never its secret.
+type ConsoleKey struct {
+	ID, Prefix, Label   string
+	Created, LastUsed   string // UTC, "2006-01-02 15:04"; LastUsed "never"
+	Deleted             bool
+	CreatedISO, UsedISO string // machine-readable times for <time>
+}
+
+// ConsoleKeys lists the account's keys, with the key just created, whose
+// secret this page shows exactly once.
+type ConsoleKeys struct {
+	ConsoleFrame
+	NewKey      string
+	NewKeyLabel string
+	Keys        []ConsoleKey
+	CanCreate   bool // the account is active
+}
+
+// ConsoleKeyDelete asks to confirm the deletion of a key.
+type ConsoleKeyDelete struct {
+	ConsoleFrame
+	Key ConsoleKey
+}
+
+// UsageLine is one row of a usage table: a day, a key or a model.
+type UsageLine struct {
+	Name, Detail                               string
+	Requests, InputTokens, OutputTokens, Spent string
+}
+
+// ConsoleUsage is the account's usage over a range of days, by day, key and
+// model, with charts and a CSV export of the same rows.
+type ConsoleUsage struct {
+	ConsoleFrame
+	From, To string // the range, UTC dates
+	KeyID    string // the key chosen, "" for all
+	Keys     []ConsoleKey
+	Charts   []Chart
+	Days     []UsageLine // newest first
+	ByKey    []UsageLine
+	ByModel  []UsageLine
+	Total    UsageLine
+	CSVQuery string // the query string of the CSV export of this view
+}
+
+// ConsoleTopUp is the top-up page: a form that starts a checkout with the
+// payment provider, or a note that the operator credits accounts.
+type ConsoleTopUp struct {
+	ConsoleFrame
+	Provider string // "" without a payment provider
+	Minimum  string
+	Amount   string
+}
+
+// ConsoleMessage is a page with a message only (not found, form expired).
+type ConsoleMessage struct {
+	ConsoleFrame
+	Message string
+}
+
+// RenderConsoleAuth writes the sign-in or sign-up page.
+func RenderConsoleAuth(w io.Writer, p *ConsoleAuthPage) error { return render(w, "console_auth", p) }
+
+// RenderConsoleOverview writes the account's home page.
+func RenderConsoleOverview(w io.Writer, p *ConsoleOverview) error {
+	return render(w, "console_overview", p)
+}
+
+// RenderConsoleKeys writes the keys page.
+func RenderConsoleKeys(w io.Writer, p *ConsoleKeys) error { return render(w, "console_keys", p) }
+
+// RenderConsoleKeyDelete writes the confirmation of a key's deletion.
+func RenderConsoleKeyDelete(w io.Writer, p *ConsoleKeyDelete) error {
+	return render(w, "console_keydelete", p)
+}
+
+// RenderConsoleUsage writes the usage page.
+func RenderConsoleUsage(w io.Writer, p *ConsoleUsage) error { return render(w, "console_usage", p) }
+
+// RenderConsoleTopUp writes the top-up page.
+func RenderConsoleTopUp(w io.Writer, p *ConsoleTopUp) error { return render(w, "console_topup", p) }
+
+// RenderConsoleMessage writes a page that only says something.
+func RenderConsoleMessage(w io.Writer, p *ConsoleMessage) error {
+	return render(w, "console_message", p)
+}
