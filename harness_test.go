@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -158,7 +159,24 @@ http://localhost:9080 {
 		t.FailNow()
 	}
 	g.store = runningStore(t, g.dbPath)
+	t.Cleanup(g.assertNoSecretsLogged)
 	return g
+}
+
+// loggedKey matches a whole API key, wherever it would be written.
+var loggedKey = regexp.MustCompile(`mg-[0-9A-Za-z]{40,}`)
+
+// assertNoSecretsLogged fails the test if anything the gateway logged
+// (Caddy's log at DEBUG when globalLog is set, the access log always)
+// holds an API key or the upstream key, in any form.
+func (g *gateway) assertNoSecretsLogged() {
+	logs := readLogs(g.t, g.logPath, g.logPath+".access")
+	if k := loggedKey.FindString(logs); k != "" {
+		g.t.Errorf("an API key is in the logs: %s…", k[:8])
+	}
+	if strings.Contains(logs, upstreamKey) {
+		g.t.Error("the upstream key is in the logs")
+	}
 }
 
 // ledgerBlock is the block of the ledger option, if it has options.
