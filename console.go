@@ -491,6 +491,10 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		return
 	}
 	acct, err := h.app.store.CreateLogin(c.r.Context(), email, h.app.DefaultPlan, hash)
+	if err == nil || errors.Is(err, ledger.ErrDuplicate) {
+		// tries at taken emails count too, so the form cannot list who has an account
+		consoleSignUpIP.fail(client)
+	}
 	if errors.Is(err, ledger.ErrDuplicate) {
 		h.authPage(c, http.StatusConflict, true, email, "An account with this email exists: sign in instead.")
 		return
@@ -500,7 +504,6 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		h.authPage(c, http.StatusServiceUnavailable, true, email, "Creating the account failed; try again.")
 		return
 	}
-	consoleSignUpIP.fail(client)
 	h.logger.Info("account created in the console", zap.String("account", acct.ID))
 	h.startSession(c, acct.ID)
 }
@@ -772,9 +775,14 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 	base += c.r.Host + h.BasePath + "/topup"
 	co, err := pay.StartCheckout(c.r.Context(), payments.CheckoutOptions{AccountID: c.sess.account.ID,
 		Email: c.sess.account.Email, Amount: amount, SuccessURL: base + "?paid=1", CancelURL: base + "?cancelled=1"})
+	if errors.Is(err, payments.ErrAmount) {
+		c.frame.Error = "Enter an amount in whole cents (the currency's smallest unit), at least " + pay.Minimum().String() + " " + h.app.Currency + "."
+		h.topUpPage(c, http.StatusBadRequest, raw)
+		return
+	}
 	if err != nil {
 		h.logger.Error("starting a checkout", zap.String("account", c.sess.account.ID), zap.Error(err))
-		c.frame.Error = "The payment could not be started: check the amount, or try again later."
+		c.frame.Error = "The payment could not be started; try again later."
 		h.topUpPage(c, http.StatusBadGateway, raw)
 		return
 	}

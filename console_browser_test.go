@@ -76,13 +76,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		return html
 	}
-	call := func(fn func(ctx context.Context, tg *chromedp.Target) error) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(fn)
-	}
 
 	// sign up, with page scripts off: the console needs none
 	run("sign up",
-		call(func(ctx context.Context, tg *chromedp.Target) error {
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
 			return err
 		}),
@@ -227,7 +224,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// a phone-sized window: the usage page fits its width
 	run("phone",
-		call(func(ctx context.Context, tg *chromedp.Target) error {
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 1, Mobile: true})
 			return err
 		}),
@@ -242,7 +239,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		shot("console-usage-phone.png"),
 	)
 	var session string
-	run("cookies", call(func(ctx context.Context, tg *chromedp.Target) error {
+	run("cookies", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		res, err := cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{})
 		for _, c := range res.Cookies {
 			if c.Name == sessionCookie {

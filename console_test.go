@@ -539,8 +539,8 @@ func TestConsoleTopUp(t *testing.T) {
 		t.Fatalf("top-up page: %v\n%s", page.header, page.body)
 	}
 	for _, amount := range []string{"4.99", "abc", "-10", "12.345"} {
-		if r := c.post("/console/topup", url.Values{"amount": {amount}}); r.status == http.StatusSeeOther {
-			t.Errorf("amount %s: started a checkout", amount)
+		if r := c.post("/console/topup", url.Values{"amount": {amount}}); r.status != http.StatusBadRequest || !strings.Contains(r.body, "at least 5.000000000 USD") {
+			t.Errorf("amount %s: %d", amount, r.status)
 		}
 	}
 	r := c.post("/console/topup", url.Values{"amount": {"12.34"}})
@@ -577,6 +577,33 @@ func TestConsoleTopUp(t *testing.T) {
 	}
 	if r := c.post("/console/topup", url.Values{"amount": {"10"}}, "/console/"); r.status != http.StatusNotFound {
 		t.Fatalf("top-up post without a provider: %d", r.status)
+	}
+}
+
+// TestConsoleSignUpLimit: one address creates (or tries emails for) at
+// most consoleSignUps accounts an hour.
+func TestConsoleSignUpLimit(t *testing.T) {
+	resetConsoleLimits(t)
+	g := startGateway(t, gatewayOptions{site: consoleSite})
+	c := newConsoleClient(t)
+	c.signUp(g, "taken@example.com")
+	for i := 1; i < consoleSignUps; i++ {
+		email := fmt.Sprintf("user%d@example.com", i)
+		if i%2 == 0 {
+			email = "taken@example.com" // probing for accounts counts too
+		}
+		c.cookies = map[string]string{}
+		if r := c.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusSeeOther && r.status != http.StatusConflict {
+			t.Fatalf("sign-up %d: %d", i, r.status)
+		}
+	}
+	c.cookies = map[string]string{}
+	r := c.post("/console/signup", url.Values{"email": {"one-more@example.com"}, "password": {testPassword}})
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("sign-up past the limit: %d", r.status)
+	}
+	if _, _, err := g.store.Login(context.Background(), "one-more@example.com"); err == nil {
+		t.Fatal("the refused sign-up created an account")
 	}
 }
 
