@@ -332,8 +332,9 @@ func tokenEqual(got, want string) bool {
 	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// setCookie sets one of the console's cookies: always Secure and HttpOnly,
-// scoped to the console's path. maxAge < 0 deletes it.
+// setCookie sets one of the console's cookies, always Secure and HttpOnly,
+// on path (the console's, or one of its pages). maxAge 0 makes a cookie
+// that ends with the browser session; maxAge < 0 deletes it.
 func (h *ConsoleHandler) setCookie(w http.ResponseWriter, name, value, path string, maxAge int, site http.SameSite) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge,
 		Secure: true, HttpOnly: true, SameSite: site})
