@@ -1,7 +1,6 @@
 package modelgate
 
 import (
-	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -11,6 +10,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net/http"
 	"net/mail"
 	"runtime"
@@ -133,11 +133,11 @@ var decoyHash = sync.OnceValue(func() string {
 // Provision finds the modelgate app.
 func (h *ConsoleHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	app, err := ctx.AppIfConfigured("modelgate")
+	app, err := appFor(ctx, "modelgate_console")
 	if err != nil {
-		return errors.New("modelgate_console needs the modelgate global option")
+		return err
 	}
-	h.app = app.(*App)
+	h.app = app
 	h.BasePath = strings.TrimRight(h.BasePath, "/")
 	if h.BasePath != "" && !strings.HasPrefix(h.BasePath, "/") {
 		return errors.New("modelgate_console: base_path must start with /")
@@ -275,25 +275,15 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 }
 
 // page renders a console page with status.
-func (h *ConsoleHandler) page(c *consoleRequest, status int, render func(*bytes.Buffer) error) {
-	var b bytes.Buffer
-	if err := render(&b); err != nil {
-		h.logger.Error("rendering a console page", zap.Error(err))
-		http.Error(c.w, "The page is unavailable right now.", http.StatusInternalServerError)
-		return
-	}
-	hdr := c.w.Header()
-	hdr.Set("Content-Security-Policy", c.csp)
-	hdr.Set("Content-Type", "text/html; charset=utf-8")
-	c.w.WriteHeader(status)
-	_, _ = c.w.Write(b.Bytes())
+func (h *ConsoleHandler) page(c *consoleRequest, status int, render func(io.Writer) error) {
+	writePage(c.w, h.logger, status, c.csp, render)
 }
 
 // message answers with a page that only says msg.
 func (h *ConsoleHandler) message(c *consoleRequest, status int, heading, msg string) {
 	c.frame.Heading = heading
 	p := &web.ConsoleMessage{ConsoleFrame: c.frame, Message: msg}
-	h.page(c, status, func(b *bytes.Buffer) error { return web.RenderConsoleMessage(b, p) })
+	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleMessage(b, p) })
 }
 
 // session returns the visitor's live session, or nil without one.
@@ -367,7 +357,7 @@ func (h *ConsoleHandler) authPage(c *consoleRequest, status int, signUp bool, em
 	c.frame.Error = problem
 	c.frame.CSRF = h.formToken(c)
 	p := &web.ConsoleAuthPage{ConsoleFrame: c.frame, SignUp: signUp, SignUpOpen: !h.SignUpOff, FormEmail: email}
-	h.page(c, status, func(b *bytes.Buffer) error { return web.RenderConsoleAuth(b, p) })
+	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleAuth(b, p) })
 }
 
 // serveSignIn shows the sign-in form and signs in. Wrong passwords are
@@ -544,7 +534,7 @@ func (h *ConsoleHandler) serveOverview(c *consoleRequest) {
 	p := &web.ConsoleOverview{ConsoleFrame: c.frame, Balance: a.Balance.String(), Held: a.Held.String(),
 		Available: max(a.Balance-a.Held, 0).String(), Plan: a.Plan, State: string(a.State),
 		Suspended: a.State == ledger.StateSuspended, Keys: live}
-	h.page(c, http.StatusOK, func(b *bytes.Buffer) error { return web.RenderConsoleOverview(b, p) })
+	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleOverview(b, p) })
 }
 
 // consoleKey is a key as the console lists it.
@@ -588,7 +578,7 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int) {
 	}
 	c.frame.Heading, c.frame.Page = "API keys", "keys"
 	p.ConsoleFrame = c.frame
-	h.page(c, status, func(b *bytes.Buffer) error { return web.RenderConsoleKeys(b, p) })
+	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleKeys(b, p) })
 }
 
 // createKey creates a key and redirects to the keys page, which shows it
@@ -710,7 +700,7 @@ func (h *ConsoleHandler) confirmKeyDelete(c *consoleRequest) {
 	}
 	c.frame.Heading = "Delete a key"
 	p := &web.ConsoleKeyDelete{ConsoleFrame: c.frame, Key: consoleKey(k)}
-	h.page(c, http.StatusOK, func(b *bytes.Buffer) error { return web.RenderConsoleKeyDelete(b, p) })
+	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleKeyDelete(b, p) })
 }
 
 // deleteKey deletes a key of the account; the next request with it is
@@ -751,7 +741,7 @@ func (h *ConsoleHandler) topUpPage(c *consoleRequest, status int, amount string)
 		p.Provider, p.Minimum = pay.Name(), pay.Minimum().String()
 		c.csp = web.ContentSecurityPolicyFormTo(pay.CheckoutOrigin())
 	}
-	h.page(c, status, func(b *bytes.Buffer) error { return web.RenderConsoleTopUp(b, p) })
+	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleTopUp(b, p) })
 }
 
 // startTopUp starts a checkout with the payment provider and sends the

@@ -63,20 +63,15 @@ func (c *consoleClient) do(method, path string, form url.Values, headers ...stri
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, ck := range resp.Cookies() {
+	r := send(c.t, c.http, req)
+	for _, ck := range (&http.Response{Header: r.header}).Cookies() {
 		if ck.MaxAge < 0 {
 			delete(c.cookies, ck.Name)
 		} else {
 			c.cookies[ck.Name] = ck.Value
 		}
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return r
 }
 
 func (c *consoleClient) get(path string) response { c.t.Helper(); return c.do("GET", path, nil) }
@@ -236,8 +231,8 @@ func TestConsoleSessions(t *testing.T) {
 	}
 
 	// an account the operator created with a password signs in too
-	if r := adminPost(t, "/modelgate/accounts", `{"email":"ops-made@example.com","password":"`+testPassword+`"}`); r.status != http.StatusCreated {
-		t.Fatalf("admin account: %d %s", r.status, r.body)
+	if status := adminCall(t, "POST", "/modelgate/accounts", `{"email":"ops-made@example.com","password":"`+testPassword+`"}`, nil); status != http.StatusCreated {
+		t.Fatalf("admin account: %d", status)
 	}
 	if r := newConsoleClient(t).signIn("ops-made@example.com", testPassword); r.status != http.StatusSeeOther {
 		t.Fatalf("operator-made login: %d", r.status)
@@ -259,18 +254,6 @@ func TestConsoleSessions(t *testing.T) {
 	if a, _ := g.store.GetAccount(context.Background(), acct); a.Email != "ada@example.com" {
 		t.Fatalf("account: %+v", a)
 	}
-}
-
-// adminPost posts JSON to the admin API of the test Caddy.
-func adminPost(t *testing.T, path, body string) response {
-	t.Helper()
-	resp, err := http.Post("http://localhost:2999"+path, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
 // TestConsoleCSRF: a form without its token, with another session's
@@ -622,8 +605,8 @@ func TestConsoleSignUpOff(t *testing.T) {
 	if r := c.get("/console/signin"); strings.Contains(r.body, "/console/signup") || !strings.Contains(r.body, "Acme AI console") {
 		t.Fatalf("sign-in page:\n%s", r.body)
 	}
-	if r := adminPost(t, "/modelgate/accounts", `{"email":"invited@example.com","password":"`+testPassword+`"}`); r.status != http.StatusCreated {
-		t.Fatalf("admin: %d %s", r.status, r.body)
+	if status := adminCall(t, "POST", "/modelgate/accounts", `{"email":"invited@example.com","password":"`+testPassword+`"}`, nil); status != http.StatusCreated {
+		t.Fatalf("admin: %d", status)
 	}
 	if r := c.signIn("invited@example.com", testPassword); r.status != http.StatusSeeOther {
 		t.Fatalf("sign in: %d", r.status)

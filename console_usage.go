@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/csv"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -153,11 +154,13 @@ func (h *ConsoleHandler) serveUsage(c *consoleRequest) {
 		addTo(perModel, d.Model, d)
 	}
 
+	byDay := web.UsageTable{Title: "By day", Column: "Day (UTC)", Name: "days"}
 	for i := n - 1; i >= 0; i-- {
 		if perDay[i].requests > 0 {
-			p.Days = append(p.Days, perDay[i].line(days[i], ""))
+			byDay.Lines = append(byDay.Lines, perDay[i].line(days[i], ""))
 		}
 	}
+	byKey := web.UsageTable{Title: "By key", Column: "Key", Name: "keys"}
 	for _, id := range sortedBySpend(perKey) {
 		name, detail := "(no key)", ""
 		if k, ok := byID[id]; ok {
@@ -166,11 +169,13 @@ func (h *ConsoleHandler) serveUsage(c *consoleRequest) {
 				detail = joinNonEmpty(detail, "deleted")
 			}
 		}
-		p.ByKey = append(p.ByKey, perKey[id].line(name, detail))
+		byKey.Lines = append(byKey.Lines, perKey[id].line(name, detail))
 	}
+	byModel := web.UsageTable{Title: "By model", Column: "Model", Name: "models"}
 	for _, m := range sortedBySpend(perModel) {
-		p.ByModel = append(p.ByModel, perModel[m].line(m, ""))
+		byModel.Lines = append(byModel.Lines, perModel[m].line(m, ""))
 	}
+	p.Tables = []web.UsageTable{byDay, byKey, byModel}
 	p.Total = total.line("Total", "")
 
 	series := func(name, class string, value func(usageTotals) int64, label func(int64) string) web.ChartSeries {
@@ -193,7 +198,7 @@ func (h *ConsoleHandler) serveUsage(c *consoleRequest) {
 			series("spent", "s-spent", func(t usageTotals) int64 { return int64(t.spent) }, money)),
 	}
 	p.ConsoleFrame = c.frame
-	h.page(c, http.StatusOK, func(b *bytes.Buffer) error { return web.RenderConsoleUsage(b, p) })
+	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleUsage(b, p) })
 }
 
 // addTo adds a rollup row to the totals of name.

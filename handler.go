@@ -46,11 +46,11 @@ func (APIHandler) CaddyModule() caddy.ModuleInfo {
 // Provision finds the modelgate app.
 func (h *APIHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	app, err := ctx.AppIfConfigured("modelgate")
+	app, err := appFor(ctx, "modelgate_api")
 	if err != nil {
-		return errors.New("modelgate_api needs the modelgate global option (providers, models, ledger)")
+		return err
 	}
-	h.app = app.(*App)
+	h.app = app
 	return nil
 }
 
@@ -382,14 +382,11 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p princi
 func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p principal, ri routeInfo, reqID string) {
 	// the plan's limits come first: a refused request holds nothing and
 	// reaches no upstream; the slot is held until the answer ends
-	slot, ferr := h.admit(w, r, p, ri.format)
-	if ferr != nil {
-		writeError(w, ri.format, ferr)
+	slot, ok := h.admit(w, r, p, ri.format)
+	if !ok {
 		return
 	}
-	if slot != nil {
-		defer slot.Release()
-	}
+	defer slot.Release()
 	body, ferr := readBody(r, h.app.MaxRequestBody)
 	if ferr != nil {
 		writeError(w, ri.format, ferr)

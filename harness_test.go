@@ -326,14 +326,20 @@ func (g *gateway) do(method, path, body string, headers ...string) response {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return send(g.t, http.DefaultClient, req)
+}
+
+// send sends req with client and reads the whole answer.
+func send(t testing.TB, client *http.Client, req *http.Request) response {
+	t.Helper()
+	resp, err := client.Do(req)
 	if err != nil {
-		g.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		g.t.Fatalf("%s %s: reading the body: %v", method, path, err)
+		t.Fatalf("%s %s: reading the body: %v", req.Method, req.URL.Path, err)
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: buf.String()}
 }

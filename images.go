@@ -52,14 +52,11 @@ type imageCall struct {
 
 // serveImages serves POST /v1/images/generations and /v1/images/edits.
 func (h *APIHandler) serveImages(w http.ResponseWriter, r *http.Request, p principal, ri routeInfo, reqID string) {
-	slot, ferr := h.admit(w, r, p, ri.format)
-	if ferr != nil {
-		writeError(w, ri.format, ferr)
+	slot, ok := h.admit(w, r, p, ri.format)
+	if !ok {
 		return
 	}
-	if slot != nil {
-		defer slot.Release()
-	}
+	defer slot.Release()
 	ic := &imageCall{app: h.app, logger: h.logger, reqID: reqID, start: time.Now(), principal: p}
 	if ri.route == routeImageGenerations {
 		body, ferr := readBody(r, h.app.MaxRequestBody)

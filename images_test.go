@@ -309,13 +309,7 @@ func postForm(t *testing.T, key string, form func(w io.Writer) (contentType stri
 	req, _ := http.NewRequest("POST", gatewayAddr+"/v1/images/edits", pr)
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", contentType)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: string(body)}
+	return send(t, http.DefaultClient, req)
 }
 
 // TestImagesEditStreamsUpload: a form is forwarded as it arrives. With the

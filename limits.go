@@ -232,18 +232,28 @@ func regionBlocked() *formats.Error {
 		Message: "This service is not available in your country or region."}
 }
 
+// noSlot is the slot of a request that no concurrency limit counts.
+type noSlot struct{}
+
+// Release does nothing.
+func (noSlot) Release() {}
+
 // admit applies the account's plan limits before anything is held or sent
-// upstream. It sets the rate-limit headers; on refusal it returns the 429.
-// When admitted, the returned slot must be released when the request ends.
-func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p principal, f clientFormat) (ratelimit.Slot, *formats.Error) {
+// upstream. It sets the rate-limit headers; on refusal it answers the 429
+// in the client's format and returns ok false. When admitted, the returned
+// slot (never nil) must be released when the request ends.
+func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p principal, f clientFormat) (slot ratelimit.Slot, ok bool) {
 	pl := p.plan
 	if pl == nil || (pl.rpm == 0 && pl.concurrency == 0) {
-		return nil, nil
+		return noSlot{}, true
 	}
 	d, slot := h.app.limiter.Admit(r.Context(), p.AccountID, ratelimit.Limits{RPM: pl.rpm, Concurrency: pl.concurrency})
 	setRateLimitHeaders(w.Header(), f, d)
 	if d.Allowed() {
-		return slot, nil
+		if slot == nil {
+			return noSlot{}, true
+		}
+		return slot, true
 	}
 	h.app.metrics.refused(d.Reason.String())
 	retry := max(1, int((d.RetryAfter+time.Second-1)/time.Second))
@@ -254,7 +264,8 @@ func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p principal, 
 	default:
 		e.Message = fmt.Sprintf("Too many requests in flight (limit %d concurrent requests on this account's plan). Try again when one has finished.", pl.concurrency)
 	}
-	return nil, e
+	writeError(w, f, e)
+	return nil, false
 }
 
 // setRateLimitHeaders reports the per-minute budget as the client's vendor

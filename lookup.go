@@ -1,8 +1,8 @@
 package modelgate
 
 import (
-	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -61,11 +61,11 @@ var lookupFailures = newFailureCounter(lookupMaxFailures, lookupFailureReset)
 // Provision finds the modelgate app.
 func (h *LookupHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	app, err := ctx.AppIfConfigured("modelgate")
+	app, err := appFor(ctx, "modelgate_lookup")
 	if err != nil {
-		return errors.New("modelgate_lookup needs the modelgate global option")
+		return err
 	}
-	h.app = app.(*App)
+	h.app = app
 	h.failures = lookupFailures
 	if h.Title == "" {
 		h.Title = "Usage lookup"
@@ -77,7 +77,6 @@ func (h *LookupHandler) Provision(ctx caddy.Context) error {
 func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	hdr := w.Header()
 	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Content-Security-Policy", web.ContentSecurityPolicy())
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
 	page := &web.LookupPage{Title: h.Title, Action: r.URL.Path}
@@ -91,18 +90,10 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return nil
 	}
-	var b bytes.Buffer
-	if err := web.RenderLookup(&b, page); err != nil {
-		h.logger.Error("rendering the lookup page", zap.Error(err))
-		http.Error(w, "The page is unavailable right now.", http.StatusInternalServerError)
-		return nil
-	}
-	hdr.Set("Content-Type", "text/html; charset=utf-8")
 	if status == http.StatusTooManyRequests {
 		hdr.Set("Retry-After", strconv.Itoa(int(lookupFailureReset/time.Second)))
 	}
-	w.WriteHeader(status)
-	_, _ = w.Write(b.Bytes())
+	writePage(w, h.logger, status, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package modelgate
 
 import (
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,13 +12,9 @@ import (
 // postLookup posts a key to the lookup page.
 func postLookup(t *testing.T, key string) response {
 	t.Helper()
-	resp, err := http.PostForm(gatewayAddr+"/usage", url.Values{"key": {key}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: string(body)}
+	req, _ := http.NewRequest("POST", gatewayAddr+"/usage", strings.NewReader(url.Values{"key": {key}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return send(t, http.DefaultClient, req)
 }
 
 // figure reads one figure of the lookup page.

@@ -3,7 +3,6 @@ package modelgate
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -66,11 +65,11 @@ func (StatusHandler) CaddyModule() caddy.ModuleInfo {
 // Provision finds the modelgate app.
 func (h *StatusHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	app, err := ctx.AppIfConfigured("modelgate")
+	app, err := appFor(ctx, "modelgate_status")
 	if err != nil {
-		return errors.New("modelgate_status needs the modelgate global option")
+		return err
 	}
-	h.app = app.(*App)
+	h.app = app
 	h.cache = new(statusCache)
 	return nil
 }

@@ -1,7 +1,6 @@
 package modelgate
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,13 +22,7 @@ func deliver(t *testing.T, payload []byte, header http.Header) response {
 	req, _ := http.NewRequest("POST", gatewayAddr+"/api/payments/stripe", strings.NewReader(string(payload)))
 	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: string(body)}
+	return send(t, http.DefaultClient, req)
 }
 
 // TestStripeWebhook: a paid Checkout Session is credited once, whatever

@@ -77,7 +77,7 @@ func TestConsolePagesRender(t *testing.T) {
 		"usage": func(b *strings.Builder) error {
 			return RenderConsoleUsage(b, &ConsoleUsage{ConsoleFrame: f, Keys: []ConsoleKey{key}, CSVQuery: "from=a&to=b",
 				Charts: []Chart{NewChart("requests", "Requests", days, func(v int64) string { return "3" }, one)},
-				Days:   []UsageLine{{Name: "2026-11-01", Requests: "3"}}})
+				Tables: []UsageTable{{Title: "By day", Column: "Day (UTC)", Name: "days", Lines: []UsageLine{{Name: "2026-11-01", Requests: "3"}}}}})
 		},
 		"topup": func(b *strings.Builder) error {
 			return RenderConsoleTopUp(b, &ConsoleTopUp{ConsoleFrame: f, Provider: "stripe", Minimum: "5"})

@@ -64,6 +64,13 @@ type UsageLine struct {
 	Requests, InputTokens, OutputTokens, Spent string
 }
 
+// UsageTable is one breakdown of the usage: its heading, the heading of
+// its first column, its name (the table's data-table attribute) and rows.
+type UsageTable struct {
+	Title, Column, Name string
+	Lines               []UsageLine
+}
+
 // ConsoleUsage is the account's usage over a range of days, by day, key and
 // model, with charts and a CSV export of the same rows.
 type ConsoleUsage struct {
@@ -72,9 +79,7 @@ type ConsoleUsage struct {
 	KeyID    string // the key chosen, "" for all
 	Keys     []ConsoleKey
 	Charts   []Chart
-	Days     []UsageLine // newest first
-	ByKey    []UsageLine
-	ByModel  []UsageLine
+	Tables   []UsageTable // by day (newest first), by key, by model
 	Total    UsageLine
 	CSVQuery string // the query string of the CSV export of this view
 }
