@@ -57,6 +57,33 @@ func badRoutes(key string) []badRoute {
 	)
 }
 
+// badInputRegressions are damaged requests that once broke the gateway,
+// sent on every run before the random ones.
+func badInputRegressions(key string) []badRoute {
+	bearer := []string{"Authorization", "Bearer " + key}
+	anth := []string{"X-Api-Key", key, "Anthropic-Version", "2023-06-01"}
+	goog := []string{"X-Goog-Api-Key", key}
+	// 20,000 long unknown fields: the dropped header once grew to a megabyte
+	var many strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&many, `"an_unknown_field_with_a_long_name_%05d":1,`, i)
+	}
+	out := []badRoute{
+		// BADINPUT_SEED=1795610629737214171 (issue #21): a DEL in an unknown
+		// field name was echoed in x-modelgate-dropped, a malformed header
+		// the client could not read
+		{"POST", "/v1/responses", "{\"model\":\"claude-test\",\"max_out\x7fut_tokens\":20,\"stream\":true,\"input\":\"hi there\"}", bearer, true},
+	}
+	for _, m := range everyUpstream {
+		out = append(out,
+			badRoute{"POST", "/v1/chat/completions", `{"model":"` + m + `","max_tokens":20,"se\u0000ed\r\n":1,"x\u2028y":2,"caf\u00e9":3,` + many.String() + `"messages":[{"role":"user","content":"hi"}]}`, bearer, true},
+			badRoute{"POST", "/v1/messages", `{"model":"` + m + `","max_tokens":20,"a\u001bb":1,"\u007f":2,` + many.String() + `"messages":[{"role":"user","content":"hi"}]}`, anth, true},
+			badRoute{"POST", "/v1beta/models/" + m + ":generateContent", `{"tab\tname":1,` + many.String() + `"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"maxOutputTokens":20,"ne\nw":1}}`, goog, true},
+		)
+	}
+	return out
+}
+
 // mutate returns a damaged copy of a valid body: truncated, bytes flipped
 // or inserted (invalid UTF-8 included), a value given the wrong type, a
 // structure nested too deep, a field made huge, numbers out of range.
@@ -204,6 +231,9 @@ func TestBadInputAtVolume(t *testing.T) {
 		if rt.generates && resp.StatusCode == 200 {
 			billed++
 		}
+		if d := resp.Header.Get("X-Modelgate-Dropped"); len(d) > 1024 || strings.ContainsFunc(d, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			failures = append(failures, fmt.Sprintf("%s %s (%s): x-modelgate-dropped of %d bytes: %.200q", rt.method, rt.path, label, len(d), d))
+		}
 		switch {
 		case err != nil:
 			failures = append(failures, fmt.Sprintf("%s %s (%s): reading the answer: %v", rt.method, rt.path, label, err))
@@ -212,6 +242,11 @@ func TestBadInputAtVolume(t *testing.T) {
 		case resp.StatusCode >= 400 && !bytes.Contains(out, []byte(`"error"`)):
 			failures = append(failures, fmt.Sprintf("%s %s (%s): %d without an error envelope: %.300s", rt.method, rt.path, label, resp.StatusCode, out))
 		}
+	}
+
+	// bodies that once broke the gateway, on every run
+	for _, rt := range badInputRegressions(key) {
+		send(rt, strings.NewReader(rt.body), int64(len(rt.body)), fmt.Sprintf("regression %.80q", rt.body))
 	}
 
 	// damaged bodies, 8 at a time

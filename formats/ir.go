@@ -353,6 +353,8 @@ type Request struct {
 	// Dropped lists the client's fields that were not carried to the
 	// upstream, for the x-modelgate-dropped header.
 	Dropped []string
+	// droppedMore holds the distinct dropped names past MaxDroppedNames.
+	droppedMore map[string]struct{}
 }
 
 // Param is the client's name for a field.
@@ -363,22 +365,33 @@ func (r *Request) Param(f Field) string {
 	return DefaultFieldNames[f]
 }
 
-// Drop records a dropped field (once).
+// Drop records a dropped field (once). The first MaxDroppedNames distinct
+// names are kept for the header; further ones are only counted.
 func (r *Request) Drop(name string) {
 	for _, d := range r.Dropped {
 		if d == name {
 			return
 		}
 	}
-	r.Dropped = append(r.Dropped, name)
+	if len(r.Dropped) < MaxDroppedNames {
+		r.Dropped = append(r.Dropped, name)
+		return
+	}
+	if r.droppedMore == nil {
+		r.droppedMore = make(map[string]struct{})
+	}
+	r.droppedMore[name] = struct{}{}
 }
 
 // DropField records a dropped field by its client name.
 func (r *Request) DropField(f Field) { r.Drop(r.Param(f)) }
 
 // DroppedHeader is the x-modelgate-dropped header value ("" when nothing
-// was dropped).
-func (r *Request) DroppedHeader() string { return strings.Join(r.Dropped, ",") }
+// was dropped): the names, made safe for a header, bounded in length, and
+// a count of those left out (DroppedHeaderValue).
+func (r *Request) DroppedHeader() string {
+	return DroppedHeaderValue(r.Dropped, len(r.droppedMore))
+}
 
 // Reject is the 400 for a field the target cannot honour.
 func (r *Request) Reject(f Field, why string) *Error {
