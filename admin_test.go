@@ -15,7 +15,7 @@ import (
 // answer into out (if not nil).
 func adminCall(t *testing.T, method, path, body string, out any) int {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://localhost:2999"+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, adminAddr+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,11 +29,12 @@ func BenchmarkChatPassThrough(b *testing.B) {
 	srv := httptest.NewServer(mock)
 	defer srv.Close()
 	db := filepath.Join(b.TempDir(), "ledger.db")
+	floorPort := mustFreePort()
 	b.Setenv("MG_TEST_UPSTREAM_KEY", upstreamKey)
 	cfg := fmt.Sprintf(`{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
+	admin localhost:%d
+	http_port %d
+	https_port %d
 	grace_period 1s
 	modelgate {
 		ledger sqlite %s
@@ -49,13 +50,13 @@ func BenchmarkChatPassThrough(b *testing.B) {
 		}
 	}
 }
-http://localhost:9080 {
+http://localhost:%d {
 	modelgate_api
 }
-http://localhost:9081 {
+http://localhost:%d {
 	reverse_proxy %s
 }
-`, db, srv.URL, testModel, testUpstreamModel, srv.Listener.Addr())
+`, adminPort, gatewayPort, gatewayTLSPort, db, srv.URL, testModel, testUpstreamModel, gatewayPort, floorPort, srv.Listener.Addr())
 	caddytest.NewTester(b).InitServer(cfg, "caddyfile")
 	store := runningStore(b, db)
 	ctx := context.Background()
@@ -79,8 +80,8 @@ http://localhost:9081 {
 		}
 		body := []byte(chatBody(testModel, "Benchmark this short prompt please", extra))
 		for _, target := range []struct{ name, url, key string }{
-			{"floor", "http://localhost:9081/v1/chat/completions", upstreamKey},
-			{"modelgate", "http://localhost:9080/v1/chat/completions", key},
+			{"floor", fmt.Sprintf("http://localhost:%d/v1/chat/completions", floorPort), upstreamKey},
+			{"modelgate", gatewayAddr + "/v1/chat/completions", key},
 		} {
 			b.Run(fmt.Sprintf("stream=%v/%s", stream, target.name), func(b *testing.B) {
 				b.ReportAllocs()

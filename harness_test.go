@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,8 +34,34 @@ const (
 	priceCacheWrite   = ledger.Money(625)  // "0.625" per 1M, claude-test only
 	testMaxOutput     = 1000
 	upstreamKey       = "sk-upstream-test-0123456789"
-	gatewayAddr       = "http://localhost:9080"
 )
+
+// The test Caddy's ports, free ones chosen when the test binary starts, so
+// that the suite runs beside a gateway started from the README (8080, 2019)
+// and beside another run of itself.
+var (
+	gatewayPort, gatewayTLSPort, adminPort int
+	gatewayAddr                            string // http://localhost:<gatewayPort>
+	adminAddr                              string // http://localhost:<adminPort>
+)
+
+func TestMain(m *testing.M) {
+	gatewayPort, gatewayTLSPort, adminPort = mustFreePort(), mustFreePort(), mustFreePort()
+	gatewayAddr = fmt.Sprintf("http://localhost:%d", gatewayPort)
+	adminAddr = fmt.Sprintf("http://localhost:%d", adminPort)
+	caddytest.Default.AdminPort = adminPort
+	os.Exit(m.Run())
+}
+
+// mustFreePort returns a TCP port nothing listens on.
+func mustFreePort() int {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
 
 // gateway is a real Caddy, started from a Caddyfile, serving modelgate in
 // front of a mock upstream, with its own SQLite ledger file.
@@ -83,9 +110,9 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		globalLog = fmt.Sprintf("\tlog {\n\t\toutput file %s\n\t\tlevel DEBUG\n\t}\n", g.logPath)
 	}
 	cfg := fmt.Sprintf(`{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
+	admin localhost:%d
+	http_port %d
+	https_port %d
 	grace_period 1s
 %s%s	modelgate {
 		ledger sqlite %s%s
@@ -137,7 +164,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 %s	}
 }
 
-http://localhost:9080 {
+http://localhost:%d {
 	log {
 		output file %s.access
 		format filter {
@@ -150,7 +177,7 @@ http://localhost:9080 {
 	}
 	modelgate_api
 %s}
-`, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, g.logPath, statusSite+o.site)
+`, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, gatewayPort, g.logPath, statusSite+o.site)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})

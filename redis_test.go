@@ -59,10 +59,10 @@ func startSecondInstance(t *testing.T, g *gateway) *secondInstance {
 	port, tlsPort := freeTCPPort(t), freeTCPPort(t)
 	// the first instance's config, on another port, without admin or logs
 	cfg := g.cfg
-	cfg = strings.Replace(cfg, "admin localhost:2999", "admin off", 1)
-	cfg = strings.Replace(cfg, "http_port 9080", fmt.Sprintf("http_port %d", port), 1)
-	cfg = strings.Replace(cfg, "https_port 9443", fmt.Sprintf("https_port %d", tlsPort), 1)
-	site := cfg[strings.Index(cfg, "http://localhost:9080 {"):]
+	cfg = strings.Replace(cfg, fmt.Sprintf("admin localhost:%d", adminPort), "admin off", 1)
+	cfg = strings.Replace(cfg, fmt.Sprintf("http_port %d", gatewayPort), fmt.Sprintf("http_port %d", port), 1)
+	cfg = strings.Replace(cfg, fmt.Sprintf("https_port %d", gatewayTLSPort), fmt.Sprintf("https_port %d", tlsPort), 1)
+	site := cfg[strings.Index(cfg, fmt.Sprintf("http://localhost:%d {", gatewayPort)):]
 	cfg = strings.Replace(cfg, site, fmt.Sprintf("http://:%d {\n\tmodelgate_api\n}\n", port), 1)
 	cfgPath := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
@@ -319,7 +319,7 @@ func TestRedisDownServesLocally(t *testing.T) {
 		t.Fatal(err)
 	}
 	redisUp := func() string {
-		resp, err := http.Get("http://localhost:2999/metrics")
+		resp, err := http.Get(adminAddr+"/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

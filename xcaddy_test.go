@@ -2,6 +2,7 @@ package modelgate
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -76,10 +77,30 @@ func runQuickStart(t *testing.T, bin string) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	acct := run("modelgate", "account", "create", "--config", "Caddyfile.example", "--email", "you@example.com", "--credit", "10.00")
-	key := run("modelgate", "key", "create", "--config", "Caddyfile.example", "--account", acct, "--label", "laptop")
+	// Caddyfile.example as it is, but on free ports, so that the test runs
+	// beside a gateway started from the README
+	example, err := os.ReadFile("Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, mockPort, admin := freeTCPPort(t), freeTCPPort(t), freeTCPPort(t)
+	cfgText := strings.NewReplacer(
+		"admin localhost:2019", fmt.Sprintf("admin localhost:%d", admin),
+		"\n:8080 {", fmt.Sprintf("\n:%d {", port),
+		"127.0.0.1:9090", fmt.Sprintf("127.0.0.1:%d", mockPort),
+	).Replace(string(example))
+	if cfgText == string(example) {
+		t.Fatal("Caddyfile.example no longer has the ports this test moves")
+	}
+	cfg := filepath.Join(dir, "Caddyfile.example")
+	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://localhost:%d", port)
+	acct := run("modelgate", "account", "create", "--config", cfg, "--email", "you@example.com", "--credit", "10.00")
+	key := run("modelgate", "key", "create", "--config", cfg, "--account", acct, "--label", "laptop")
 
-	server := exec.Command(bin, "run", "--config", "Caddyfile.example")
+	server := exec.Command(bin, "run", "--config", cfg)
 	server.Env = env
 	var logs bytes.Buffer
 	server.Stdout, server.Stderr = &logs, &logs
@@ -104,7 +125,7 @@ func runQuickStart(t *testing.T, bin string) {
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there"}]}`
 	var resp *http.Response
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		req, _ := http.NewRequest("POST", "http://localhost:8080/v1/chat/completions", strings.NewReader(body))
+		req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		var err error
@@ -128,7 +149,7 @@ func runQuickStart(t *testing.T, bin string) {
 		{"/v1beta/models/gpt-4o-mini:generateContent", `{"contents":[{"parts":[{"text":"Hello there"}]}]}`,
 			"", "", `"modelVersion":"gpt-4o-mini"`},
 	} {
-		req, _ := http.NewRequest("POST", "http://localhost:8080"+ex.path, strings.NewReader(ex.body))
+		req, _ := http.NewRequest("POST", base+ex.path, strings.NewReader(ex.body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		if ex.header != "" {
@@ -144,9 +165,9 @@ func runQuickStart(t *testing.T, bin string) {
 			t.Fatalf("%s: %d %s", ex.path, resp.StatusCode, data)
 		}
 	}
-	req, _ := http.NewRequest("GET", "http://localhost:8080/api/usage", nil)
+	req, _ := http.NewRequest("GET", base+"/api/usage", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
