@@ -360,7 +360,7 @@ func TestMetrics(t *testing.T) {
 	for range 3 {
 		g.generate("openai", "duo-openai", "hello", true, key)
 	}
-	resp, err := http.Get(adminAddr+"/metrics")
+	resp, err := http.Get(adminAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -307,7 +307,7 @@ func TestRegionBlock(t *testing.T) {
 		if bal, held := g.balance(acct); bal != 1_000_000_000 || held != 0 || len(g.rows(acct)) != 0 || len(g.mock.Requests()) != 0 {
 			t.Fatalf("a blocked request left a trace: balance %s held %s", bal, held)
 		}
-		resp, err := http.Get(adminAddr+"/metrics")
+		resp, err := http.Get(adminAddr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

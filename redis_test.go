@@ -319,7 +319,7 @@ func TestRedisDownServesLocally(t *testing.T) {
 		t.Fatal(err)
 	}
 	redisUp := func() string {
-		resp, err := http.Get(adminAddr+"/metrics")
+		resp, err := http.Get(adminAddr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
