@@ -53,6 +53,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //	modelgate {
 //		ledger sqlite <path> [normal|full] [{
 //			poll_interval <duration>
+//			busy_timeout <duration>
 //		}]
 //		redis <url> [{
 //			slot_lease <duration>
@@ -74,6 +75,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			connect_timeout <duration>
 //			first_byte_timeout <duration>
 //			response_timeout <duration>
+//			drain_timeout <duration>
 //			failure_cooldown <duration>
 //			health_check off | {
 //				interval <duration>
@@ -150,6 +152,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						return err
 					}
 					a.Ledger.PollInterval = dur
+				case "busy_timeout":
+					dur, err := durationArg(d)
+					if err != nil {
+						return err
+					}
+					a.Ledger.BusyTimeout = dur
 				default:
 					return d.Errf("ledger: unrecognized option %q", d.Val())
 				}
@@ -345,7 +353,7 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 			}
 			p.Keys = append(p.Keys, args[0])
 			p.KeyWeights = append(p.KeyWeights, w)
-		case "connect_timeout", "first_byte_timeout", "response_timeout", "failure_cooldown":
+		case "connect_timeout", "first_byte_timeout", "response_timeout", "drain_timeout", "failure_cooldown":
 			dur, err := durationArg(d)
 			if err != nil {
 				return nil, err
@@ -357,6 +365,8 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 				p.FirstByteTimeout = dur
 			case "response_timeout":
 				p.ResponseTimeout = dur
+			case "drain_timeout":
+				p.DrainTimeout = dur
 			default:
 				p.FailureCooldown = dur
 			}

@@ -23,7 +23,6 @@ import (
 // Limits of one call.
 const (
 	settleTimeout     = 30 * time.Second // how long a settle may wait for the ledger
-	drainTimeout      = 30 * time.Second // how long to keep reading an abandoned stream for its usage
 	maxErrorBody      = 1 << 20          // upstream error bodies read at most
 	maxResponseBody   = 64 << 20         // non-streamed upstream answers read at most
 	maxStreamEvent    = 8 << 20          // one upstream SSE event at most
@@ -258,11 +257,15 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	p := t.provider
 	c.app.metrics.attempt(p.Name, c.upstreamKeyID)
 
-	// The upstream call outlives a client that goes away mid-stream (to
-	// learn the usage); before the headers arrive, the client's cancel
-	// still aborts it, and so does the provider's timeout.
+	// A client that left before anything was sent costs nothing.
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	// Once sent, the upstream call outlives a client that goes away: the
+	// provider generates (and charges) the answer whether or not anyone
+	// reads it, so the gateway reads it too, to bill it (#16). Only the
+	// provider's timeouts bound it.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
-	stop := context.AfterFunc(req.Context(), cancel)
 	timeout := p.responseTimeout
 	if c.stream {
 		timeout = p.firstByteTimeout
@@ -272,7 +275,6 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	keep := false // the stream keeps ctx; every other path cancels it
 	defer func() {
 		timer.Stop()
-		stop()
 		if !keep {
 			cancel()
 		}
@@ -306,9 +308,6 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	sent := time.Now()
 	resp, err := t.HTTPTransport.RoundTrip(out)
 	if err != nil {
-		if req.Context().Err() != nil && !timedOut.Load() {
-			return nil, req.Context().Err() // the client left: no outcome
-		}
 		return nil, c.fail(transportFailure(err, timedOut.Load()))
 	}
 	c.app.metrics.headers(p.Name, c.upstreamKeyID, time.Since(sent))
@@ -396,13 +395,16 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 	if ferr != nil {
 		return c.errorResponse(req, ferr), nil
 	}
-	source := "upstream"
-	if !hasUsage {
-		// an upstream that reports no usage (some OpenAI-compatible
-		// servers): estimate it from the text rather than bill nothing
-		usage, source = c.estimatedUsage(outputBytes), "estimated"
+	// an upstream that reports no usage (some OpenAI-compatible servers) is
+	// billed the estimate of its text rather than nothing
+	usage, source := c.billedUsage(usage, hasUsage, outputBytes)
+	if req.Context().Err() != nil {
+		// the client left while the upstream answered: the answer was made
+		// and is billed, though nobody will read it (#16)
+		_ = c.settle(usage, source, statusClientClosed, "client_closed", true)
+		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The client closed the request.")), nil
 	}
-	if err := c.settle(usage, source, http.StatusOK, "ok"); err != nil {
+	if err := c.settle(usage, source, http.StatusOK, "ok", false); err != nil {
 		return c.errorResponse(req, billingFailed()), nil
 	}
 	return okResponse(req, resp, out), nil
@@ -544,9 +546,40 @@ func billingFailed() *formats.Error {
 	return formats.NewError(formats.KindInternal, "The gateway could not record this request's cost; nothing was charged. Try again.")
 }
 
+// billingDelayed ends a delivered stream whose bill the ledger could not
+// take yet: the gateway keeps trying, so the client must not think it free.
+func billingDelayed() *formats.Error {
+	return formats.NewError(formats.KindInternal, "The gateway could not record this request's cost yet; it will be charged when the ledger is back.")
+}
+
+// statusClientClosed is the status of a usage row whose client left before
+// it got any answer (nginx's 499).
+const statusClientClosed = 499
+
+// billedUsage decides what a call is billed, for every way a call can end
+// (docs/billing.md, "When a usage figure is final"): the upstream's own
+// count when it is final; otherwise at least the estimate of every output
+// byte read from the upstream, with the input the upstream reported on the
+// way (Anthropic's message_start) or else the request's estimate, marked
+// "estimated". A placeholder such as message_start's output of 1 token is
+// never a bill.
+func (c *call) billedUsage(u formats.Usage, final bool, outputBytes int64) (formats.Usage, string) {
+	if final {
+		return u, "upstream"
+	}
+	if u.Input <= 0 {
+		u.Input = c.inputEstimate
+	}
+	u.Output = max(u.Output, formats.EstimateTokens(outputBytes))
+	return u, "estimated"
+}
+
 // settle debits the exact cost of usage and writes the usage row, once. It
-// returns when the debit is durable.
-func (c *call) settle(u formats.Usage, source string, status int, outcome string) error {
+// returns when the debit is durable. When the ledger cannot take the debit
+// yet, a collect settle (a delivered answer, or one the client left after
+// the upstream made it) keeps its hold and is retried in the background
+// until the ledger takes it; any other returns the error and releases.
+func (c *call) settle(u formats.Usage, source string, status int, outcome string, collect bool) error {
 	if !c.done.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -579,7 +612,11 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		Latency:       time.Since(c.start),
 		TTFT:          c.ttft,
 	}
-	if err := c.app.settleRecord(c.logger, c.hold, rec); err != nil {
+	settle := c.app.settleRecord
+	if collect {
+		settle = c.app.collectRecord
+	}
+	if err := settle(c.logger, c.hold, rec); err != nil {
 		return err
 	}
 	debugf(c.logger, "settled",
@@ -592,31 +629,6 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		zap.String("charged", rec.Charged.String()),
 		zap.String("outcome", outcome))
 	return nil
-}
-
-// settleRecord debits rec on hold and writes its usage row, returning when
-// both are durable.
-func (a *App) settleRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord) error {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	if err := hold.Settle(ctx, rec); err != nil {
-		logger.Error("settling a request failed",
-			zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID), zap.Error(err))
-		return err
-	}
-	a.metrics.settled(rec)
-	if rec.OverHold {
-		logger.Warn("usage exceeded the hold",
-			zap.String("request_id", rec.RequestID), zap.String("model", rec.Model),
-			zap.Int64("input_tokens", rec.Tokens.Input), zap.Int64("output_tokens", rec.Tokens.Output))
-	}
-	return nil
-}
-
-// estimatedUsage is the usage of a stream that ended without the upstream's
-// counts: the request's input estimate and the output seen.
-func (c *call) estimatedUsage(outputBytes int64) formats.Usage {
-	return formats.Usage{Input: c.inputEstimate, Output: formats.EstimateTokens(outputBytes)}
 }
 
 // release gives the hold back if the call was not settled.
@@ -715,15 +727,15 @@ func (s *meteredStream) step() {
 
 // finish settles a stream that ended normally, then appends its last bytes.
 func (s *meteredStream) finish() {
-	u, ok := s.tr.Usage()
-	source := "upstream"
-	if !ok {
-		u, source = s.c.estimatedUsage(s.tr.OutputBytes()), "estimated"
-	}
-	if err := s.c.settle(u, source, http.StatusOK, "ok"); err != nil {
-		s.out = s.tr.Fail(s.out, billingFailed())
-	} else {
+	u, final := s.tr.Usage()
+	u, source := s.c.billedUsage(u, final, s.tr.OutputBytes())
+	switch err := s.c.settle(u, source, http.StatusOK, "ok", true); {
+	case err == nil:
 		s.out = s.tr.Finish(s.out)
+	case errors.Is(err, ledger.ErrWriteFailed):
+		s.out = s.tr.Fail(s.out, billingDelayed())
+	default:
+		s.out = s.tr.Fail(s.out, billingFailed())
 	}
 	s.ended = true
 }
@@ -731,52 +743,31 @@ func (s *meteredStream) finish() {
 // end settles a stream that broke off — what was delivered is billed — and
 // appends the client format's error event.
 func (s *meteredStream) end(outcome string, e *formats.Error) {
-	u, ok := s.tr.Usage()
-	source := "upstream"
-	if !ok {
-		u, source = s.c.estimatedUsage(s.tr.OutputBytes()), "estimated"
-	}
+	u, final := s.tr.Usage()
+	u, source := s.c.billedUsage(u, final, s.tr.OutputBytes())
 	s.c.logger.Warn("stream ended early",
 		zap.String("request_id", s.c.reqID),
 		zap.String("provider", s.c.route.provider.Name),
 		zap.String("upstream_key", s.c.upstreamKeyID),
 		zap.String("outcome", outcome))
-	_ = s.c.settle(u, source, http.StatusOK, outcome)
+	_ = s.c.settle(u, source, http.StatusOK, outcome, true)
 	s.out = s.tr.Fail(s.out, e)
 	s.ended = true
 }
 
 // Close ends the stream. If the client left before the end, it drains the
-// upstream for up to drainTimeout to bill real usage, then settles.
+// upstream until the upstream ends it (see drain), then settles what the
+// upstream made.
 func (s *meteredStream) Close() error {
 	if s.closed {
 		return nil
 	}
 	s.closed = true
 	if !s.ended {
-		timer := time.AfterFunc(drainTimeout, s.cancel)
-		var scratch []byte
-		source, outcome := "estimated", "client_closed"
-		for {
-			event, data, err := s.nextEvent()
-			if err != nil {
-				break
-			}
-			var done bool
-			var ferr *formats.Error
-			scratch, done, ferr = s.tr.Feed(scratch[:0], event, data)
-			if done || ferr != nil {
-				break
-			}
-		}
-		timer.Stop()
-		u, ok := s.tr.Usage()
-		if ok {
-			source = "upstream"
-		} else {
-			u = s.c.estimatedUsage(s.tr.OutputBytes())
-		}
-		_ = s.c.settle(u, source, http.StatusOK, outcome)
+		s.drain()
+		u, final := s.tr.Usage()
+		u, source := s.c.billedUsage(u, final, s.tr.OutputBytes())
+		_ = s.c.settle(u, source, http.StatusOK, "client_closed", true)
 	}
 	err := s.src.Close()
 	s.cancel()
@@ -786,6 +777,35 @@ func (s *meteredStream) Close() error {
 	}
 	s.c.attempt.Release()
 	return err
+}
+
+// drainBytesPerToken bounds the output bytes a drain reads per token of the
+// call's output cap: no tokenizer makes tokens that long, so an upstream
+// past it is ignoring the cap and is cut off.
+const drainBytesPerToken = 64
+
+// drain reads the rest of a stream whose client left: the provider goes on
+// generating (and charging) after the client's hang-up, so the gateway goes
+// on reading, to bill what was made (#16). It stops when the upstream ends
+// the stream, after the provider's drain_timeout, or once the output read
+// goes far past the call's output cap; the upstream is then cut off.
+func (s *meteredStream) drain() {
+	timer := time.AfterFunc(s.c.route.provider.drainTimeout, s.cancel)
+	defer timer.Stop()
+	limit := int64(max(s.c.outputCap, 1)+formats.BaseTokens) * drainBytesPerToken
+	var scratch []byte
+	for s.tr.OutputBytes() <= limit {
+		event, data, err := s.nextEvent()
+		if err != nil {
+			return
+		}
+		var done bool
+		var ferr *formats.Error
+		scratch, done, ferr = s.tr.Feed(scratch[:0], event, data)
+		if done || ferr != nil {
+			return
+		}
+	}
 }
 
 // keepAliveInterval is how long an upstream may be silent before an

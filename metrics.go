@@ -21,9 +21,14 @@ type metrics struct {
 	tokens   *prometheus.CounterVec   // model, provider, kind
 	spend    *prometheus.CounterVec   // model, provider
 	overHold prometheus.Counter
-	limited  *prometheus.CounterVec // reason: rpm, concurrency, region
-	commits  prometheus.Histogram   // ledger write transactions, seconds from BEGIN to COMMIT
-	batch    prometheus.Histogram   // commands per ledger write transaction
+	// uncollected is usage cost that exceeded the hold and the balance,
+	// in nanos; settleRetries counts settles the ledger refused for a
+	// reason that may pass (each retried).
+	uncollected   *prometheus.CounterVec // model, provider
+	settleRetries prometheus.Counter
+	limited       *prometheus.CounterVec // reason: rpm, concurrency, region
+	commits       prometheus.Histogram   // ledger write transactions, seconds from BEGIN to COMMIT
+	batch         prometheus.Histogram   // commands per ledger write transaction
 }
 
 // newMetrics builds and registers the collectors.
@@ -49,6 +54,10 @@ func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
 			Help: "Money debited, in nanos of the currency unit, by model and provider."}, []string{"model", "provider"}),
 		overHold: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "usage_over_hold_total",
 			Help: "Requests whose upstream usage exceeded their hold (the input bound needs fixing)."}),
+		uncollected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "uncollected_nanos_total",
+			Help: "Cost of usage that exceeded its hold and the account's balance, so could not be charged, in nanos."}, []string{"model", "provider"}),
+		settleRetries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "settle_retries_total",
+			Help: "Settles the ledger could not take at once (locked, I/O error) and that were tried again."}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_refused_total",
 			Help: "Requests refused before anything was held: by plan limit (rpm, concurrency) or region."}, []string{"reason"}),
 		commits: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "ledger_commit_seconds",
@@ -58,7 +67,9 @@ func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
 			Help:    "Commands (settles, credits, …) grouped into one ledger write transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 	}
-	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold, m.limited, m.commits, m.batch,
+	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold, m.uncollected, m.settleRetries, m.limited, m.commits, m.batch,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "settles_pending",
+			Help: "Bills of answers already made that the ledger has not taken yet (their holds stay reserved)."}, func() float64 { return float64(pendingSettles.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "holds_outstanding_nanos",
 			Help: "Money reserved by requests in flight, in nanos."}, func() float64 { return float64(a.store.Outstanding()) }),
 		breakerCollector{a},
@@ -102,6 +113,9 @@ func (m *metrics) settled(rec *ledger.UsageRecord) {
 	m.spend.WithLabelValues(rec.Model, rec.Provider).Add(float64(rec.Charged))
 	if rec.OverHold {
 		m.overHold.Inc()
+	}
+	if u := rec.Uncollected(); u > 0 {
+		m.uncollected.WithLabelValues(rec.Model, rec.Provider).Add(float64(u))
 	}
 }
 

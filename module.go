@@ -135,6 +135,9 @@ type LedgerConfig struct {
 	// processes made (keys deleted, accounts suspended by the CLI).
 	// Default: 250ms; with Redis such changes are also announced at once.
 	PollInterval caddy.Duration `json:"poll_interval,omitempty"`
+	// BusyTimeout is how long a write waits for another process's lock on
+	// the database (the CLI's) before it fails and is retried. Default: 5s.
+	BusyTimeout caddy.Duration `json:"busy_timeout,omitempty"`
 }
 
 // ProviderConfig is an upstream LLM service.
@@ -169,6 +172,11 @@ type ProviderConfig struct {
 	// ResponseTimeout bounds the wait for a non-streamed answer, which
 	// arrives whole after the generation. Default: 10m.
 	ResponseTimeout caddy.Duration `json:"response_timeout,omitempty"`
+	// DrainTimeout bounds how long the gateway goes on reading a stream
+	// whose client left, to bill what the provider made: the provider
+	// goes on generating until the answer is complete. Default: 30m, a
+	// full-length answer at a slow provider's pace.
+	DrainTimeout caddy.Duration `json:"drain_timeout,omitempty"`
 
 	// HealthCheck configures the active probes. Default: every 30s, the
 	// format's model list, expecting 200.
@@ -291,6 +299,7 @@ type provider struct {
 	connectTimeout   time.Duration
 	firstByteTimeout time.Duration
 	responseTimeout  time.Duration
+	drainTimeout     time.Duration
 	probe            probeSpec
 	proxy            *reverseproxy.Handler
 	transport        *Transport
@@ -365,6 +374,7 @@ const (
 	defaultConnectTimeout   = 5 * time.Second
 	defaultFirstByteTimeout = 60 * time.Second
 	defaultResponseTimeout  = 10 * time.Minute
+	defaultDrainTimeout     = 30 * time.Minute
 )
 
 // upstreamIdleConnsPerHost is how many idle connections a provider's
@@ -437,6 +447,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 			Path:         path,
 			Synchronous:  a.Ledger.Synchronous,
 			PollInterval: time.Duration(a.Ledger.PollInterval),
+			BusyTimeout:  time.Duration(a.Ledger.BusyTimeout),
 			Logger:       a.logger.Named("ledger"),
 			OnCommit:     h.committed,
 			OnChange:     h.changed,
@@ -783,6 +794,7 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	p.connectTimeout = durationOr(pc.ConnectTimeout, defaultConnectTimeout)
 	p.firstByteTimeout = durationOr(pc.FirstByteTimeout, defaultFirstByteTimeout)
 	p.responseTimeout = durationOr(pc.ResponseTimeout, defaultResponseTimeout)
+	p.drainTimeout = durationOr(pc.DrainTimeout, defaultDrainTimeout)
 	p.probe = newProbeSpec(pc.HealthCheck, p.Format)
 	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), app: a, provider: p}
 	t.DialTimeout = caddy.Duration(p.connectTimeout)

@@ -53,6 +53,10 @@ type Event struct {
 	// EventStart when HasUsage.
 	Usage    Usage
 	HasUsage bool
+	// Final marks an EventUsage that is the vendor's terminal count
+	// (Anthropic's message_delta, OpenAI's usage chunk, Gemini's finishing
+	// chunk) rather than a running or up-front figure.
+	Final bool
 	// Stop is the finish reason (EventFinish).
 	Stop         StopReason
 	StopSequence string
@@ -94,12 +98,13 @@ type translator struct {
 	enc StreamEncoder
 	evs []Event
 
-	usage    Usage
-	hasUsage bool
-	finish   Event
-	hasStop  bool
-	done     bool
-	outBytes int64
+	usage      Usage
+	hasUsage   bool
+	usageFinal bool // the last usage event was the vendor's terminal count
+	finish     Event
+	hasStop    bool
+	done       bool
+	outBytes   int64
 }
 
 func (t *translator) Feed(dst []byte, event, data []byte) ([]byte, bool, *Error) {
@@ -123,7 +128,7 @@ func (t *translator) Feed(dst []byte, event, data []byte) ([]byte, bool, *Error)
 			}
 			dst = t.enc.Encode(dst, ev)
 		case EventUsage:
-			t.usage, t.hasUsage = ev.Usage, true
+			t.usage, t.hasUsage, t.usageFinal = ev.Usage, true, ev.Final
 		case EventFinish:
 			t.finish, t.hasStop = *ev, true
 			t.finish.Delta = nil
@@ -143,7 +148,7 @@ func (t *translator) Feed(dst []byte, event, data []byte) ([]byte, bool, *Error)
 	return dst, false, nil
 }
 
-func (t *translator) Usage() (Usage, bool) { return t.usage, t.hasUsage }
+func (t *translator) Usage() (Usage, bool) { return t.usage, t.done && t.usageFinal }
 
 func (t *translator) Finish(dst []byte) []byte {
 	if t.hasStop {

@@ -19,7 +19,7 @@ func (fakeDecoder) Decode(dst []Event, _, data []byte) ([]Event, *Error) {
 	case strings.HasPrefix(s, "a:"):
 		return append(dst, Event{Type: EventToolArgs, Delta: []byte(s[2:])}), nil
 	case s == "u":
-		return append(dst, Event{Type: EventUsage, Usage: Usage{Input: 10, Output: 5}}), nil
+		return append(dst, Event{Type: EventUsage, Usage: Usage{Input: 10, Output: 5}, Final: true}), nil
 	case s == "fin":
 		return append(dst, Event{Type: EventFinish, Stop: StopLength}), nil
 	case s == "end":

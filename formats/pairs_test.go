@@ -740,17 +740,19 @@ func TestPairStream(t *testing.T) {
 
 // streamErrors says, for each upstream's mid-stream error, how each client
 // format must name it (wire/translation.md §8.1, §8.3) and what usage was
-// metered before it.
+// metered before it: never final, since the stream ended without the
+// vendor's terminal count (Anthropic's message_start output of 1 is a
+// placeholder).
 var streamErrors = map[string]struct {
 	kind                     formats.ErrorKind
 	oaiType, antType, gemSts string
 	usage                    formats.Usage
-	hasUsage                 bool
+	final                    bool
 	secret                   string // an upstream request id the client must not see (§8.2)
 }{
 	fOpenAI:    {formats.KindUpstream, "server_error", "api_error", "INTERNAL", formats.Usage{}, false, "req_8f3a9bXYZ123"},
-	fAnthropic: {formats.KindOverloaded, "server_error", "overloaded_error", "UNAVAILABLE", formats.Usage{Input: 1250, CacheRead: 1024, CacheWrite: 30, Output: 1}, true, "req_011CSHoEeqs5C35K2UUqR7Fy"},
-	fGemini:    {formats.KindOverloaded, "server_error", "overloaded_error", "UNAVAILABLE", formats.Usage{Input: 1250}, true, ""},
+	fAnthropic: {formats.KindOverloaded, "server_error", "overloaded_error", "UNAVAILABLE", formats.Usage{Input: 1250, CacheRead: 1024, CacheWrite: 30, Output: 1}, false, "req_011CSHoEeqs5C35K2UUqR7Fy"},
+	fGemini:    {formats.KindOverloaded, "server_error", "overloaded_error", "UNAVAILABLE", formats.Usage{Input: 1250}, false, ""},
 }
 
 // TestPairStreamError pins each upstream's mid-stream error as each client
@@ -772,8 +774,8 @@ func TestPairStreamError(t *testing.T) {
 					t.Errorf("error kind %v, want %v", uerr.Kind, want.kind)
 				}
 				golden(t, "stream/"+name+".error.golden", pin(out))
-				if u, ok := tr.Usage(); ok != want.hasUsage || u != want.usage {
-					t.Errorf("metered usage %s (%v), want %s", usageString(u), ok, usageString(want.usage))
+				if u, final := tr.Usage(); final != want.final || u != want.usage {
+					t.Errorf("metered usage %s (final %v), want %s", usageString(u), final, usageString(want.usage))
 				}
 				if want.secret != "" && bytes.Contains(out, []byte(want.secret)) {
 					t.Errorf("upstream request id %s reaches the client", want.secret)
@@ -1543,6 +1545,42 @@ func BenchmarkPairRequest(b *testing.B) {
 				for b.Loop() {
 					if _, _, ferr := upstreamRequest(tc, body, store); ferr != nil {
 						b.Fatal(ferr)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPairStreamCutIsNeverFinal cuts each upstream stream after every one of
+// its events but the terminal one: whatever was metered on the way
+// (Anthropic's message_start placeholder, Gemini's running counts, an
+// OpenAI usage chunk without its [DONE]) is never reported as the final
+// usage, so that the gateway bills at least the estimate of what it read
+// (#16). The whole stream is final (TestPairStream).
+func TestPairStreamCutIsNeverFinal(t *testing.T) {
+	for _, client := range streamClients {
+		for _, up := range upstreams {
+			t.Run(client+"-"+up, func(t *testing.T) {
+				in := read(t, "stream/"+up+".sse")
+				var events [][2][]byte
+				r := sse.NewReader(bytes.NewReader(in), 8<<20)
+				for {
+					event, data, err := r.Next()
+					if err != nil {
+						break
+					}
+					events = append(events, [2][]byte{bytes.Clone(event), bytes.Clone(data)})
+				}
+				for cut := range len(events) {
+					tr := newTranslator(client, up, newStore())
+					for _, ev := range events[:cut] {
+						if _, done, ferr := tr.Feed(nil, ev[0], ev[1]); done || ferr != nil {
+							t.Fatalf("cut after %d of %d events: done %v, %v", cut, len(events), done, ferr)
+						}
+					}
+					if u, final := tr.Usage(); final {
+						t.Errorf("cut after %d of %d events: usage %s reported final", cut, len(events), usageString(u))
 					}
 				}
 			})

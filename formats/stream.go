@@ -20,8 +20,14 @@ type StreamTranslator interface {
 	Feed(dst []byte, event, data []byte) (out []byte, done bool, err *Error)
 
 	// Usage returns the usage the upstream reported so far and whether it
-	// reported any.
-	Usage() (Usage, bool)
+	// is final: the vendor's terminal count (Anthropic's message_delta,
+	// OpenAI's usage chunk, the Responses terminal event, Gemini's last
+	// chunk), in a stream that reached its terminal event. Before that, u
+	// holds only what was reported on the way (Anthropic's message_start
+	// input count and its placeholder output of 1 token, Gemini's running
+	// counts), which is never a bill on its own (docs/billing.md, "When a
+	// usage figure is final").
+	Usage() (u Usage, final bool)
 
 	// Finish appends the client's terminal bytes (for example an OpenAI
 	// usage chunk and "data: [DONE]").

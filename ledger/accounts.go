@@ -219,6 +219,7 @@ type Hold struct {
 	acct   *account
 	amount Money // guarded by acct.mu until settled
 	state  uint8 // guarded by acct.mu
+	over   bool  // a settle took more than the hold (guarded by acct.mu)
 }
 
 // Reserve reserves between min and max on the account, in one atomic step:
@@ -299,6 +300,11 @@ type UsageRecord struct {
 	OverHold bool  // Cost exceeded the hold
 }
 
+// Uncollected is the part of the cost that could not be charged: the usage
+// exceeded the hold and the account's available balance (Cost − Charged,
+// kept on the row as its cost and charged columns).
+func (r *UsageRecord) Uncollected() Money { return max(r.Cost-r.Charged, 0) }
+
 // Settle debits the request's cost and records its usage row, in one
 // transaction with the key's running totals and the daily rollup, and
 // returns once that is committed. It then releases the hold. A hold settles
@@ -310,8 +316,12 @@ type UsageRecord struct {
 // is then less than Cost when not enough was available, and OverHold is set.
 //
 // ctx is not used to abandon the write: a settle must happen even when the
-// client has gone away. If the write fails after retries, the hold is
-// released, nothing is debited and the error is returned.
+// client has gone away. If the write fails after the writer's own retries
+// for a reason that may pass, the error wraps ErrWriteFailed, nothing is
+// debited, and the hold stays open with its amount reserved, so that the
+// caller can call Settle again with the same record (or Release). Any other
+// failure (a duplicate request id, a record the database refuses, a closed
+// store) releases the hold.
 func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	_ = ctx
 	a := h.acct
@@ -351,8 +361,10 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 		}
 		a.held += extra
 		h.amount += extra
-		rec.Charged, rec.OverHold = h.amount, true
+		h.over = true
+		rec.Charged = h.amount
 	}
+	rec.OverHold = h.over // kept when a failed settle is tried again
 	rec.Hold = h.amount
 	a.mu.Unlock()
 	if extra != 0 {
@@ -365,6 +377,15 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	err := h.s.submit(context.Background(), c)
 	if err == nil {
 		err = c.err
+	}
+	if err != nil && retryable(err) {
+		// Not debited, but the usage happened: keep the reservation for
+		// the caller's next try.
+		a.mu.Lock()
+		h.state = holdOpen
+		a.mu.Unlock()
+		rec.Charged = 0
+		return fmt.Errorf("ledger: settle request %s: %w: %w", rec.RequestID, ErrWriteFailed, err)
 	}
 	if err != nil {
 		// Not debited: give the reservation back.
@@ -380,3 +401,20 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	}
 	return nil
 }
+
+// retryable reports whether a failed write may succeed if tried again: not
+// when the store is closed or the command itself is refused (a duplicate,
+// a constraint such as the balance check).
+func retryable(err error) bool {
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrDuplicate) || errors.Is(err, ErrNotFound) {
+		return false
+	}
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) && coded.Code()&0xff == sqliteConstraint {
+		return false
+	}
+	return true
+}
+
+// sqliteConstraint is SQLite's primary result code SQLITE_CONSTRAINT.
+const sqliteConstraint = 19

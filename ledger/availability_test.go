@@ -761,12 +761,9 @@ func TestAvailabilityConcurrent(t *testing.T) {
 // TestAvailabilityWriteFailure holds the write lock past the busy timeout:
 // the record fails and writes nothing; the next one works.
 func TestAvailabilityWriteFailure(t *testing.T) {
-	old := busyTimeoutMillis
-	busyTimeoutMillis = 20
-	t.Cleanup(func() { busyTimeoutMillis = old })
 	ctx := context.Background()
 	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.PollInterval = time.Hour })
+	s := openAt(t, path, func(o *Options) { o.PollInterval, o.BusyTimeout = time.Hour, 20*time.Millisecond })
 	db := rawDB(t, path)
 	conn, err := db.Conn(ctx)
 	if err != nil {

@@ -42,6 +42,11 @@ var (
 	ErrInsufficientFunds = errors.New("ledger: insufficient funds")
 	ErrAlreadySettled    = errors.New("ledger: hold already settled or released")
 	ErrClosed            = errors.New("ledger: store closed")
+	// ErrWriteFailed wraps a write that failed for a reason that may pass
+	// (the database locked by another process beyond the busy timeout, an
+	// I/O error, a full disk). A Settle that fails so keeps its hold open:
+	// the caller retries it, or releases the hold.
+	ErrWriteFailed = errors.New("ledger: write failed")
 )
 
 // Options configures Open.
@@ -50,6 +55,10 @@ type Options struct {
 	Synchronous  string        // "normal" (default, durable against kill -9) or "full" (also against power loss)
 	MaxBatch     int           // max commands per group commit; default 512
 	PollInterval time.Duration // how often to look for changes made by other processes; default 250ms
+	// BusyTimeout is how long a connection waits for another process's
+	// lock on the database (the CLI's writes) before a write fails with
+	// ErrWriteFailed; default 5s.
+	BusyTimeout time.Duration
 	// CommitDelay is how long the writer waits for more settles before it
 	// commits a batch while other holds are open (at least CommitSiblings
 	// beyond the batch's own): under concurrency, fewer and larger
@@ -135,9 +144,8 @@ type Store struct {
 	}
 }
 
-// busyTimeoutMillis is how long a connection waits for another one's lock
-// (PRAGMA busy_timeout). A variable for tests.
-var busyTimeoutMillis = 5000
+// defaultBusyTimeout is Options.BusyTimeout's default (PRAGMA busy_timeout).
+const defaultBusyTimeout = 5 * time.Second
 
 // Stats are counters of the writer, for metrics and tests.
 type Stats struct {
@@ -202,6 +210,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = defaultMaxBatch
 	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = defaultBusyTimeout
+	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = defaultPollInterval
 	}
@@ -243,7 +254,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 
 	syncPragma := "synchronous(" + strings.ToUpper(syncMode) + ")"
 	wq := url.Values{}
-	wq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	wq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Add("_pragma", syncPragma)
 	wq.Add("_pragma", "foreign_keys(1)")
@@ -272,7 +283,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 
 	rq := url.Values{}
-	rq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	rq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 	rq.Add("_query_only", "1")
 	s.rdb, err = sql.Open("sqlite", dsn(abs, rq))
 	if err != nil {
@@ -284,7 +295,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.rdb.SetConnMaxIdleTime(0)
 
 	cq := url.Values{}
-	cq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	cq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 	cq.Add("_pragma", syncPragma)
 	s.cdb, err = sql.Open("sqlite", dsn(abs, cq))
 	if err != nil {

@@ -600,8 +600,8 @@ func TestOverHold(t *testing.T) {
 	if err := h2.Settle(ctx, rec2); err != nil {
 		t.Fatal(err)
 	}
-	if rec2.Charged != 50 || !rec2.OverHold {
-		t.Fatalf("rec2: charged %d over %v", rec2.Charged, rec2.OverHold)
+	if rec2.Charged != 50 || !rec2.OverHold || rec2.Uncollected() != 950 || rec.Uncollected() != 0 {
+		t.Fatalf("rec2: charged %d over %v uncollected %d", rec2.Charged, rec2.OverHold, rec2.Uncollected())
 	}
 	if got := balanceOf(t, s, a.ID); got.Balance != 500 || got.Held != 500 {
 		t.Fatalf("after clamp: %+v", got)
@@ -617,14 +617,16 @@ func TestOverHold(t *testing.T) {
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("UsageRows = %d, %v", len(rows), err)
 	}
-	over := 0
+	over, uncollected := 0, Money(0)
 	for _, r := range rows {
 		if r.OverHold {
 			over++
 		}
+		uncollected += r.Uncollected()
 	}
-	if over != 2 {
-		t.Fatalf("over-hold rows = %d, want 2", over)
+	// the row keeps what could not be charged (cost − charged)
+	if over != 2 || uncollected != 950 {
+		t.Fatalf("over-hold rows = %d, want 2; uncollected %d, want 950", over, uncollected)
 	}
 	mustAudit(t, s)
 }
@@ -1237,14 +1239,12 @@ func TestCloseDrains(t *testing.T) {
 
 // TestWriteFailure holds the database's write lock from another connection
 // for longer than the busy timeout: settles and credits fail after their
-// retries, debit nothing and release their holds; later writes work again.
+// retries and debit nothing; a failed settle keeps its hold reserved
+// (ErrWriteFailed) and succeeds when tried again once the lock is gone.
 func TestWriteFailure(t *testing.T) {
-	old := busyTimeoutMillis
-	busyTimeoutMillis = 20
-	t.Cleanup(func() { busyTimeoutMillis = old })
 	ctx := context.Background()
 	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.PollInterval = time.Hour })
+	s := openAt(t, path, func(o *Options) { o.PollInterval, o.BusyTimeout = time.Hour, 20*time.Millisecond })
 	a := mustAccount(t, s, 1000)
 
 	db := rawDB(t, path)
@@ -1268,15 +1268,12 @@ func TestWriteFailure(t *testing.T) {
 		_, creditErr = s.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 5, Reference: "locked"})
 	}()
 	wg.Wait()
-	if settleErr == nil || creditErr == nil || errors.Is(settleErr, ErrAlreadySettled) {
+	if !errors.Is(settleErr, ErrWriteFailed) || creditErr == nil {
 		t.Fatalf("settle: %v, credit: %v", settleErr, creditErr)
 	}
-	if got := balanceOf(t, s, a.ID); got.Balance != 1000 || got.Held != 0 || s.Outstanding() != 0 {
+	// nothing debited, the hold still reserved
+	if got := balanceOf(t, s, a.ID); got.Balance != 1000 || got.Held != 100 || s.Outstanding() != 100 {
 		t.Fatalf("after failed writes: %+v outstanding %d", got, s.Outstanding())
-	}
-	h.Release()
-	if err := h.Settle(ctx, usage("r1", "", 60)); !errors.Is(err, ErrAlreadySettled) {
-		t.Fatalf("Settle after failed Settle: %v", err)
 	}
 	if s.Stats().Failures == 0 {
 		t.Fatal("no failures counted")
@@ -1289,12 +1286,15 @@ func TestWriteFailure(t *testing.T) {
 	if bal, err := s.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 5, Reference: "locked"}); err != nil || bal != 1005 {
 		t.Fatalf("credit after unlock: %d, %v", bal, err)
 	}
-	h2, _ := s.Reserve(a.ID, 100, 100)
-	if err := h2.Settle(ctx, usage("r1", "", 60)); err != nil {
-		t.Fatalf("settle after unlock: %v", err)
+	// the failed settle, tried again, goes through on the same hold
+	if err := h.Settle(ctx, usage("r1", "", 60)); err != nil {
+		t.Fatalf("settle tried again after unlock: %v", err)
 	}
-	if got := balanceOf(t, s, a.ID); got.Balance != 945 {
-		t.Fatalf("final: %+v", got)
+	if err := h.Settle(ctx, usage("r1", "", 60)); !errors.Is(err, ErrAlreadySettled) {
+		t.Fatalf("a third Settle: %v", err)
+	}
+	if got := balanceOf(t, s, a.ID); got.Balance != 945 || got.Held != 0 || s.Outstanding() != 0 {
+		t.Fatalf("final: %+v outstanding %d", got, s.Outstanding())
 	}
 	mustAudit(t, s)
 }

@@ -1132,6 +1132,7 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 			if !c.sleep(p.delay) || !delta(`{"type":"text_delta","text":`+string(jsonString(streamToken(ReplyToken, i)))+`}`) {
 				return
 			}
+			c.streamedText()
 		}
 	}
 	switch p.fail {

@@ -347,6 +347,9 @@
 // each request ended: completed (answered fully), failed (an injected
 // failure or any error status), or canceled (the client went away before
 // the answer was complete). ByStatus counts the statuses sent.
+// StreamedText counts the text chunks of streamed answers written to the
+// connection, one reply token each: what a real provider charges for,
+// whether or not its client read them.
 // [Server.Requests] returns the last 100 requests as received, headers
 // (anthropic-beta ...) and body included. The package never logs, and never
 // prints a key.

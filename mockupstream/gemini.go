@@ -871,6 +871,7 @@ func (s *Server) geminiStream(c *call, a *geminiAnswer, sse bool) {
 		part := []geminiPart{textPart(streamToken(ReplyToken, i), false)}
 		if finalOnText && i == p.tokens-1 {
 			if write(a.element(part, geminiFinish(p.finish), a.final()), true) {
+				c.streamedText()
 				c.complete()
 			}
 			return
@@ -878,6 +879,7 @@ func (s *Server) geminiStream(c *call, a *geminiAnswer, sse bool) {
 		if !write(a.element(part, "", a.usage(thoughts, i+1)), false) {
 			return
 		}
+		c.streamedText()
 	}
 	switch p.fail {
 	case failCut:

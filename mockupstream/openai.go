@@ -718,6 +718,7 @@ func (s *Server) openAIStream(c *call, p *plan, q *chat, u chatUsage) {
 		if !chunk(`{"index":0,"delta":{"content":` + string(jsonString(streamToken(ReplyToken, i))) + tail) {
 			return
 		}
+		c.streamedText()
 	}
 	switch p.fail {
 	case failCut:

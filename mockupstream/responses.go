@@ -294,6 +294,7 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 				"delta": streamToken(ReplyToken, i), "logprobs": []any{}}) {
 				return
 			}
+			c.streamedText()
 		}
 		switch p.fail {
 		case failCut:

@@ -53,6 +53,10 @@ type KeyStats struct {
 	Failed    int64 // an injected failure, or an error status
 	Canceled  int64 // the client went away before the answer was complete
 	Active    int64 // being served now
+	// StreamedText counts the text chunks of streamed answers written to
+	// the connection (one reply token each): what a real provider would
+	// charge for, whether or not the client read it.
+	StreamedText int64
 	// ByStatus counts the statuses sent (a closed connection sends none).
 	ByStatus map[int]int64
 }
@@ -369,8 +373,15 @@ func (c *call) finish(outcome int) {
 }
 
 func (c *call) complete() { c.finish(outCompleted) }
-func (c *call) fail()     { c.finish(outFailed) }
-func (c *call) cancel()   { c.finish(outCanceled) }
+
+// streamedText counts one text chunk written to the connection.
+func (c *call) streamedText() {
+	c.s.mu.Lock()
+	c.s.stats(c.key).StreamedText++
+	c.s.mu.Unlock()
+}
+func (c *call) fail()   { c.finish(outFailed) }
+func (c *call) cancel() { c.finish(outCanceled) }
 
 func (c *call) countStream() {
 	c.s.mu.Lock()

@@ -34,6 +34,7 @@ func appendEvent(dst, name, data []byte) []byte {
 type passThrough struct {
 	model    []byte // the quoted service model id
 	usage    usage
+	final    bool   // a message_delta carried usage
 	held     []byte // the upstream's message_stop data
 	done     bool
 	outBytes int64
@@ -70,6 +71,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		u := rawjson.Get(data, "usage")
 		if rawjson.Kind(u) == '{' {
 			t.usage.merge(u)
+			t.final = true
 		} else if rawjson.Kind(data) != '{' {
 			return dst, false, badEvent()
 		}
@@ -146,7 +148,9 @@ func deltaBytes(data []byte) (int64, bool) {
 	return n, it.Err() == nil
 }
 
-func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage.ir(), t.usage.seen }
+// Usage is final once message_stop has come after a message_delta with
+// usage: message_start's output count is a placeholder (1).
+func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage.ir(), t.final && t.done }
 
 func (t *passThrough) Finish(dst []byte) []byte {
 	data := t.held

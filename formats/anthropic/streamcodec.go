@@ -115,7 +115,7 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 		}
 	case "message_delta":
 		if rawjson.Kind(usageV) == '{' && d.usage.merge(usageV) {
-			dst = append(dst, formats.Event{Type: formats.EventUsage, Usage: d.usage.ir(), HasUsage: true})
+			dst = append(dst, formats.Event{Type: formats.EventUsage, Usage: d.usage.ir(), HasUsage: true, Final: true})
 		}
 		if rawjson.Kind(delta) == '{' {
 			reason := rawjson.Get(delta, "stop_reason")

@@ -26,6 +26,7 @@ type passThrough struct {
 
 	usage    formats.Usage
 	hasUsage bool
+	final    bool   // the terminal element carried usage
 	sent     int    // elements sent to the client
 	held     []byte // the terminal element, framed
 	done     bool
@@ -54,7 +55,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		return dst, false, nil
 	}
 	var mv rawjson.Member
-	hasModel, hasCands, isBlocked := false, false, false
+	hasModel, hasCands, isBlocked, hasUsage := false, false, false, false
 	it := rawjson.Object(data, 0)
 	for it.NextLazy() {
 		m := it.Member()
@@ -71,7 +72,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			mv, hasModel = *m, true
 		case m.NameIs("usageMetadata"), m.NameIs("usage_metadata"):
 			if u, ok := parseUsage(it.Value()); ok {
-				t.usage, t.hasUsage = u, true
+				t.usage, t.hasUsage, hasUsage = u, true, true
 			}
 		case m.NameIs("promptFeedback"), m.NameIs("prompt_feedback"):
 			isBlocked = blocked(it.Value())
@@ -97,7 +98,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		edit = rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "modelVersion", t.model)}
 	}
 	if t.seen != 0 && t.finished == t.seen || isBlocked && !hasCands {
-		t.done = true
+		t.done, t.final = true, hasUsage
 		t.held = t.frame(t.held[:0], data, edit)
 		return dst, true, nil
 	}
@@ -202,7 +203,9 @@ func partsBytes(b []byte, start int) (n int64, end int) {
 	return n, ci.End() + 1
 }
 
-func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.hasUsage }
+// Usage is final when the terminal element carried usageMetadata; the
+// counts of earlier elements are running figures.
+func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.final }
 
 func (t *passThrough) Finish(dst []byte) []byte {
 	dst = append(dst, t.held...)

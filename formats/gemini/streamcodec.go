@@ -88,7 +88,10 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 		}
 	}
 	if u, ok := parseUsage(usage); ok {
-		dst = append(dst, formats.Event{Type: formats.EventUsage, Usage: u, HasUsage: true})
+		// the finishing chunk carries the final counts; earlier ones are
+		// running figures
+		final := rawjson.Kind(finish) == '"' || c == nil && blocked(feedback)
+		dst = append(dst, formats.Event{Type: formats.EventUsage, Usage: u, HasUsage: true, Final: final})
 	}
 	switch {
 	case rawjson.Kind(finish) == '"':

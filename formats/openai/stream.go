@@ -204,7 +204,8 @@ func deltaBytes(b []byte, start int) (n int64, end int, empty bool) {
 	return n, ci.End() + 1, ci.Len() == 0
 }
 
-func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.hasUsage }
+// Usage is final once [DONE] has come after a usage chunk.
+func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.hasUsage && t.done }
 
 func (t *passThrough) Finish(dst []byte) []byte {
 	if t.wantUsage {

@@ -95,7 +95,8 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 	}
 	if rawjson.Kind(usage) == '{' {
 		if u, ok := parseUsage(usage); ok {
-			dst = append(dst, formats.Event{Type: formats.EventUsage, Usage: u, HasUsage: true})
+			// cumulative: the last one before [DONE] is the final count
+			dst = append(dst, formats.Event{Type: formats.EventUsage, Usage: u, HasUsage: true, Final: true})
 		}
 	}
 	return dst, nil

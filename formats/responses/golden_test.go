@@ -179,6 +179,9 @@ func TestPassThroughStream(t *testing.T) {
 	for i, ev := range events {
 		var done bool
 		var ferr *formats.Error
+		if _, final := tr.Usage(); final {
+			t.Fatalf("usage final before the terminal event (%d)", i)
+		}
 		out, done, ferr = tr.Feed(out, []byte(ev[0]), []byte(ev[1]))
 		if ferr != nil || done != (i == 2) {
 			t.Fatalf("event %d: done %v, %v", i, done, ferr)
@@ -194,10 +197,14 @@ func TestPassThroughStream(t *testing.T) {
 	out = tr.Finish(out)
 	golden.Check(t, "stream/passthrough.golden.sse", out)
 
+	// a failed response is billed the usage it reports
 	tr = NewPassThroughStream("m")
-	_, _, ferr := tr.Feed(nil, []byte("response.failed"), []byte(`{"type":"response.failed","sequence_number":5,"response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}`))
+	_, _, ferr := tr.Feed(nil, []byte("response.failed"), []byte(`{"type":"response.failed","sequence_number":5,"response":{"status":"failed","error":{"code":"server_error","message":"boom"},"usage":{"input_tokens":7,"output_tokens":40}}}`))
 	if ferr == nil || !strings.Contains(ferr.Message, "boom") {
 		t.Fatalf("response.failed: %v", ferr)
+	}
+	if u, final := tr.Usage(); !final || u != (formats.Usage{Input: 7, Output: 40}) {
+		t.Fatalf("response.failed usage %+v final %v", u, final)
 	}
 	failed := string(tr.Fail(nil, ferr))
 	if !strings.HasPrefix(failed, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":6,") {

@@ -298,6 +298,7 @@ type passThrough struct {
 	done     bool
 	usage    formats.Usage
 	hasUsage bool
+	final    bool // a terminal event was seen
 	outBytes int64
 	seq      int64 // the next sequence number, for an error the gateway adds
 }
@@ -336,10 +337,19 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	if name == "" {
 		name = string(event)
 	}
+	if hasResp {
+		// a failed response is billed what it used, like a completed one
+		if u := rawjson.Get(data[resp.ValueStart:resp.ValueEnd], "usage"); len(u) > 0 && !rawjson.IsNull(u) {
+			if uu, ok := parseUsage(u); ok {
+				t.usage, t.hasUsage = uu, true
+			}
+		}
+	}
 	switch name {
 	case "error":
 		return dst, false, upstreamStreamError(data)
 	case "response.failed":
+		t.final = true
 		var inner []byte
 		if hasResp {
 			inner = rawjson.Get(data[resp.ValueStart:resp.ValueEnd], "error")
@@ -350,11 +360,6 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	var scratch []byte
 	if hasResp {
 		rv := data[resp.ValueStart:resp.ValueEnd]
-		if u := rawjson.Get(rv, "usage"); len(u) > 0 && !rawjson.IsNull(u) {
-			if uu, ok := parseUsage(u); ok {
-				t.usage, t.hasUsage = uu, true
-			}
-		}
 		if rawjson.Kind(rv) == '{' {
 			start, end, err := rawjson.Find(rv, "model")
 			if err == nil && start >= 0 {
@@ -374,7 +379,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	switch name {
 	case "response.completed", "response.incomplete":
 		t.held = frame(t.held[:0])
-		t.done = true
+		t.done, t.final = true, true
 		return dst, true, nil
 	}
 	return frame(dst), false, nil
@@ -399,7 +404,9 @@ func upstreamStreamError(v []byte) *formats.Error {
 	return e
 }
 
-func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.hasUsage }
+// Usage is final when a terminal event (response.completed, .incomplete or
+// .failed) carried it.
+func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.hasUsage && t.final }
 
 func (t *passThrough) Finish(dst []byte) []byte { return append(dst, t.held...) }
 
