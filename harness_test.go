@@ -78,7 +78,7 @@ type gateway struct {
 // gatewayOptions vary the Caddyfile.
 type gatewayOptions struct {
 	mock      mockupstream.Config
-	globalLog bool   // send Caddy's own logs to a file at DEBUG
+	globalLog bool   // Caddy's own log (always in a file) at DEBUG rather than INFO
 	status    bool   // serve the status page at /status
 	extra     string // more lines inside the modelgate block
 	global    string // more global options (before the modelgate block)
@@ -105,10 +105,13 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 
 	dir := t.TempDir()
 	g := &gateway{t: t, mock: mock, dbPath: filepath.Join(dir, "ledger.db"), logPath: filepath.Join(dir, "caddy.log")}
-	globalLog := ""
+	// Caddy's own log goes to a file, kept when the test fails, so that a
+	// failure's output starts with its assertion
+	level := "INFO"
 	if o.globalLog {
-		globalLog = fmt.Sprintf("\tlog {\n\t\toutput file %s\n\t\tlevel DEBUG\n\t}\n", g.logPath)
+		level = "DEBUG"
 	}
+	globalLog := fmt.Sprintf("\tlog {\n\t\toutput file %s\n\t\tlevel %s\n\t}\n", g.logPath, level)
 	cfg := fmt.Sprintf(`{
 	admin localhost:%d
 	http_port %d
@@ -180,7 +183,7 @@ http://localhost:%d {
 `, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, gatewayPort, g.logPath, statusSite+o.site)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
-	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
+	g.tester = caddytest.NewTester(quietConfigTB{t}).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
 	g.tester.InitServer(cfg, "caddyfile")
 	if t.Failed() {
 		t.FailNow()
@@ -190,14 +193,42 @@ http://localhost:%d {
 	return g
 }
 
+// quietConfigTB is the test as caddytest sees it: everything passes through
+// but caddytest's dump of the whole running config when a test fails (some
+// 1,400 lines after the failing assertion), which goes to a file named in
+// one line instead.
+type quietConfigTB struct{ testing.TB }
+
+func (q quietConfigTB) Logf(format string, args ...any) {
+	if !strings.HasPrefix(format, "----------- failed with config") {
+		q.TB.Logf(format, args...)
+		return
+	}
+	f, err := os.CreateTemp("", "modelgate-failed-config-*.json")
+	if err != nil {
+		q.TB.Logf("the running config could not be saved: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, format, args...)
+	q.TB.Logf("the running config of this failed test is in %s", f.Name())
+}
+
 // loggedKey matches a whole API key, wherever it would be written.
 var loggedKey = regexp.MustCompile(`mg-[0-9A-Za-z]{40,}`)
 
 // assertNoSecretsLogged fails the test if anything the gateway logged
-// (Caddy's log at DEBUG when globalLog is set, the access log always)
+// (Caddy's own log and the access log)
 // holds an API key or the upstream key, in any form.
 func (g *gateway) assertNoSecretsLogged() {
 	logs := readLogs(g.t, g.logPath, g.logPath+".access")
+	if g.t.Failed() && logs != "" {
+		if f, err := os.CreateTemp("", "modelgate-failed-log-*.json"); err == nil {
+			_, _ = f.WriteString(logs)
+			f.Close()
+			g.t.Logf("Caddy's log of this failed test is in %s", f.Name())
+		}
+	}
 	if k := loggedKey.FindString(logs); k != "" {
 		g.t.Errorf("an API key is in the logs: %s…", k[:8])
 	}

@@ -9,7 +9,11 @@ cd "$(dirname "$0")"
 # the browser tests keep their screenshots here
 export MODELGATE_SCREENSHOTS="${MODELGATE_SCREENSHOTS:-$PWD/screenshots}"
 
-go test -race -count=1 -timeout 30m ./...
+echo "go test -race ./...: the first run compiles Caddy and every dependency with the"
+echo "race detector (about 10 minutes on 2 cores, quiet but for a note every 30 s);"
+echo "later runs reuse the build cache. Skipped tests are listed at the end, failures"
+echo "with their own output."
+go test -race -count=1 -timeout 30m -json ./... | go run ./internal/testreport
 
 # A count of inputs (N x), not a duration: Go's fuzz coordinator can fail
 # a target with a bare "context deadline exceeded" when a -fuzztime
