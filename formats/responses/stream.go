@@ -300,6 +300,9 @@ type passThrough struct {
 	hasUsage bool
 	outBytes int64
 	seq      int64 // the next sequence number, for an error the gateway adds
+	// hosted tool calls: the items added so far, and those of the
+	// terminal response (#16)
+	added, final formats.HostedUses
 }
 
 func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *formats.Error) {
@@ -310,7 +313,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	if rawjson.Kind(data) != '{' {
 		return dst, false, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
 	}
-	var typ []byte
+	var typ, item []byte
 	var resp rawjson.Member
 	hasResp := false
 	it := rawjson.Object(data, 0)
@@ -327,6 +330,8 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			}
 		case m.NameIs("delta"):
 			t.outBytes += int64(rawjson.UnquotedLen(it.Value()))
+		case m.NameIs("item"):
+			item = it.Value()
 		}
 	}
 	if it.Err() != nil {
@@ -346,6 +351,9 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		}
 		return dst, false, upstreamStreamError(inner)
 	}
+	if name == "response.output_item.added" {
+		t.added.Add(hostedItemKind(rawjson.Get(item, "type")), 1)
+	}
 	out := data
 	var scratch []byte
 	if hasResp {
@@ -354,6 +362,9 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			if uu, ok := parseUsage(u); ok {
 				t.usage, t.hasUsage = uu, true
 			}
+		}
+		if o := rawjson.Get(rv, "output"); rawjson.Kind(o) == '[' {
+			t.final = t.final.Max(hostedItems(o))
 		}
 		if rawjson.Kind(rv) == '{' {
 			start, end, err := rawjson.Find(rv, "model")
@@ -399,7 +410,15 @@ func upstreamStreamError(v []byte) *formats.Error {
 	return e
 }
 
-func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.hasUsage }
+func (t *passThrough) Usage() (formats.Usage, bool) {
+	u := t.usage
+	u.Hosted = t.HostedUses()
+	return u, t.hasUsage
+}
+
+// HostedUses counts the hosted tool calls the stream made: the items added,
+// or those of the terminal response if more (#16).
+func (t *passThrough) HostedUses() formats.HostedUses { return t.added.Max(t.final) }
 
 func (t *passThrough) Finish(dst []byte) []byte { return append(dst, t.held...) }
 
@@ -410,4 +429,7 @@ func (t *passThrough) Fail(dst []byte, fe *formats.Error) []byte {
 
 func (t *passThrough) OutputBytes() int64 { return t.outBytes }
 
-var _ formats.StreamTranslator = (*passThrough)(nil)
+var (
+	_ formats.StreamTranslator = (*passThrough)(nil)
+	_ formats.HostedMeter      = (*passThrough)(nil)
+)
