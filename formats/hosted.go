@@ -95,17 +95,17 @@ type State uint8
 // fetches by URL are never served (the gateway cannot bill what happens
 // after the call, nor bound what a URL holds).
 const (
-	StateNone         State = iota
-	StateStore              // store: true (Responses, Chat Completions)
-	StateConversation       // previous_response_id, conversation, item_reference
-	StatePrompt             // a stored prompt template (Responses prompt)
-	StateFiles              // Files API references (file_id, fileData)
-	StateFileSearch         // vector stores (OpenAI file_search, Gemini fileSearch)
-	StateCodeExecution      // containers (OpenAI code_interpreter, Anthropic code_execution and container)
-	StateMCP                // remote MCP servers (OpenAI mcp tools, Anthropic mcp_servers)
-	StateCachedContent      // Gemini cachedContent
-	StateBackground         // Responses background: never served
-	StateDocumentURL        // a document the upstream fetches by URL: never served
+	StateNone          State = iota
+	StateStore               // store: true (Responses, Chat Completions)
+	StateConversation        // previous_response_id, conversation, item_reference
+	StatePrompt              // a stored prompt template (Responses prompt)
+	StateFiles               // Files API references (file_id, fileData)
+	StateFileSearch          // vector stores (OpenAI file_search, Gemini fileSearch)
+	StateCodeExecution       // containers (OpenAI code_interpreter, Anthropic code_execution and container)
+	StateMCP                 // remote MCP servers (OpenAI mcp tools, Anthropic mcp_servers)
+	StateCachedContent       // Gemini cachedContent
+	StateBackground          // Responses background: never served
+	StateDocumentURL         // a document the upstream fetches by URL: never served
 )
 
 var stateNames = [...]string{"", "store", "conversation", "prompt", "files", "file_search", "code_execution", "mcp",
