@@ -193,8 +193,9 @@ func (m *model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 		}
 		if !m.hostedPriced[g.Hosted] {
 			if g.Forced {
-				return nil, formats.InvalidRequest(g.Param, "Unsupported parameter '"+g.Param+"': tool_choice forces this hosted tool ("+
-					g.Label+"), which the model "+m.id+" does not serve (the operator has set no price for "+g.Hosted.String()+").")
+				return nil, formats.InvalidRequest("tool_choice", "Unsupported value for 'tool_choice': it forces the hosted tool "+
+					g.Label+" ("+g.Param+"), which the model "+m.id+" does not serve (the operator has set no price for "+
+					g.Hosted.String()+").")
 			}
 			plan.drop(g)
 			continue

@@ -380,8 +380,8 @@ func TestRedTeamCutStreamBillsSearches(t *testing.T) {
 // TestRedTeamUnpricedHostedTools: a model that prices no hosted tool never
 // lets the upstream use one. Offered, the tool is removed from the body the
 // upstream gets and named in x-modelgate-dropped (Codex offers web_search
-// on every call); forced by tool_choice, the request is a 400 naming it,
-// with nothing sent upstream.
+// on every call); forced by tool_choice, the request is a 400 naming
+// tool_choice and the tool, with nothing sent upstream.
 func TestRedTeamUnpricedHostedTools(t *testing.T) {
 	g, acct, auth := redTeam(t, "1.00")
 	offered := []struct {
@@ -444,8 +444,9 @@ func TestRedTeamUnpricedHostedTools(t *testing.T) {
 	} {
 		r := g.do("POST", tc.path, tc.body, auth...)
 		param, msg := errorParam(r.body)
-		if r.status != 400 || (param != tc.field && !strings.Contains(msg, tc.field)) || !strings.Contains(msg, "tool_choice") {
-			t.Errorf("forced %s: %d %s, want 400 naming %s", tc.name, r.status, r.body, tc.field)
+		if r.status != 400 || !strings.Contains(msg, "'tool_choice'") || !strings.Contains(msg, "("+tc.field+")") ||
+			(param != "" && param != "tool_choice") {
+			t.Errorf("forced %s: %d %s, want 400 naming tool_choice and %s", tc.name, r.status, r.body, tc.field)
 		}
 	}
 	if n := len(g.mock.Requests()); n != 0 {
