@@ -133,7 +133,9 @@ func TestRedTeamStateRefused(t *testing.T) {
 	msgsBlock := func(model, block string) string {
 		return `{"model":"` + model + `","max_tokens":100,"messages":[{"role":"user","content":[` + block + `,{"type":"text","text":"hi"}]}]}`
 	}
-	gem := func(extra string) string { return `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]` + extra + `}` }
+	gem := func(extra string) string {
+		return `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]` + extra + `}`
+	}
 	for _, tc := range []struct {
 		name, path, body, field string
 	}{

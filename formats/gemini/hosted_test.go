@@ -49,7 +49,7 @@ func TestGroundingCounted(t *testing.T) {
 			`"groundingMetadata":{"webSearchQueries":["a","b"],"groundingChunks":[{}]},"urlContextMetadata":{"urlMetadata":[{},{},{}]}}],` +
 			`"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":1}}`: {WebSearch: 2, WebFetch: 3},
 		`{"candidates":[{"content":{"role":"model","parts":[{"text":"ok"}]},"grounding_metadata":{"search_entry_point":{"rendered_content":"x"}}}]}`: {WebSearch: 1},
-		`{"candidates":[{"content":{"role":"model","parts":[{"text":"the groundingMetadata"}]},"groundingMetadata":{}}]}`:                       {},
+		`{"candidates":[{"content":{"role":"model","parts":[{"text":"the groundingMetadata"}]},"groundingMetadata":{}}]}`:                            {},
 	} {
 		if _, u, ferr := PassThroughResponse(nil, []byte(body), "svc"); ferr != nil || u.Hosted != want {
 			t.Errorf("%s: pass-through %+v %v", body, u.Hosted, ferr)
