@@ -257,13 +257,14 @@ type hostedTally struct {
 // hostedUses merges every reading of the call's hosted-tool uses: the usage
 // the caller settles with, the translator's count (which survives a stream
 // cut before its usage), a whole answer's count, and the fixed uses of the
-// request.
+// request when it went upstream in its own format (a translation drops the
+// tools).
 func (c *call) hostedUses(u formats.Usage) formats.HostedUses {
 	h := u.Hosted.Max(c.hosted.answer)
 	if c.hosted.meter != nil {
 		h = h.Max(c.hosted.meter.HostedUses())
 	}
-	if c.req != nil && c.req.plan != nil {
+	if c.passThrough && c.req != nil && c.req.plan != nil {
 		h = h.Max(c.req.plan.fixed)
 	}
 	return h
