@@ -357,6 +357,11 @@ func TestRedTeamHostedToolsBilled(t *testing.T) {
 			}
 		})
 	}
+	// a translated route drops the tool: no search happens, none is billed
+	r := g.do("POST", "/v1/chat/completions", `{"model":"claude-searcher","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}`, auth...)
+	if row := g.rows(acct)[0]; r.status != 200 || row.HostedCost != 0 || !strings.Contains(r.header.Get("X-Modelgate-Dropped"), "web_search_options") {
+		t.Errorf("chat search to an Anthropic upstream: %d, dropped %q, row %+v", r.status, r.header.Get("X-Modelgate-Dropped"), row.Hosted)
+	}
 	g.audit()
 }
 
