@@ -14,6 +14,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/upstream"
 )
@@ -71,6 +72,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			keys <key...>
 //			key <key> [weight <n>]
 //			anthropic_version <date>
+//			anthropic_beta default|none|<beta...>
 //			chat_only
 //			connect_timeout <duration>
 //			first_byte_timeout <duration>
@@ -92,9 +94,11 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //		model <id> {
 //			route <provider> <upstream_model> [weight <n>]
 //			price input <x> output <y> [cache_read <z>] [cache_write <w>] [image <i>]
+//			      [web_search <s>] [web_fetch <f>] [image_generation <g>]
 //			owned_by <name>
 //			max_output <tokens>
 //			features [reasoning] [structured_outputs]
+//			allow_stateful <state...>
 //		}
 //		plan <name> {
 //			rpm <n>
@@ -105,7 +109,13 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //	}
 //
 // Prices are decimals per one million tokens and must come to a whole number
-// of nanos per token. Keys should be placeholders such as {env.OPENAI_KEY}:
+// of nanos per token; image is the price of one image; web_search, web_fetch
+// and image_generation are the fees of hosted tools per 1,000 uses (a
+// hosted tool is served only when priced). allow_stateful lets requests
+// reach state kept in the operator's account at the provider (store,
+// conversation, prompt, files, file_search, code_execution, mcp,
+// cached_content); anthropic_beta lists the anthropic-beta values an
+// anthropic provider receives ("default": the built-in list). Keys should be placeholders such as {env.OPENAI_KEY}:
 // they are expanded when the config is loaded, never written into it.
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the option name
@@ -387,6 +397,14 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 				return nil, d.ArgErr()
 			}
 			p.ChatOnly = true
+		case "anthropic_beta":
+			p.AnthropicBeta = d.RemainingArgs()
+			if len(p.AnthropicBeta) == 0 {
+				return nil, d.ArgErr()
+			}
+			if _, err := anthropicBetas(p.AnthropicBeta); err != nil {
+				return nil, d.Errf("provider %s: %v", p.Name, err)
+			}
 		case "anthropic_version":
 			if !d.AllArgs(&p.AnthropicVersion) {
 				return nil, d.ArgErr()
@@ -412,6 +430,8 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 	switch {
 	case p.AnthropicVersion != "" && p.Format != "anthropic":
 		return nil, start.errf("provider %s: anthropic_version applies to anthropic providers only", p.Name)
+	case len(p.AnthropicBeta) > 0 && p.Format != "anthropic":
+		return nil, start.errf("provider %s: anthropic_beta applies to anthropic providers only", p.Name)
 	case p.ChatOnly && p.Format != "openai":
 		return nil, start.errf("provider %s: chat_only applies to openai providers only", p.Name)
 	}
@@ -590,7 +610,8 @@ func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, err
 		case "price":
 			args := d.RemainingArgs()
 			if len(args) == 0 || len(args)%2 != 0 {
-				return nil, nil, d.Errf("model %s: usage: price input <x> output <y> [cache_read <z>] [cache_write <w>] [image <i>]", m.ID)
+				return nil, nil, d.Errf("model %s: usage: price input <x> output <y> [cache_read <z>] [cache_write <w>] [image <i>] "+
+					"[web_search <s>] [web_fetch <f>] [image_generation <g>]", m.ID)
 			}
 			got := map[string]bool{}
 			for i := 0; i < len(args); i += 2 {
@@ -611,12 +632,22 @@ func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, err
 					dst = &m.Price.CacheWrite
 				case "image":
 					dst = &m.Price.Image
+				case "web_search":
+					dst = &m.Price.WebSearch
+				case "web_fetch":
+					dst = &m.Price.WebFetch
+				case "image_generation":
+					dst = &m.Price.ImageGeneration
 				default:
-					return nil, nil, d.Errf("model %s: unknown price %q (want input, output, cache_read, cache_write or image)", m.ID, name)
+					return nil, nil, d.Errf("model %s: unknown price %q (want input, output, cache_read, cache_write, image, "+
+						"web_search, web_fetch or image_generation)", m.ID, name)
 				}
 				parse := ledger.ParsePerMillion
-				if name == "image" {
+				switch name {
+				case "image":
 					parse = ledger.ParseMoney // the price of one image
+				case "web_search", "web_fetch", "image_generation":
+					parse = ledger.ParsePerThousand // a hosted tool's fee per 1,000 uses (#16)
 				}
 				if _, err := parse(val); err != nil {
 					return nil, nil, d.Errf("model %s: price %s %s: %v", m.ID, name, val, err)
@@ -644,6 +675,16 @@ func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, err
 			for _, f := range m.Features {
 				if f != featureReasoning && f != featureStructuredOutputs {
 					return nil, nil, d.Errf("model %s: unknown feature %q (want %s or %s)", m.ID, f, featureReasoning, featureStructuredOutputs)
+				}
+			}
+		case "allow_stateful":
+			m.AllowStateful = d.RemainingArgs()
+			if len(m.AllowStateful) == 0 {
+				return nil, nil, d.ArgErr()
+			}
+			for _, st := range m.AllowStateful {
+				if _, ok := formats.ParseState(st); !ok {
+					return nil, nil, d.Errf("model %s: allow_stateful: unknown state %q (want %s)", m.ID, st, stateNames())
 				}
 			}
 		default:

@@ -161,6 +161,31 @@ func TestCaddyfileErrors(t *testing.T) {
 		"ledger twice": {
 			"\t\tledger sqlite a.db\n\t\tledger sqlite b.db\n",
 			"ledger already specified, at Caddyfile:4"},
+		// hosted tools and upstream state (#16)
+		"hosted price not whole nanos": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2 web_search 0.0000001\n\t\t}\n",
+			"model m: price web_search 0.0000001: ledger: price per 1,000 uses \"0.0000001\" is not a whole number of nanos per use"},
+		"hosted price negative": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2 image_generation -1\n\t\t}\n",
+			"model m: price image_generation -1:"},
+		"hosted price twice": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2 web_fetch 0 web_fetch 1\n\t\t}\n",
+			"model m: price web_fetch given twice, at Caddyfile:10"},
+		"unknown state": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2\n\t\t\tallow_stateful store background\n\t\t}\n",
+			`model m: allow_stateful: unknown state "background" (want store, conversation, prompt, files, file_search, code_execution, mcp, cached_content), at Caddyfile:11`},
+		"allow_stateful without states": {
+			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2\n\t\t\tallow_stateful\n\t\t}\n",
+			"wrong argument count or unexpected line ending after 'allow_stateful', at Caddyfile:11"},
+		"anthropic_beta on an openai provider": {
+			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\tanthropic_beta default\n\t\t}\n",
+			"provider p: anthropic_beta applies to anthropic providers only, at Caddyfile:3"},
+		"anthropic_beta none with others": {
+			"\t\tprovider p {\n\t\t\tformat anthropic\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\tanthropic_beta none context-1m-2025-08-07\n\t\t}\n",
+			"provider p: anthropic_beta: none excludes other values, at Caddyfile:7"},
+		"anthropic_beta comma list": {
+			"\t\tprovider p {\n\t\t\tformat anthropic\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\tanthropic_beta a,b\n\t\t}\n",
+			`provider p: anthropic_beta "a,b": want one beta name per argument, at Caddyfile:7`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := adaptErr(t, head+tc.body+tail)

@@ -66,17 +66,19 @@ type call struct {
 	upstreamKeyID string
 	ttft          time.Duration
 	done          atomic.Bool // settled or released
+	hosted        hostedTally // what the answer showed of its hosted-tool uses (#16)
 }
 
 // reserve holds the most the request can cost: the input bound at the
-// dearest input price plus the output cap, for each of the request's choices,
-// at the output price. When the balance covers the input and at least
-// min_output tokens but not the whole cap, the cap is lowered to what the
-// balance covers (SPEC §5.3).
+// dearest input price, the hosted tools it may use (#16), plus the output
+// cap, for each of the request's choices, at the output price. When the
+// balance covers the input, the hosted tools and at least min_output tokens
+// but not the whole cap, the cap is lowered to what the balance covers
+// (SPEC §5.3).
 func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.Error) {
 	price := c.model.price
 	inPrice := max(price.Input, price.CacheRead, price.CacheWrite)
-	inCost := mulMoney(inputBound, inPrice)
+	inCost := addMoney(mulMoney(inputBound, inPrice), c.hostedHold())
 	outPrice := mulMoney(int64(max(choices, 1)), price.Output) // per token of every choice
 	minOut := min(c.app.MinOutput, outputCap)
 	minCost := addMoney(inCost, mulMoney(int64(minOut), outPrice))
@@ -592,6 +594,8 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		tokens.CacheRead, tokens.CacheWrite = 0, 0
 		cost, _ = c.model.price.Cost(tokens)
 	}
+	hosted, hostedCost := c.hostedCost(u) // hosted tools, per use (#16)
+	cost = addMoney(cost, hostedCost)
 	discount := c.principal.plan.discountBps
 	rec := &ledger.UsageRecord{
 		RequestID:     c.reqID,
@@ -611,6 +615,8 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		Outcome:       outcome,
 		Latency:       time.Since(c.start),
 		TTFT:          c.ttft,
+		Hosted:        hosted,
+		HostedCost:    hostedCost,
 	}
 	settle := c.app.settleRecord
 	if collect {

@@ -84,7 +84,9 @@ func codexBody(tmpl, model, prompt string) string {
 // translated routes the hosted web_search tool and the OpenAI-only fields
 // are dropped and named, the namespace tools are flattened for the upstream
 // and their names restored in the answer; the OpenAI upstream gets the
-// request as sent (namespaces, web_search and encrypted reasoning intact).
+// request as sent (namespaces and encrypted reasoning intact), but for the
+// hosted web_search tool, which the test model does not price: it is
+// dropped and named there too (#16).
 func TestCodexCLI(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	acct, key := g.account("1.00")
@@ -104,13 +106,13 @@ func TestCodexCLI(t *testing.T) {
 		sent := string(g.mock.Requests()[0].Body)
 		dropped := r.header.Get("X-Modelgate-Dropped")
 		if model == testModel {
-			for _, want := range []string{`"type":"namespace"`, `"type":"web_search"`, `"include":["reasoning.encrypted_content"]`} {
+			for _, want := range []string{`"type":"namespace"`, `"include":["reasoning.encrypted_content"]`, `"store":false`} {
 				if !strings.Contains(sent, want) {
 					t.Errorf("%s: the OpenAI upstream did not get %s: %s", model, want, sent)
 				}
 			}
-			if dropped != "" {
-				t.Errorf("%s: dropped %q on a pass-through route", model, dropped)
+			if strings.Contains(sent, `"type":"web_search"`) || dropped != "web_search" {
+				t.Errorf("%s: the unpriced web_search tool went upstream (%s) or was not named (dropped %q)", model, sent, dropped)
 			}
 			continue
 		}
@@ -159,8 +161,8 @@ func TestCodexCLI(t *testing.T) {
 }
 
 // TestResponsesRefusals: what a translated route cannot honour is a 400
-// naming the field, with nothing held or sent upstream; an OpenAI upstream
-// keeps the stateful features.
+// naming the field, with nothing held or sent upstream; stored state is
+// refused on an OpenAI upstream too, as the test model does not allow it.
 func TestResponsesRefusals(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	acct, key := g.account("1.00")
@@ -193,9 +195,13 @@ func TestResponsesRefusals(t *testing.T) {
 	if bal, held := g.balance(acct); bal != 1_000_000_000 || held != 0 {
 		t.Fatalf("balance %s held %s", bal, held)
 	}
-	// an OpenAI upstream keeps its own state: passed through
-	r := g.do("POST", "/v1/responses", `{"model":"`+testModel+`","input":"hi","previous_response_id":"resp_123","store":true}`, auth...)
-	if r.status != 200 || !strings.Contains(string(g.mock.Requests()[0].Body), `"previous_response_id":"resp_123"`) {
+	// an OpenAI upstream's state is the operator's: refused there too,
+	// unless the model allows it (#16, redteam_test.go)
+	r := g.do("POST", "/v1/responses", `{"model":"`+testModel+`","input":"hi","previous_response_id":"resp_123"}`, auth...)
+	var e struct {
+		Error struct{ Param string }
+	}
+	if r.status != 400 || json.Unmarshal([]byte(r.body), &e) != nil || e.Error.Param != "previous_response_id" || len(g.mock.Requests()) != 0 {
 		t.Fatalf("pass-through with state: %d %s", r.status, r.body)
 	}
 }

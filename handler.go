@@ -421,6 +421,11 @@ func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p p
 		writeError(w, ri.format, modelNotFound(req.model))
 		return
 	}
+	// hosted tools and upstream state: served as the model allows (#16)
+	if req.plan, ferr = m.admitGated(req); ferr != nil {
+		writeError(w, ri.format, ferr)
+		return
+	}
 	c := &call{
 		app:           h.app,
 		logger:        h.logger,

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments"
 	"github.com/modelgate/modelgate/ratelimit"
@@ -159,6 +160,13 @@ type ProviderConfig struct {
 	// anthropic-format provider, whatever version the client sent.
 	// Default: 2023-06-01.
 	AnthropicVersion string `json:"anthropic_version,omitempty"`
+	// AnthropicBeta lists the anthropic-beta values an anthropic-format
+	// provider receives from clients; others are dropped and named in
+	// x-modelgate-dropped (#16). The word "default" stands for the
+	// built-in list (what Claude Code sends, without the betas that change
+	// prices or reach state in the operator's account), "none" for no
+	// value. Default: the built-in list.
+	AnthropicBeta []string `json:"anthropic_beta,omitempty"`
 	// ChatOnly says that an openai-format provider has no Responses API
 	// (POST /v1/responses): Responses clients are then translated to
 	// Chat Completions for it. Default: false (OpenAI has both).
@@ -237,6 +245,14 @@ type ModelConfig struct {
 	// feature the model lacks has it dropped and named in
 	// x-modelgate-dropped. Same-format requests pass through untouched.
 	Features []string `json:"features,omitempty"`
+	// AllowStateful lets requests reach state kept in the operator's
+	// account at the provider (#16): store (store: true), conversation
+	// (previous_response_id, conversation, item_reference), prompt (stored
+	// prompts), files (Files API ids), file_search (vector stores),
+	// code_execution (containers), mcp (remote MCP servers),
+	// cached_content (Gemini caches). A request using one that is not
+	// listed gets a 400 naming the field. Default: none.
+	AllowStateful []string `json:"allow_stateful,omitempty"`
 }
 
 // RouteConfig sends a model to a provider under the provider's model name.
@@ -258,6 +274,14 @@ type PriceConfig struct {
 	// Image is what one image costs, in currency units, billed by the
 	// images routes when the upstream reports no token usage.
 	Image string `json:"image,omitempty"`
+	// WebSearch, WebFetch and ImageGeneration are the fees of hosted
+	// tools, in currency units per 1,000 uses, as vendors publish them
+	// (#16). A hosted tool is served only when its price is set (0 allows
+	// it free of fees); otherwise it is dropped, or refused when
+	// tool_choice forces it.
+	WebSearch       string `json:"web_search,omitempty"`
+	WebFetch        string `json:"web_fetch,omitempty"`
+	ImageGeneration string `json:"image_generation,omitempty"`
 }
 
 // PaymentsConfig configures top-ups through a payment provider.
@@ -295,7 +319,8 @@ type PlanConfig struct {
 type provider struct {
 	*upstream.Provider
 	anthropicVersion string
-	responsesAPI     bool // an openai-format provider with POST /v1/responses
+	anthropicBetas   map[string]bool // the anthropic-beta values it receives
+	responsesAPI     bool            // an openai-format provider with POST /v1/responses
 	connectTimeout   time.Duration
 	firstByteTimeout time.Duration
 	responseTimeout  time.Duration
@@ -335,6 +360,10 @@ type model struct {
 
 	reasoning         bool // the model takes reasoning effort / thinking
 	structuredOutputs bool // the model takes native JSON schema output
+
+	hostedPrice  ledger.HostedPrice                // one use of each hosted tool
+	hostedPriced [formats.HostedUnmetered + 1]bool // by kind: a price is set
+	stateful     [formats.StateBackground]bool     // by state: allowed
 }
 
 // route is one way to serve a model.
@@ -583,8 +612,15 @@ func (a *App) buildCatalogue() error {
 		if pc.AnthropicVersion != "" && f != upstream.FormatAnthropic {
 			return fmt.Errorf("provider %s: anthropic_version applies to anthropic providers only", pc.Name)
 		}
+		betas, err := anthropicBetas(pc.AnthropicBeta)
+		if err != nil {
+			return fmt.Errorf("provider %s: %w", pc.Name, err)
+		}
+		if len(pc.AnthropicBeta) > 0 && f != upstream.FormatAnthropic {
+			return fmt.Errorf("provider %s: anthropic_beta applies to anthropic providers only", pc.Name)
+		}
 		a.providers[pc.Name] = &provider{Provider: &upstream.Provider{Name: pc.Name, Format: f}, anthropicVersion: version,
-			responsesAPI: f == upstream.FormatOpenAI && !pc.ChatOnly}
+			anthropicBetas: betas, responsesAPI: f == upstream.FormatOpenAI && !pc.ChatOnly}
 	}
 
 	a.models = make(map[string]*model, len(a.Models))
@@ -657,6 +693,9 @@ func (a *App) buildModel(mc *ModelConfig) (*model, error) {
 		if m.imagePrice, err = ledger.ParseMoney(mc.Price.Image); err != nil || m.imagePrice < 0 {
 			return nil, fmt.Errorf("model %s: price image %s: want an amount of at least 0", m.id, mc.Price.Image)
 		}
+	}
+	if err := m.setHosted(mc); err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.id, err)
 	}
 	for _, f := range mc.Features {
 		switch f {

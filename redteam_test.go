@@ -8,11 +8,18 @@ package modelgate
 //
 //	Hole 1  streams that end early        TestRedTeamStreamCutOrFailed, TestRedTeamHangUpPastTheDrain
 //	Hole 2  abandoned calls                TestRedTeamAbandonedCalls
+//	Hole 4  state in the operator's account TestRedTeamBackgroundRefused, TestRedTeamStateRefused,
+//	                                       TestRedTeamStoreFalseByDefault, TestRedTeamAllowStateful,
+//	                                       TestRedTeamAnthropicBetaAllowList
+//	Hole 5  hosted tools with fees         TestRedTeamHostedToolsBilled, TestRedTeamCutStreamBillsSearches,
+//	                                       TestRedTeamUnpricedHostedTools, TestRedTeamHostedToolsHeld,
+//	                                       TestRedTeamHostedCapsOnTheWire, TestRedTeamDocumentsByURLRefused
 //	Hole 7  a settle the ledger refuses    TestRedTeamSettleRetriedUntilTaken
 
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -330,4 +337,534 @@ func metricValue(t *testing.T, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// Holes 4 and 5: each test is an adversarial client that tries to get
+// upstream work it is not billed for, with the assertion "billed ≥ what the
+// upstream did" (or: the upstream did nothing), through a real gateway in
+// front of the mock upstream, in every client format and upstream format
+// where the hole applies.
+
+// redTeamModels are the models of the hosted-tool and state cases: the
+// same prices as the test models (0.5 / 1.5 per 1M tokens), with hosted
+// tools priced per 1,000 uses, a model that allows stored state, and an
+// Anthropic provider whose beta allow-list adds one value to the default.
+const redTeamModels = `		model searcher {
+			route mock up-searcher
+			price input 0.5 output 1.5 web_search 10 image_generation 40
+			max_output 1000
+		}
+		model claude-searcher {
+			route mock-anthropic up-claude-searcher
+			price input 0.5 output 1.5 web_search 10
+			max_output 1000
+		}
+		model claude-fetcher {
+			route mock-anthropic up-claude-fetcher
+			price input 0.5 output 1.5 web_search 10 web_fetch 2
+			max_output 1000
+		}
+		model gemini-searcher {
+			route mock-gemini up-gemini-searcher
+			price input 0.5 output 1.5 web_search 14 web_fetch 0
+			max_output 1000
+		}
+		model gpt-stateful {
+			route mock up-gpt-stateful
+			price input 0.5 output 1.5
+			allow_stateful store conversation
+		}
+		provider beta-anthropic {
+			format anthropic
+			base_url {env.MG_TEST_MOCK_URL}
+			keys {env.MG_TEST_UPSTREAM_KEY}
+			failure_cooldown 1ms
+			anthropic_beta default context-1m-2025-08-07
+		}
+		model claude-long {
+			route beta-anthropic up-claude-long
+			price input 0.5 output 1.5
+		}
+`
+
+// Hosted-tool fees of redTeamModels, per use, in nanos.
+const (
+	feeSearch       = ledger.Money(10_000_000) // web_search 10 per 1,000
+	feeGeminiSearch = ledger.Money(14_000_000) // web_search 14 per 1,000
+	feeImage        = ledger.Money(40_000_000) // image_generation 40 per 1,000
+	feeFetch        = ledger.Money(2_000_000)  // web_fetch 2 per 1,000
+)
+
+// redTeam starts a gateway with redTeamModels and a funded account.
+func redTeam(t *testing.T, credit string) (g *gateway, acct string, auth []string) {
+	t.Helper()
+	g = startGateway(t, gatewayOptions{extra: redTeamModels})
+	acct, key := g.account(credit)
+	return g, acct, []string{"Authorization", "Bearer " + key, "Anthropic-Version", "2023-06-01"}
+}
+
+// untouched fails the test unless the account holds exactly its credit,
+// with nothing held and no usage row, and the upstream saw no request.
+func (g *gateway) untouched(acct string, credit ledger.Money) {
+	g.t.Helper()
+	if n := len(g.mock.Requests()); n != 0 {
+		g.t.Errorf("the upstream saw %d requests; first: %s", n, g.mock.Requests()[0].Body)
+	}
+	if rows := g.rows(acct); len(rows) != 0 {
+		g.t.Errorf("%d usage rows, want none: %+v", len(rows), rows[0])
+	}
+	if bal, held := g.balance(acct); bal != credit || held != 0 {
+		g.t.Errorf("balance %s held %s, want %s and nothing held", bal, held, credit)
+	}
+}
+
+// errorParam reads the field an error names, in any client format: OpenAI's
+// param, else the message (Anthropic and Gemini name it there).
+func errorParam(body string) (param, message string) {
+	var e struct {
+		Error struct {
+			Param   string `json:"param"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal([]byte(body), &e)
+	return e.Error.Param, e.Error.Message
+}
+
+// ---------------------------------------------------------------------------
+// Hole 4: state
+
+// TestRedTeamBackgroundRefused: a background Responses request would be
+// billed as a small "queued" answer while the provider generates up to
+// max_output_tokens at the operator's cost. It is refused on every route,
+// streamed or not, before anything is held or sent upstream.
+func TestRedTeamBackgroundRefused(t *testing.T) {
+	g, acct, auth := redTeam(t, "1.00")
+	for _, model := range append(everyUpstream, "searcher", "gpt-stateful") {
+		for _, stream := range []string{"", `,"stream":true`} {
+			r := g.do("POST", "/v1/responses", `{"model":"`+model+`","input":"write a novel","max_output_tokens":100000,"background":true`+stream+`}`, auth...)
+			if param, _ := errorParam(r.body); r.status != 400 || param != "background" {
+				t.Errorf("%s%s: %d %s, want 400 naming background", model, stream, r.status, r.body)
+			}
+		}
+	}
+	g.untouched(acct, 1_000_000_000)
+}
+
+// TestRedTeamStateRefused: a client that continues another customer's
+// response, reads the operator's files, vector stores, containers, prompts
+// or caches, or stores its conversation in the operator's account, gets a
+// 400 naming the field, in its own error format, on every route (the
+// same-format routes included), with nothing held or sent upstream.
+func TestRedTeamStateRefused(t *testing.T) {
+	g, acct, auth := redTeam(t, "1.00")
+	msgs := func(model, extra string) string {
+		return `{"model":"` + model + `","max_tokens":100,"messages":[{"role":"user","content":"hi"}]` + extra + `}`
+	}
+	msgsBlock := func(model, block string) string {
+		return `{"model":"` + model + `","max_tokens":100,"messages":[{"role":"user","content":[` + block + `,{"type":"text","text":"hi"}]}]}`
+	}
+	gem := func(extra string) string {
+		return `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]` + extra + `}`
+	}
+	for _, tc := range []struct {
+		name, path, body, field string
+	}{
+		// Responses, on the OpenAI pass-through route and translated
+		{"rsp previous_response_id", "/v1/responses", `{"model":"searcher","input":"hi","previous_response_id":"resp_someone_elses"}`, "previous_response_id"},
+		{"rsp conversation", "/v1/responses", `{"model":"searcher","input":"hi","conversation":"conv_1"}`, "conversation"},
+		{"rsp prompt", "/v1/responses", `{"model":"searcher","input":"hi","prompt":{"id":"pmpt_operator"}}`, "prompt"},
+		{"rsp store", "/v1/responses", `{"model":"searcher","input":"hi","store":true}`, "store"},
+		{"rsp store translated", "/v1/responses", `{"model":"claude-test","input":"hi","store":true}`, "store"},
+		{"rsp item_reference", "/v1/responses", `{"model":"searcher","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0]"},
+		{"rsp file_id", "/v1/responses", `{"model":"searcher","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-op"}]}]}`, "input[0].content[0].file_id"},
+		{"rsp image file_id", "/v1/responses", `{"model":"gemini-test","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-op"}]}]}`, "input[0].content[0].file_id"},
+		{"rsp file_search", "/v1/responses", `{"model":"searcher","input":"hi","tools":[{"type":"file_search","vector_store_ids":["vs_op"]}]}`, "tools[0]"},
+		{"rsp code_interpreter", "/v1/responses", `{"model":"searcher","input":"hi","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, "tools[0]"},
+		{"rsp mcp", "/v1/responses", `{"model":"searcher","input":"hi","tools":[{"type":"mcp","server_label":"x","server_url":"https://mcp.example.com"}]}`, "tools[0]"},
+		// Chat Completions
+		{"chat store", "/v1/chat/completions", chatBody("searcher", "hi", `"store":true`), "store"},
+		{"chat file_id", "/v1/chat/completions", `{"model":"searcher","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-op"}}]}]}`, "messages[0].content[0].file.file_id"},
+		// Messages, same format and translated
+		{"ant container", "/v1/messages", msgs("claude-test", `,"container":"container_op"`), "container"},
+		{"ant mcp_servers", "/v1/messages", msgs("claude-test", `,"mcp_servers":[{"type":"url","url":"https://mcp.example.com","name":"x"}]`), "mcp_servers"},
+		{"ant code_execution", "/v1/messages", msgs("claude-test", `,"tools":[{"type":"code_execution_20250825","name":"code_execution"}]`), "tools.0"},
+		{"ant mcp_toolset", "/v1/messages", msgs("claude-test", `,"tools":[{"type":"mcp_toolset","mcp_server_name":"x"}]`), "tools.0"},
+		{"ant file source", "/v1/messages", msgsBlock("claude-test", `{"type":"document","source":{"type":"file","file_id":"file_op"}}`), "messages.0.content.0.source.file_id"},
+		{"ant image file translated", "/v1/messages", msgsBlock(testModel, `{"type":"image","source":{"type":"file","file_id":"file_op"}}`), "messages.0.content.0.source.file_id"},
+		{"ant container_upload", "/v1/messages", msgsBlock("claude-test", `{"type":"container_upload","file_id":"file_op"}`), "messages.0.content.0.file_id"},
+		// Gemini
+		{"gem cachedContent", "/v1beta/models/gemini-test:generateContent", gem(`,"cachedContent":"cachedContents/op"`), "cached_content"},
+		{"gem fileData", "/v1beta/models/gemini-test:generateContent",
+			`{"contents":[{"role":"user","parts":[{"fileData":{"mimeType":"application/pdf","fileUri":"https://generativelanguage.googleapis.com/v1beta/files/op"}},{"text":"hi"}]}]}`,
+			"contents[0].parts[0].file_data.file_uri"},
+		{"gem fileSearch", "/v1beta/models/gemini-test:streamGenerateContent?alt=sse", gem(`,"tools":[{"fileSearch":{"fileSearchStoreNames":["op"]}}]`), "tools[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := g.do("POST", tc.path, tc.body, auth...)
+			param, msg := errorParam(r.body)
+			if r.status != 400 || (param != tc.field && !strings.Contains(msg, tc.field)) {
+				t.Errorf("%d %s, want 400 naming %s", r.status, r.body, tc.field)
+			}
+			switch {
+			case strings.HasPrefix(tc.path, "/v1/messages"):
+				if !strings.Contains(r.body, `"type":"invalid_request_error"`) || !strings.HasPrefix(r.body, `{"type":"error"`) {
+					t.Errorf("not in Anthropic's envelope: %s", r.body)
+				}
+			case strings.HasPrefix(tc.path, "/v1beta"):
+				if !strings.Contains(r.body, `"status":"INVALID_ARGUMENT"`) {
+					t.Errorf("not in Gemini's envelope: %s", r.body)
+				}
+			default:
+				if !strings.Contains(r.body, `"type":"invalid_request_error"`) || param == "" {
+					t.Errorf("not in OpenAI's envelope with param: %s", r.body)
+				}
+			}
+		})
+	}
+	g.untouched(acct, 1_000_000_000)
+}
+
+// TestRedTeamStoreFalseByDefault: OpenAI stores every Responses answer in
+// the operator's project unless told not to; the gateway sends store false
+// when the client does not say, and keeps the client's own false.
+func TestRedTeamStoreFalseByDefault(t *testing.T) {
+	g, acct, auth := redTeam(t, "1.00")
+	for _, body := range []string{
+		`{"model":"searcher","input":"hi"}`,
+		`{"model":"searcher","input":"hi","stream":true}`,
+		`{"model":"searcher","input":"hi","store":null}`,
+		`{"model":"searcher","input":"hi","store":false}`,
+	} {
+		g.mock.Reset()
+		if r := g.do("POST", "/v1/responses", body, auth...); r.status != 200 {
+			t.Fatalf("%s: %d %s", body, r.status, r.body)
+		}
+		sent := g.mock.Requests()[0].Body
+		var up struct {
+			Store *bool `json:"store"`
+		}
+		if err := json.Unmarshal(sent, &up); err != nil || up.Store == nil || *up.Store {
+			t.Errorf("%s: the upstream got %s, want store false", body, sent)
+		}
+	}
+	if n := len(g.rows(acct)); n != 4 {
+		t.Errorf("%d rows, want 4", n)
+	}
+	g.audit()
+}
+
+// TestRedTeamAllowStateful: a model whose block allows stored state passes
+// it through to its OpenAI provider, and only what it allows.
+func TestRedTeamAllowStateful(t *testing.T) {
+	g, _, auth := redTeam(t, "1.00")
+	r := g.do("POST", "/v1/responses", `{"model":"gpt-stateful","input":"hi","previous_response_id":"resp_mine","store":true}`, auth...)
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	sent := string(g.mock.Requests()[0].Body)
+	if !strings.Contains(sent, `"previous_response_id":"resp_mine"`) || !strings.Contains(sent, `"store":true`) {
+		t.Errorf("the upstream got %s", sent)
+	}
+	g.mock.Reset()
+	r = g.do("POST", "/v1/responses", `{"model":"gpt-stateful","input":"hi","tools":[{"type":"file_search","vector_store_ids":["vs"]}]}`, auth...)
+	if param, _ := errorParam(r.body); r.status != 400 || param != "tools[0]" || len(g.mock.Requests()) != 0 {
+		t.Errorf("file_search on a model that allows store and conversation only: %d %s", r.status, r.body)
+	}
+}
+
+// TestRedTeamAnthropicBetaAllowList: anthropic-beta values reach an
+// Anthropic upstream only when the provider allows them; the others (a
+// long-context beta billed at premium rates, the Files API) are dropped
+// and named in x-modelgate-dropped. A provider may add values to the
+// default list.
+func TestRedTeamAnthropicBetaAllowList(t *testing.T) {
+	g, acct, auth := redTeam(t, "1.00")
+	const sent = "claude-code-20250219,context-1m-2025-08-07, files-api-2025-04-14,interleaved-thinking-2025-05-14"
+	body := `{"model":"%s","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		model, want, dropped string
+	}{
+		{"claude-test", "claude-code-20250219,interleaved-thinking-2025-05-14",
+			"anthropic-beta:context-1m-2025-08-07,anthropic-beta:files-api-2025-04-14"},
+		{"claude-long", "claude-code-20250219,context-1m-2025-08-07,interleaved-thinking-2025-05-14",
+			"anthropic-beta:files-api-2025-04-14"},
+	} {
+		g.mock.Reset()
+		r := g.do("POST", "/v1/messages?beta=true", strings.Replace(body, "%s", tc.model, 1), append(auth, "Anthropic-Beta", sent)...)
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", tc.model, r.status, r.body)
+		}
+		if got := strings.Join(g.mock.Requests()[0].Header.Values("Anthropic-Beta"), ","); got != tc.want {
+			t.Errorf("%s: the upstream got anthropic-beta %q, want %q", tc.model, got, tc.want)
+		}
+		if d := r.header.Get("X-Modelgate-Dropped"); d != tc.dropped {
+			t.Errorf("%s: x-modelgate-dropped %q, want %q", tc.model, d, tc.dropped)
+		}
+	}
+	if n := len(g.rows(acct)); n != 2 {
+		t.Errorf("%d rows, want 2", n)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Hole 5: hosted tools
+
+// hostedCase is a request that makes the upstream use hosted tools.
+type hostedCase struct {
+	name, path, body          string
+	searches, fetches, images int64        // the uses the mock makes
+	searchFee, fetchFee       ledger.Money // their price per use
+}
+
+// fees is what the case's uses cost.
+func (c *hostedCase) fees() ledger.Money {
+	return ledger.Money(c.searches)*c.searchFee + ledger.Money(c.fetches)*c.fetchFee + ledger.Money(c.images)*feeImage
+}
+
+// hostedCases use each priced model's hosted tools in every client format,
+// streamed and not.
+func hostedCases() []hostedCase {
+	var cs []hostedCase
+	for _, stream := range []bool{false, true} {
+		s, ss, gen := "", "", ":generateContent"
+		if stream {
+			s, ss, gen = `,"stream":true`, " stream", ":streamGenerateContent?alt=sse"
+		}
+		cs = append(cs,
+			hostedCase{name: "responses forced web_search" + ss, path: "/v1/responses",
+				body:     `{"model":"searcher","input":"look it up mock:web_search=3","tools":[{"type":"web_search_preview"}],"tool_choice":{"type":"web_search_preview"}` + s + `}`,
+				searches: 3, searchFee: feeSearch},
+			hostedCase{name: "responses image_generation" + ss, path: "/v1/responses",
+				body:   `{"model":"searcher","input":"draw it mock:image_generation=2","tools":[{"type":"image_generation"}],"tool_choice":{"type":"image_generation"}` + s + `}`,
+				images: 2},
+			hostedCase{name: "chat web_search_options" + ss, path: "/v1/chat/completions",
+				body:     `{"model":"searcher","messages":[{"role":"user","content":"look it up"}],"web_search_options":{}` + s + `}`,
+				searches: 1, searchFee: feeSearch},
+			hostedCase{name: "messages forced web_search" + ss, path: "/v1/messages",
+				body: `{"model":"claude-searcher","max_tokens":200,"messages":[{"role":"user","content":"look it up mock:web_search=4"}],` +
+					`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":4}],"tool_choice":{"type":"tool","name":"web_search"}` + s + `}`,
+				searches: 4, searchFee: feeSearch},
+			hostedCase{name: "messages web_search and web_fetch" + ss, path: "/v1/messages",
+				body: `{"model":"claude-fetcher","max_tokens":200,"messages":[{"role":"user","content":"read it mock:web_search=1 mock:web_fetch=2"}],` +
+					`"tools":[{"type":"web_search_20250305","name":"web_search"},{"type":"web_fetch_20250910","name":"web_fetch"}]` + s + `}`,
+				searches: 1, fetches: 2, searchFee: feeSearch, fetchFee: feeFetch},
+			hostedCase{name: "gemini googleSearch" + ss, path: "/v1beta/models/gemini-searcher" + gen,
+				body:     `{"contents":[{"role":"user","parts":[{"text":"look it up mock:web_search=3"}]}],"tools":[{"googleSearch":{}}]}`,
+				searches: 3, searchFee: feeGeminiSearch},
+			hostedCase{name: "gemini urlContext" + ss, path: "/v1beta/models/gemini-searcher" + gen,
+				body:    `{"contents":[{"role":"user","parts":[{"text":"read it mock:web_fetch=2"}]}],"tools":[{"url_context":{}}]}`,
+				fetches: 2, fetchFee: 0},
+		)
+	}
+	return cs
+}
+
+// TestRedTeamHostedToolsBilled: every hosted-tool use the upstream makes is
+// on the bill: the usage row counts them, the cost is the tokens plus the
+// fees, the balance falls by exactly that, whatever the client format and
+// stream mode.
+func TestRedTeamHostedToolsBilled(t *testing.T) {
+	g, acct, auth := redTeam(t, "10.00")
+	balance := ledger.Money(10_000_000_000)
+	for _, tc := range hostedCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			r := g.do("POST", tc.path, tc.body, auth...)
+			if r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			row := g.rows(acct)[0]
+			fees := tc.fees()
+			want := cost(row.Tokens.Input, row.Tokens.Output) + fees
+			if row.Hosted != (ledger.HostedUses{WebSearch: tc.searches, WebFetch: tc.fetches, ImageGeneration: tc.images}) {
+				t.Errorf("row counts %+v, want %d searches, %d fetches, %d images", row.Hosted, tc.searches, tc.fetches, tc.images)
+			}
+			if row.HostedCost != fees || row.Cost != want || row.Charged != want || row.Tokens.Output == 0 {
+				t.Errorf("row cost %s (hosted %s) charged %s, want %s (fees %s)", row.Cost, row.HostedCost, row.Charged, want, fees)
+			}
+			balance -= want
+			if bal, held := g.balance(acct); bal != balance || held != 0 {
+				t.Errorf("balance %s held %s, want %s", bal, held, balance)
+			}
+		})
+	}
+	// a translated route drops the tool: no search happens, none is billed
+	r := g.do("POST", "/v1/chat/completions", `{"model":"claude-searcher","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}`, auth...)
+	if row := g.rows(acct)[0]; r.status != 200 || row.HostedCost != 0 || !strings.Contains(r.header.Get("X-Modelgate-Dropped"), "web_search_options") {
+		t.Errorf("chat search to an Anthropic upstream: %d, dropped %q, row %+v", r.status, r.header.Get("X-Modelgate-Dropped"), row.Hosted)
+	}
+	g.audit()
+}
+
+// TestRedTeamCutStreamBillsSearches: a stream cut after the upstream
+// searched, before its usage arrives, still bills the searches it shows
+// (Anthropic server_tool_use blocks, Responses web_search_call items).
+func TestRedTeamCutStreamBillsSearches(t *testing.T) {
+	g, acct, auth := redTeam(t, "1.00")
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/messages", `{"model":"claude-searcher","max_tokens":200,"stream":true,"messages":[{"role":"user","content":"look mock:web_search=2 mock:cut=1"}],` +
+			`"tools":[{"type":"web_search_20250305","name":"web_search"}]}`},
+		{"/v1/responses", `{"model":"searcher","input":"look mock:web_search=2 mock:cut=1","stream":true,"tools":[{"type":"web_search"}]}`},
+	} {
+		g.do("POST", tc.path, tc.body, auth...)
+		row := g.rows(acct)[0]
+		if row.Hosted.WebSearch != 2 || row.HostedCost != 2*feeSearch || row.Charged < 2*feeSearch {
+			t.Errorf("%s: cut stream billed %+v, hosted %s, charged %s; want 2 searches", tc.path, row.Hosted, row.HostedCost, row.Charged)
+		}
+	}
+	g.audit()
+}
+
+// TestRedTeamUnpricedHostedTools: a model that prices no hosted tool never
+// lets the upstream use one. Offered, the tool is removed from the body the
+// upstream gets and named in x-modelgate-dropped (Codex offers web_search
+// on every call); forced by tool_choice, the request is a 400 naming
+// tool_choice and the tool, with nothing sent upstream.
+func TestRedTeamUnpricedHostedTools(t *testing.T) {
+	g, acct, auth := redTeam(t, "1.00")
+	offered := []struct {
+		name, path, body, dropped, tool string
+	}{
+		{"responses", "/v1/responses", `{"model":"` + testModel + `","input":"look mock:web_search=2","tools":[{"type":"web_search"},{"type":"function","name":"f"}]}`,
+			"web_search", `"type":"web_search"`},
+		{"responses image", "/v1/responses", `{"model":"` + testModel + `","input":"draw mock:image_generation=2","stream":true,"tools":[{"type":"image_generation"}]}`,
+			"image_generation", `"type":"image_generation"`},
+		{"chat", "/v1/chat/completions", chatBody(testModel, "look", `"web_search_options":{}`), "web_search_options", `"web_search_options"`},
+		{"messages", "/v1/messages", `{"model":"claude-test","max_tokens":100,"messages":[{"role":"user","content":"look mock:web_search=2"}],` +
+			`"tools":[{"type":"web_search_20250305","name":"web_search"},{"type":"web_fetch_20250910","name":"web_fetch"}]}`,
+			"tools.web_search,tools.web_fetch", `"type":"web_`},
+		{"gemini", "/v1beta/models/gemini-test:generateContent", `{"contents":[{"role":"user","parts":[{"text":"look mock:web_search=2"}]}],` +
+			`"tools":[{"googleSearch":{},"functionDeclarations":[{"name":"f"}]},{"google_search_retrieval":{}},{"urlContext":{}},{"googleMaps":{}}]}`,
+			"tools.googleSearch,tools.googleSearchRetrieval,tools.urlContext,tools.googleMaps", `oogle`},
+		{"priced model, unpriced tool", "/v1/messages", `{"model":"claude-searcher","max_tokens":100,"messages":[{"role":"user","content":"x mock:web_fetch=1"}],` +
+			`"tools":[{"type":"web_search_20250305","name":"web_search"},{"type":"web_fetch_20250910","name":"web_fetch"}]}`, "tools.web_fetch", `"type":"web_fetch`},
+	}
+	for _, tc := range offered {
+		g.mock.Reset()
+		r := g.do("POST", tc.path, tc.body, auth...)
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", tc.name, r.status, r.body)
+		}
+		sent := string(g.mock.Requests()[0].Body)
+		if tc.tool != "" && strings.Contains(sent, tc.tool) {
+			t.Errorf("%s: the upstream got the unpriced tool: %s", tc.name, sent)
+		}
+		if d := r.header.Get("X-Modelgate-Dropped"); d != tc.dropped {
+			t.Errorf("%s: x-modelgate-dropped %q, want %q", tc.name, d, tc.dropped)
+		}
+		for _, used := range []string{"web_search_call", "server_tool_use", "groundingMetadata", "url_citation", "image_generation_call"} {
+			if strings.Contains(r.body, used) {
+				t.Errorf("%s: the upstream used a hosted tool (%s) nobody pays for: %s", tc.name, used, r.body)
+			}
+		}
+		if row := g.rows(acct)[0]; row.Hosted != (ledger.HostedUses{}) || row.HostedCost != 0 {
+			t.Errorf("%s: row %+v", tc.name, row.Hosted)
+		}
+	}
+	// the function declaration sharing a Tool object with googleSearch stays
+	g.mock.Reset()
+	g.do("POST", offered[4].path, offered[4].body, auth...)
+	if sent := string(g.mock.Requests()[0].Body); !strings.Contains(sent, `"tools":[{"functionDeclarations":[{"name":"f"}]}]`) {
+		t.Errorf("gemini tools sent: %s", sent)
+	}
+
+	rows := len(g.rows(acct))
+	bal, _ := g.balance(acct)
+	g.mock.Reset()
+	for _, tc := range []struct{ name, path, body, field string }{
+		{"responses", "/v1/responses", `{"model":"` + testModel + `","input":"x","tools":[{"type":"web_search_preview"}],"tool_choice":{"type":"web_search_preview"}}`, "tools[0]"},
+		{"responses allowed_tools", "/v1/responses", `{"model":"` + testModel + `","input":"x","tools":[{"type":"image_generation"}],` +
+			`"tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"image_generation"}]}}`, "tools[0]"},
+		{"messages", "/v1/messages", `{"model":"claude-test","max_tokens":100,"messages":[{"role":"user","content":"x"}],` +
+			`"tools":[{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"tool","name":"web_search"}}`, "tools.0"},
+		{"messages, priced model", "/v1/messages", `{"model":"claude-searcher","max_tokens":100,"messages":[{"role":"user","content":"x"}],` +
+			`"tools":[{"type":"web_fetch_20250910","name":"fetch"}],"tool_choice":{"type":"tool","name":"fetch"}}`, "tools.0"},
+	} {
+		r := g.do("POST", tc.path, tc.body, auth...)
+		param, msg := errorParam(r.body)
+		if r.status != 400 || !strings.Contains(msg, "'tool_choice'") || !strings.Contains(msg, "("+tc.field+")") ||
+			(param != "" && param != "tool_choice") {
+			t.Errorf("forced %s: %d %s, want 400 naming tool_choice and %s", tc.name, r.status, r.body, tc.field)
+		}
+	}
+	if n := len(g.mock.Requests()); n != 0 {
+		t.Errorf("forced unpriced tools reached the upstream %d times", n)
+	}
+	if b, held := g.balance(acct); b != bal || held != 0 || len(g.rows(acct)) != rows {
+		t.Errorf("refusals were billed: balance %s held %s", b, held)
+	}
+	g.audit()
+}
+
+// TestRedTeamHostedToolsHeld: the hold covers the hosted tools a request
+// may use before the call (its max_uses, or the default cap the gateway
+// sends upstream, × (fee + result tokens)): a balance that covers the
+// tokens but not the searches is refused before anything is sent; capping
+// the uses lowers the hold.
+func TestRedTeamHostedToolsHeld(t *testing.T) {
+	g, acct, auth := redTeam(t, "0.05")
+	msgs := func(tool string) string {
+		return `{"model":"claude-searcher","max_tokens":100,"messages":[{"role":"user","content":"look"}],"tools":[` + tool + `]}`
+	}
+	// 5 searches × (0.01 + 16,384 tokens × 0.5/1M) = 0.091 > 0.05
+	r := g.do("POST", "/v1/messages", msgs(`{"type":"web_search_20250305","name":"web_search"}`), auth...)
+	if r.status != 403 || !strings.Contains(r.body, "billing_error") {
+		t.Fatalf("a balance below the searches' hold: %d %s, want 403", r.status, r.body)
+	}
+	g.untouched(acct, 50_000_000)
+
+	// max_uses 1: 0.018 + tokens
+	r = g.do("POST", "/v1/messages", msgs(`{"type":"web_search_20250305","name":"web_search","max_uses":1}`), auth...)
+	if r.status != 200 {
+		t.Fatalf("max_uses 1: %d %s", r.status, r.body)
+	}
+	g.audit()
+}
+
+// TestRedTeamHostedCapsOnTheWire: the cap the hold assumes is sent
+// upstream where the vendor has one (Anthropic max_uses, and
+// max_content_tokens for a fetch; Responses max_tool_calls), so that the
+// upstream cannot use more than was held; a client's own cap stays.
+func TestRedTeamHostedCapsOnTheWire(t *testing.T) {
+	g, _, auth := redTeam(t, "1.00")
+	g.do("POST", "/v1/messages", `{"model":"claude-fetcher","max_tokens":100,"messages":[{"role":"user","content":"look"}],"tools":[`+
+		`{"type":"web_search_20250305","name":"web_search"},{"type":"web_fetch_20250910","name":"web_fetch","max_uses":2}]}`, auth...)
+	sent := string(g.mock.Requests()[0].Body)
+	if !strings.Contains(sent, `{"type":"web_search_20250305","name":"web_search","max_uses":5}`) ||
+		!strings.Contains(sent, `{"type":"web_fetch_20250910","name":"web_fetch","max_uses":2,"max_content_tokens":65536}`) {
+		t.Errorf("the Anthropic upstream got %s", sent)
+	}
+	g.mock.Reset()
+	g.do("POST", "/v1/responses", `{"model":"searcher","input":"look","tools":[{"type":"web_search"}]}`, auth...)
+	if sent := string(g.mock.Requests()[0].Body); !strings.Contains(sent, `"max_tool_calls":5`) {
+		t.Errorf("the Responses upstream got %s", sent)
+	}
+	g.mock.Reset()
+	g.do("POST", "/v1/responses", `{"model":"searcher","input":"look","tools":[{"type":"web_search"}],"max_tool_calls":2}`, auth...)
+	if sent := string(g.mock.Requests()[0].Body); !strings.Contains(sent, `"max_tool_calls":2`) || strings.Contains(sent, `"max_tool_calls":5`) {
+		t.Errorf("the client's own cap: the Responses upstream got %s", sent)
+	}
+}
+
+// TestRedTeamDocumentsByURLRefused: a document the upstream would fetch by
+// URL has no bound for the hold (a 100-page PDF); it is refused with a 400
+// naming the field, before anything is held or sent. (Images by URL stay:
+// their token cost has a fixed bound.)
+func TestRedTeamDocumentsByURLRefused(t *testing.T) {
+	g, acct, auth := redTeam(t, "1.00")
+	for _, tc := range []struct{ name, path, body, field string }{
+		{"messages", "/v1/messages", `{"model":"claude-test","max_tokens":100,"messages":[{"role":"user","content":[` +
+			`{"type":"document","source":{"type":"url","url":"https://example.com/huge.pdf"}},{"type":"text","text":"summarise"}]}]}`,
+			"messages.0.content.0.source.url"},
+		{"responses", "/v1/responses", `{"model":"` + testModel + `","input":[{"role":"user","content":[` +
+			`{"type":"input_file","file_url":"https://example.com/huge.pdf"},{"type":"input_text","text":"summarise"}]}]}`,
+			"input[0].content[0].file_url"},
+	} {
+		r := g.do("POST", tc.path, tc.body, auth...)
+		param, msg := errorParam(r.body)
+		if r.status != 400 || (param != tc.field && !strings.Contains(msg, tc.field)) {
+			t.Errorf("%s: %d %s, want 400 naming %s", tc.name, r.status, r.body, tc.field)
+		}
+	}
+	g.untouched(acct, 1_000_000_000)
 }

@@ -114,6 +114,9 @@ type genRequest struct {
 	toIR          func() (*formats.Request, *formats.Error)
 	anthropicBeta []string // anthropic-beta header values of an Anthropic client
 	responses     *responses.Request
+	count         bool            // a token count
+	gated         []formats.Gated // hosted tools and upstream state (#16)
+	plan          *hostedPlan     // the model's decision on them (admitGated)
 }
 
 // parseChat reads an OpenAI Chat Completions request.
@@ -123,7 +126,8 @@ func parseChat(body []byte) (*genRequest, *formats.Error) {
 		return nil, ferr
 	}
 	g := &genRequest{format: clientOpenAI, model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage,
-		choices: req.N, inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR}
+		choices: req.N, inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
+		gated: req.Gated()}
 	if n, ok := req.MaxTokens(); ok {
 		g.maxTokens = n
 	}
@@ -137,7 +141,8 @@ func parseResponses(body []byte) (*genRequest, *formats.Error) {
 		return nil, ferr
 	}
 	g := &genRequest{format: clientResponses, model: req.Model, stream: req.Stream, choices: 1,
-		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR, responses: req}
+		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR, responses: req,
+		gated: req.Gated()}
 	if n, ok := req.MaxTokens(); ok {
 		g.maxTokens = n
 	}
@@ -157,7 +162,7 @@ func parseMessages(body []byte, count bool, h http.Header) (*genRequest, *format
 	}
 	g := &genRequest{format: clientAnthropic, model: req.Model, stream: req.Stream, choices: 1,
 		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
-		anthropicBeta: h.Values("Anthropic-Beta")}
+		anthropicBeta: h.Values("Anthropic-Beta"), count: count, gated: req.Gated()}
 	if !count {
 		g.maxTokens = req.MaxTokens()
 	}
@@ -178,7 +183,8 @@ func parseGenerate(body []byte, model string, stream, sse, count bool) (*genRequ
 		return nil, ferr
 	}
 	g := &genRequest{format: clientGemini, model: model, stream: stream, sse: sse, choices: req.Choices(),
-		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR}
+		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
+		count: count, gated: req.Gated()}
 	if n, ok := req.MaxTokens(); ok {
 		g.maxTokens = n
 	}
@@ -197,27 +203,44 @@ func samePath(f clientFormat, p *provider) bool {
 
 // upstreamBody renders the request for the route's upstream: the client's
 // own bytes with the model and the output cap rewritten when the formats
-// match, a translation through the IR otherwise. It returns the names of
-// what translation dropped, for x-modelgate-dropped.
+// match (and the hosted-tool plan's edits made, #16), a translation through
+// the IR otherwise. It returns the names of what was dropped, for
+// x-modelgate-dropped.
 func upstreamBody(req *genRequest, m *model, rt *route, outputCap int, sigs gemini.SignatureStore) (body []byte, dropped string, passThrough bool, ferr *formats.Error) {
 	uf := rt.provider.Format
 	if samePath(req.format, rt.provider) {
 		var err error
-		dst := make([]byte, 0, len(req.body)+64)
+		src := req.body
+		var names []string
+		if req.plan != nil {
+			if !req.plan.edits.Empty() {
+				if src, err = req.plan.edits.Apply(make([]byte, 0, len(src)+64), src); err != nil {
+					return nil, "", false, formats.InvalidRequest("", "The request could not be prepared for the upstream: "+err.Error())
+				}
+			}
+			names = append(names, req.plan.dropped...)
+		}
+		if uf == upstream.FormatAnthropic {
+			_, betas := splitBetas(req.anthropicBeta, rt.provider.anthropicBetas)
+			for _, b := range betas {
+				names = append(names, "anthropic-beta:"+b)
+			}
+		}
+		dst := make([]byte, 0, len(src)+64)
 		switch {
 		case req.format == clientResponses:
-			body, err = responses.Rewrite(dst, req.body, rt.upstreamModel, outputCap)
+			body, err = responses.Rewrite(dst, src, rt.upstreamModel, outputCap)
 		case uf == upstream.FormatAnthropic:
-			body, err = anthropic.RewriteMessagesRequest(dst, req.body, rt.upstreamModel, outputCap)
+			body, err = anthropic.RewriteMessagesRequest(dst, src, rt.upstreamModel, outputCap)
 		case uf == upstream.FormatGemini:
-			body, err = gemini.RewriteGenerateRequest(dst, req.body, outputCap)
+			body, err = gemini.RewriteGenerateRequest(dst, src, outputCap)
 		default:
-			body, err = openai.RewriteChatRequest(dst, req.body, rt.upstreamModel, outputCap, req.stream)
+			body, err = openai.RewriteChatRequest(dst, src, rt.upstreamModel, outputCap, req.stream)
 		}
 		if err != nil {
 			return nil, "", false, formats.InvalidRequest("", "The request could not be prepared for the upstream: "+err.Error())
 		}
-		return body, "", true, nil
+		return body, formats.DroppedHeaderValue(names, 0), true, nil
 	}
 	ir, ferr := req.toIR()
 	if ferr != nil {
@@ -297,15 +320,14 @@ func upstreamURL(p *upstream.Provider, upstreamModel string, stream, count, resp
 	return p.PathPrefix + "/v1/chat/completions", ""
 }
 
-// setUpstreamAuth adds the provider's credentials in its vendor's way.
+// setUpstreamAuth adds the provider's credentials in its vendor's way, and
+// the client's anthropic-beta values that the provider allows (#16).
 func setUpstreamAuth(h http.Header, p *provider, secret string, beta []string) {
 	switch p.Format {
 	case upstream.FormatAnthropic:
 		h["X-Api-Key"] = []string{secret}
 		h["Anthropic-Version"] = []string{p.anthropicVersion}
-		if len(beta) > 0 {
-			h["Anthropic-Beta"] = beta
-		}
+		betaHeader(h, beta, p.anthropicBetas)
 	case upstream.FormatGemini:
 		h["X-Goog-Api-Key"] = []string{secret}
 	default:
@@ -343,7 +365,8 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 		if ferr != nil {
 			return nil, u, false, 0, ferr
 		}
-		hasUsage = u != (formats.Usage{})
+		c.hosted.answer = u.Hosted
+		hasUsage = u.Tokens() != (formats.Usage{})
 		if !hasUsage && c.format == clientResponses {
 			outputBytes = int64(len(data))
 		} else if !hasUsage {
@@ -359,6 +382,7 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 	if ferr != nil {
 		return nil, u, false, 0, ferr
 	}
+	c.hosted.answer = resp.Usage.Hosted
 	switch c.format {
 	case clientAnthropic:
 		out = anthropic.RenderMessagesResponse(dst, resp, c.model.id)
@@ -383,8 +407,16 @@ func decodeResponse(f upstream.Format, data []byte, sigs gemini.SignatureStore, 
 	return openai.DecodeChatResponse(data)
 }
 
-// streamTranslator is the translator of a streamed answer for this call.
+// streamTranslator is the translator of a streamed answer for this call;
+// it also counts the answer's hosted-tool uses for the bill (#16).
 func (c *call) streamTranslator() formats.StreamTranslator {
+	tr := c.newStreamTranslator()
+	c.hosted.meter, _ = tr.(formats.HostedMeter)
+	return tr
+}
+
+// newStreamTranslator picks the translator of a streamed answer.
+func (c *call) newStreamTranslator() formats.StreamTranslator {
 	uf := c.route.provider.Format
 	if c.passThrough {
 		switch {

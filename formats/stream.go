@@ -41,3 +41,8 @@ type StreamTranslator interface {
 	// reported none.
 	OutputBytes() int64
 }
+
+// HostedUses is the hosted-tool uses of the decoder's usage events (#16).
+func (t *translator) HostedUses() HostedUses { return t.usage.Hosted }
+
+var _ HostedMeter = (*translator)(nil)

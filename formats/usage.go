@@ -9,6 +9,15 @@ type Usage struct {
 	CacheWrite int64 // input tokens written to a prompt cache (in_cache_write)
 	Output     int64 // all output tokens, reasoning included (out_total)
 	Reasoning  int64 // output tokens spent on reasoning (out_reasoning)
+	// Hosted counts the uses of fee-bearing hosted tools the upstream
+	// reported (#16); they are billed on top of the tokens.
+	Hosted HostedUses
+}
+
+// Tokens is u without its hosted-tool counts: the token counts alone.
+func (u Usage) Tokens() Usage {
+	u.Hosted = HostedUses{}
+	return u
 }
 
 // Total is input plus output.

@@ -293,6 +293,11 @@ type UsageRecord struct {
 	Outcome                                                                                  string // "ok", "client_closed", "upstream_cut", "upstream_error", …
 	Latency, TTFT                                                                            time.Duration
 	CreatedAt                                                                                time.Time // set by Settle if zero
+	// Hosted counts the hosted-tool uses billed (web searches, fetches,
+	// generated images), and HostedCost is their part of the cost, before
+	// the discount (#16).
+	Hosted     HostedUses
+	HostedCost Money
 
 	// Set by Settle.
 	Hold     Money // the amount that was reserved when settling (including any over-hold extra)

@@ -203,6 +203,34 @@ func ParsePerMillion(s string) (Money, error) {
 	return Money(v), nil
 }
 
+// ParsePerThousand parses a price per 1,000 uses (how vendors publish
+// the fees of hosted tools: "10 USD per 1,000 searches"), given as a decimal
+// of the currency unit, into nanos per use: "10" → 10000000, "0.000001" → 1.
+// The result must be a whole number of nanos ≥ 0, so at most 6 significant
+// decimal places.
+func ParsePerThousand(s string) (Money, error) {
+	d, err := parseDecimal(s)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse price per 1,000 uses: %w", err)
+	}
+	if d.neg {
+		return 0, fmt.Errorf("ledger: parse price per 1,000 uses %q: negative price", s)
+	}
+	// price/1e3 units per use = price·1e9/1e3 nanos = price·1e6 nanos.
+	u, ok, err := d.scaled(6, true)
+	if !ok {
+		return 0, fmt.Errorf("ledger: price per 1,000 uses %q is not a whole number of nanos per use (at most 6 decimal places allowed)", s)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse price per 1,000 uses %q: %w", s, err)
+	}
+	v, err := signed(u, false)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: parse price per 1,000 uses %q: %w", s, err)
+	}
+	return Money(v), nil
+}
+
 // ParseDiscount parses a percentage into basis points: "15%" → 1500,
 // "12.5%" → 1250, "0%" → 0. It must end in '%', be at least 0 and below 100,
 // and have at most 2 decimal places.
@@ -237,6 +265,42 @@ type Price struct {
 // the cache buckets included; Output includes Reasoning.
 type Tokens struct {
 	Input, Output, CacheRead, CacheWrite, Reasoning int64
+}
+
+// HostedUses counts a request's uses of hosted tools billed per use (#16).
+type HostedUses struct {
+	WebSearch, WebFetch, ImageGeneration int64
+}
+
+// HostedPrice is what one use of each hosted tool costs, in nanos.
+type HostedPrice struct {
+	WebSearch, WebFetch, ImageGeneration Money
+}
+
+// Cost is the sum of uses × price per tool. It fails on negative counts or
+// prices and on overflow.
+func (p HostedPrice) Cost(h HostedUses) (Money, error) {
+	terms := [3][2]int64{
+		{h.WebSearch, int64(p.WebSearch)},
+		{h.WebFetch, int64(p.WebFetch)},
+		{h.ImageGeneration, int64(p.ImageGeneration)},
+	}
+	var total uint64
+	for _, t := range terms {
+		if t[0] < 0 || t[1] < 0 {
+			return 0, fmt.Errorf("ledger: hosted cost: negative count or price")
+		}
+		hi, lo := bits.Mul64(uint64(t[0]), uint64(t[1]))
+		if hi != 0 {
+			return 0, fmt.Errorf("ledger: hosted cost: %w", errOverflow)
+		}
+		var carry uint64
+		total, carry = bits.Add64(total, lo, 0)
+		if carry != 0 || total > math.MaxInt64 {
+			return 0, fmt.Errorf("ledger: hosted cost: %w", errOverflow)
+		}
+	}
+	return Money(total), nil
 }
 
 // ErrOverflow is returned (wrapped) when an amount does not fit in an int64 of nanos.

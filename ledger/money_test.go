@@ -235,3 +235,57 @@ func TestDiscountedMatchesBig(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePerThousand(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Money
+		wantErr string
+	}{
+		{"10", 10_000_000, ""}, // 10 per 1,000 searches: 0.01 a search
+		{"0.001", 1000, ""},
+		{"0.000001", 1, ""},
+		{"0", 0, ""},
+		{"35.000000", 35_000_000, ""},
+		{"2.5", 2_500_000, ""},
+		{"0.0000001", 0, "at most 6 decimal places"},
+		{"-1", 0, "negative"},
+		{"1e3", 0, "invalid decimal"},
+		{"", 0, "empty"},
+		{"9223372036854.775807", math.MaxInt64, ""},
+		{"9223372036854.775808", 0, "overflow"},
+	}
+	for _, tt := range tests {
+		got, err := ParsePerThousand(tt.in)
+		if tt.wantErr == "" {
+			if err != nil || got != tt.want {
+				t.Errorf("ParsePerThousand(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("ParsePerThousand(%q) = %d, %v; want error containing %q", tt.in, got, err, tt.wantErr)
+		}
+	}
+}
+
+func TestHostedCost(t *testing.T) {
+	p := HostedPrice{WebSearch: 10_000_000, WebFetch: 0, ImageGeneration: 40_000_000}
+	for _, tt := range []struct {
+		uses    HostedUses
+		want    Money
+		wantErr bool
+	}{
+		{HostedUses{}, 0, false},
+		{HostedUses{WebSearch: 3}, 30_000_000, false},
+		{HostedUses{WebSearch: 1, WebFetch: 7, ImageGeneration: 2}, 90_000_000, false},
+		{HostedUses{WebSearch: -1}, 0, true},
+		{HostedUses{WebSearch: math.MaxInt64}, 0, true},
+		{HostedUses{WebSearch: math.MaxInt64 / 20_000_000, ImageGeneration: math.MaxInt64 / 40_000_000}, 0, true},
+	} {
+		got, err := p.Cost(tt.uses)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("Cost(%+v) = %d, %v; want %d (error %v)", tt.uses, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

@@ -1345,3 +1345,32 @@ func TestOpenHoldsCounted(t *testing.T) {
 		t.Fatalf("account %+v", got)
 	}
 }
+
+// TestUsageRowHostedTools: a usage row keeps its hosted-tool uses and their
+// cost (migration 5, #16).
+func TestUsageRowHostedTools(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	a := mustAccount(t, s, 1_000_000_000)
+	_, k, _ := s.CreateKey(ctx, a.ID, "k")
+	h, err := s.Reserve(a.ID, 1, 100_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := usage("hosted", k.ID, 70_000_000)
+	r.Hosted = HostedUses{WebSearch: 3, WebFetch: 1, ImageGeneration: 2}
+	r.HostedCost = 60_000_000
+	if err := h.Settle(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.UsageRows(ctx, UsageFilter{KeyID: k.ID})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("UsageRows = %+v, %v", rows, err)
+	}
+	if got := rows[0]; got.Hosted != r.Hosted || got.HostedCost != r.HostedCost || got.Charged != 70_000_000 {
+		t.Fatalf("row %+v, want hosted %+v cost %s", got, r.Hosted, r.HostedCost)
+	}
+	if bal, _ := s.GetAccount(ctx, a.ID); bal.Balance != 1_000_000_000-70_000_000 {
+		t.Fatalf("balance %s", bal.Balance)
+	}
+}

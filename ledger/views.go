@@ -143,7 +143,8 @@ func (s *Store) queryUsage(ctx context.Context, q string, args ...any) ([]usageR
 		if err := rows.Scan(&u.id, &r.RequestID, &r.AccountID, &r.KeyID, &r.Model, &r.Provider, &r.UpstreamModel, &r.UpstreamKeyID,
 			&r.ClientFormat, &stream, &r.Tokens.Input, &r.Tokens.Output, &r.Tokens.CacheRead, &r.Tokens.CacheWrite,
 			&r.Tokens.Reasoning, &r.Cost, &r.Charged, &r.Hold, &r.DiscountBps, &overHold, &r.UsageSource, &r.Status,
-			&r.Outcome, &latency, &ttft, &created); err != nil {
+			&r.Outcome, &latency, &ttft, &created, &r.Hosted.WebSearch, &r.Hosted.WebFetch, &r.Hosted.ImageGeneration,
+			&r.HostedCost); err != nil {
 			return nil, err
 		}
 		r.Stream, r.OverHold = stream != 0, overHold != 0

@@ -94,9 +94,10 @@ type writeStmts struct {
 
 const usageInsertColumns = `request_id, account_id, key_id, model, provider, upstream_model, upstream_key_id, client_format,
 	stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
-	cost, charged, hold, discount_bps, over_hold, usage_source, status, outcome, latency_us, ttft_us, created_at`
+	cost, charged, hold, discount_bps, over_hold, usage_source, status, outcome, latency_us, ttft_us, created_at,
+	web_searches, web_fetches, hosted_images, hosted_cost`
 
-const usageCols = 25
+const usageCols = 29
 
 func (st *writeStmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.begin, &st.commit, &st.rollback, &st.insUsage,
@@ -110,7 +111,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		`COMMIT`,
 		`ROLLBACK`,
 		`INSERT INTO usage (` + usageInsertColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (` + strings.Repeat("?, ", usageCols-1) + `?)
 		ON CONFLICT (request_id) DO NOTHING`,
 		`SELECT balance FROM accounts WHERE id = ?`,
 		`INSERT INTO credits (account_id, amount, reference, reason, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (reference) DO NOTHING`,
@@ -659,7 +660,7 @@ func appendUsageArgs(args []any, r *UsageRecord) []any {
 		r.UpstreamKeyID, r.ClientFormat, boolInt(r.Stream), r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheRead,
 		r.Tokens.CacheWrite, r.Tokens.Reasoning, int64(r.Cost), int64(r.Charged), int64(r.Hold), int64(r.DiscountBps),
 		boolInt(r.OverHold), r.UsageSource, int64(r.Status), r.Outcome, r.Latency.Microseconds(), r.TTFT.Microseconds(),
-		r.CreatedAt.UnixMilli())
+		r.CreatedAt.UnixMilli(), r.Hosted.WebSearch, r.Hosted.WebFetch, r.Hosted.ImageGeneration, int64(r.HostedCost))
 }
 
 // insertUsage inserts the batch's usage rows, several per statement. A

@@ -462,8 +462,70 @@ func parseMessages(body []byte, count bool) (antParse, *apiError) {
 	if err := antToolChoice(req.ToolChoice, len(req.Tools) > 0, q.thinking); err != nil {
 		return q, err
 	}
+	q.hosted = antHosted(req.Tools, req.ToolChoice)
 	q.stopSequences = req.StopSequences
 	return q, nil
+}
+
+// antHosted finds the server tools the mock plays (#16): web_search_* and
+// web_fetch_* (named web_search and web_fetch), forced by a tool_choice of
+// type tool with their name.
+func antHosted(tools []json.RawMessage, choice json.RawMessage) hostedAsk {
+	var h hostedAsk
+	var tc struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(choice, &tc)
+	for _, raw := range tools {
+		var t struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(raw, &t)
+		forced := tc.Type == "tool" && tc.Name == t.Name
+		switch {
+		case strings.HasPrefix(t.Type, "web_search_"):
+			h.search, h.forceSearch = true, h.forceSearch || forced
+		case strings.HasPrefix(t.Type, "web_fetch_"):
+			h.fetch, h.forceFetch = true, h.forceFetch || forced
+		}
+	}
+	return h
+}
+
+// antServerToolUse is a server_tool_use block of the answer.
+type antServerToolUse struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// antServerToolBlocks are the blocks of the plan's searches and fetches:
+// per use, a server_tool_use and its result, as Anthropic writes them
+// before the text that uses them.
+func (c *call) antServerToolBlocks(p *plan) (uses []antServerToolUse, results []any) {
+	add := func(name, resultType string, n int, input, content string) {
+		for i := range n {
+			id := "srvtoolu_mock_" + strconv.FormatUint(c.id, 10) + "_" + name + "_" + strconv.Itoa(i)
+			uses = append(uses, antServerToolUse{"server_tool_use", id, name, json.RawMessage(input)})
+			results = append(results, map[string]any{"type": resultType, "tool_use_id": id, "content": json.RawMessage(content)})
+		}
+	}
+	add("web_search", "web_search_tool_result", p.searches, `{"query":"mock search"}`,
+		`[{"type":"web_search_result","url":"https://example.com/","title":"Example","encrypted_content":"ZW5j","page_age":null}]`)
+	add("web_fetch", "web_fetch_tool_result", p.fetches, `{"url":"https://example.com/"}`,
+		`{"type":"web_fetch_result","url":"https://example.com/","content":{"type":"document","source":{"type":"text","media_type":"text/plain","data":"Example"}}}`)
+	return uses, results
+}
+
+// antServerToolUsage is usage.server_tool_use for the plan, or nil.
+func antServerToolUsage(p *plan) *anthropicServerToolUsage {
+	if p.searches == 0 && p.fetches == 0 {
+		return nil
+	}
+	return &anthropicServerToolUsage{WebSearchRequests: p.searches, WebFetchRequests: p.fetches}
 }
 
 // antSampling checks the sampling fields.
@@ -944,12 +1006,19 @@ func (s *Server) anthropicCountTokens(c *call) {
 // POST /v1/messages: answer
 
 type anthropicUsage struct {
-	InputTokens              int                     `json:"input_tokens"`
-	CacheCreationInputTokens int                     `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int                     `json:"cache_read_input_tokens"`
-	CacheCreation            *anthropicCacheCreation `json:"cache_creation,omitempty"`
-	OutputTokens             int                     `json:"output_tokens"`
-	ServiceTier              string                  `json:"service_tier,omitempty"`
+	InputTokens              int                       `json:"input_tokens"`
+	CacheCreationInputTokens int                       `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int                       `json:"cache_read_input_tokens"`
+	CacheCreation            *anthropicCacheCreation   `json:"cache_creation,omitempty"`
+	OutputTokens             int                       `json:"output_tokens"`
+	ServerToolUse            *anthropicServerToolUsage `json:"server_tool_use,omitempty"`
+	ServiceTier              string                    `json:"service_tier,omitempty"`
+}
+
+// anthropicServerToolUsage counts the server tools' uses (#16).
+type anthropicServerToolUsage struct {
+	WebSearchRequests int `json:"web_search_requests"`
+	WebFetchRequests  int `json:"web_fetch_requests"`
 }
 
 type anthropicCacheCreation struct {
@@ -1013,6 +1082,7 @@ func (s *Server) anthropicMessages(c *call) {
 		CacheReadInputTokens:     p.cached,
 		CacheCreation:            &anthropicCacheCreation{Ephemeral5m: p.cacheWrite},
 		OutputTokens:             p.output,
+		ServerToolUse:            antServerToolUsage(p),
 		ServiceTier:              "standard",
 	}
 	if q.stream {
@@ -1035,6 +1105,10 @@ func (s *Server) anthropicComplete(c *call, p *plan, u anthropicUsage) {
 	content := []any{}
 	if p.reasoning > 0 {
 		content = append(content, antThinkingOut{"thinking", ThinkingText(p.reasoning), ThinkingSignature})
+	}
+	uses, results := c.antServerToolBlocks(p)
+	for i := range uses {
+		content = append(content, uses[i], results[i])
 	}
 	if p.tokens > 0 {
 		content = append(content, antTextOut{"text", ReplyText(p.tokens)})
@@ -1103,6 +1177,7 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 	if !p.noUsage {
 		u0 := u
 		u0.OutputTokens = min(1, u.OutputTokens)
+		u0.ServerToolUse = nil // counted in message_delta
 		start0.Usage = &u0
 	}
 	if !event("message_start", `{"type":"message_start","message":`, string(marshal(start0)), `}`) {
@@ -1118,6 +1193,16 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 			}
 		}
 		if !delta(`{"type":"signature_delta","signature":"`+ThinkingSignature+`"}`) || !stop() {
+			return
+		}
+	}
+	// server tools run before the text that uses them (#16)
+	uses, results := c.antServerToolBlocks(p)
+	for i := range uses {
+		input := uses[i].Input
+		uses[i].Input = json.RawMessage(`{}`)
+		if !start(uses[i]) || !delta(`{"type":"input_json_delta","partial_json":`+string(jsonString(string(input)))+`}`) ||
+			!stop() || !start(results[i]) || !stop() {
 			return
 		}
 	}
@@ -1172,20 +1257,22 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 			StopSequence *string `json:"stop_sequence"`
 		} `json:"delta"`
 		Usage *struct {
-			InputTokens              int `json:"input_tokens"`
-			CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-			CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-			OutputTokens             int `json:"output_tokens"`
+			InputTokens              int                       `json:"input_tokens"`
+			CacheCreationInputTokens int                       `json:"cache_creation_input_tokens"`
+			CacheReadInputTokens     int                       `json:"cache_read_input_tokens"`
+			OutputTokens             int                       `json:"output_tokens"`
+			ServerToolUse            *anthropicServerToolUsage `json:"server_tool_use,omitempty"`
 		} `json:"usage,omitempty"`
 	}{Type: "message_delta"}
 	md.Delta.StopReason, md.Delta.StopSequence = anthropicStop(p.finish), nullable(p.stopSequence)
 	if !p.noUsage {
 		md.Usage = &struct {
-			InputTokens              int `json:"input_tokens"`
-			CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-			CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-			OutputTokens             int `json:"output_tokens"`
-		}{u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens}
+			InputTokens              int                       `json:"input_tokens"`
+			CacheCreationInputTokens int                       `json:"cache_creation_input_tokens"`
+			CacheReadInputTokens     int                       `json:"cache_read_input_tokens"`
+			OutputTokens             int                       `json:"output_tokens"`
+			ServerToolUse            *anthropicServerToolUsage `json:"server_tool_use,omitempty"`
+		}{u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens, u.ServerToolUse}
 	}
 	if !event("message_delta", string(marshal(md))) {
 		return

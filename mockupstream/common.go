@@ -195,6 +195,8 @@ type directives struct {
 	hang, close               bool
 	noUsage                   bool
 	cut, errorAfter           int // -1 = not given
+	// uses of the hosted tools the request offers (#16); -1 = not given
+	webSearch, webFetch, imageGeneration int
 
 	// The zero values below mean "not given".
 	cacheWrite   int    // cache_write=N
@@ -206,7 +208,8 @@ type directives struct {
 const maxDirectiveTokens = 100000
 
 func noDirectives() directives {
-	return directives{tokens: -1, reasoning: -1, cached: -1, latency: -1, delay: -1, retryAfter: -1, cut: -1, errorAfter: -1}
+	return directives{tokens: -1, reasoning: -1, cached: -1, latency: -1, delay: -1, retryAfter: -1, cut: -1, errorAfter: -1,
+		webSearch: -1, webFetch: -1, imageGeneration: -1}
 }
 
 // parseDirectives reads every mock: word of texts. The error message is fit
@@ -273,6 +276,12 @@ func (d *directives) set(name, val string, hasVal bool) error {
 		if err := count(&d.tools, maxToolCalls); err != nil || d.tools < 1 {
 			return fmt.Errorf("want an integer from 1 to %d", maxToolCalls)
 		}
+	case "web_search":
+		return count(&d.webSearch, maxHostedUses)
+	case "web_fetch":
+		return count(&d.webFetch, maxHostedUses)
+	case "image_generation":
+		return count(&d.imageGeneration, maxHostedUses)
 	case "cut":
 		return count(&d.cut, maxDirectiveTokens)
 	case "error_after":
@@ -353,6 +362,9 @@ type plan struct {
 	cached            int
 	finish            string
 	noUsage           bool // report no usage at all (some compatible servers do not)
+
+	// hosted tool uses (#16): web searches, page fetches, generated images
+	searches, fetches, images int
 
 	cacheWrite   int        // input tokens written to the cache (Anthropic)
 	calls        []toolCall // the tool calls of the answer, after the text

@@ -74,12 +74,14 @@ func TestApplyCap(t *testing.T) {
 
 func TestParseDirectives(t *testing.T) {
 	d, err := parseDirectives([]string{"hi mock:tokens=3 mock:reasoning=2", "mock:cached=1 mock:finish=length mock:echo_model=x/y " +
-		"mock:latency=20ms mock:delay=1s mock:status=429 mock:retry_after=3 mock:hang mock:close mock:cut=4 mock:error_after=5 nomock:tokens=9"})
+		"mock:latency=20ms mock:delay=1s mock:status=429 mock:retry_after=3 mock:hang mock:close mock:cut=4 mock:error_after=5 nomock:tokens=9 " +
+		"mock:web_search=2 mock:web_fetch=0 mock:image_generation=3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := directives{tokens: 3, reasoning: 2, cached: 1, finish: "length", echoModel: "x/y", latency: 20 * time.Millisecond,
-		delay: time.Second, status: 429, retryAfter: 3 * time.Second, hang: true, close: true, cut: 4, errorAfter: 5}
+		delay: time.Second, status: 429, retryAfter: 3 * time.Second, hang: true, close: true, cut: 4, errorAfter: 5,
+		webSearch: 2, webFetch: 0, imageGeneration: 3}
 	if d != want {
 		t.Errorf("got %+v\nwant %+v", d, want)
 	}
@@ -90,7 +92,8 @@ func TestParseDirectives(t *testing.T) {
 		t.Errorf("no directives: %+v", d)
 	}
 	for _, bad := range []string{"mock:tokens", "mock:tokens=-1", "mock:tokens=1000001", "mock:status=200", "mock:status=600",
-		"mock:hang=1", "mock:latency=fast", "mock:finish=tool_calls", "mock:echo_model=", "mock:", "mock:what=1", "mock:cut=x"} {
+		"mock:hang=1", "mock:latency=fast", "mock:finish=tool_calls", "mock:echo_model=", "mock:", "mock:what=1", "mock:cut=x",
+		"mock:web_search=101", "mock:web_fetch", "mock:image_generation=-1"} {
 		if _, err := parseDirectives([]string{bad}); err == nil || !strings.HasPrefix(err.Error(), "mockupstream:") {
 			t.Errorf("%q: err %v", bad, err)
 		}

@@ -306,6 +306,10 @@
 //	                       the connection (no finish, usage, or end marker); thinking comes whole
 //	                       before, tool calls are not sent; non-stream: send the headers with the full
 //	                       Content-Length and half of the body, then close the connection
+//	mock:web_search=N      N web searches (0 ≤ N ≤ 100) when the request offers a web search tool (see
+//	                       Hosted tools); without the directive a tool that tool_choice forces is used once
+//	mock:web_fetch=N       N page fetches, the same way (Anthropic web_fetch, Gemini urlContext)
+//	mock:image_generation=N N images from the Responses image_generation tool, the same way
 //	mock:error_after=K     stream: after K text chunks, send the vendor's mid-stream error and end
 //	                       the stream: OpenAI data: {"error":{...,"type":"server_error"}} without
 //	                       [DONE]; Anthropic event: error with api_error "Internal server error";
@@ -314,6 +318,36 @@
 //
 // When several failure directives are given, the first of status, hang,
 // close, cut, error_after wins.
+//
+// # Hosted tools and background responses
+//
+// The mock plays the hosted tools that cost a fee per use, so that a
+// gateway's billing of them can be tested (issue #16). A tool is used only
+// when the request offers it: N times with the directive (web_search=N,
+// web_fetch=N, image_generation=N), once when tool_choice forces it, else
+// not at all. Token counts do not change. Where each vendor shows the uses:
+//
+//	Anthropic  tools of type web_search_* (name web_search) and web_fetch_* (name web_fetch), forced by
+//	           tool_choice {"type":"tool","name":…}: per use a server_tool_use block (id srvtoolu_mock_…)
+//	           and its web_search_tool_result / web_fetch_tool_result, after any thinking and before the
+//	           text; usage.server_tool_use {"web_search_requests","web_fetch_requests"} (in message_delta
+//	           when streaming, not in message_start). Streamed, each server_tool_use is
+//	           content_block_start, one input_json_delta and content_block_stop, its result a
+//	           content_block_start and content_block_stop, so that a cut stream shows the uses made.
+//	Responses  tools of type web_search* and image_generation, forced by a tool_choice of that type:
+//	           per use a web_search_call (ws_mock…) or image_generation_call (ig_mock…) output item
+//	           before the message; streamed, output_item.added, response.<type>.in_progress,
+//	           response.<type>.completed, output_item.done each.
+//	Chat       web_search_options: one search per request (a search model always searches), shown as
+//	           a url_citation annotation of the message (streamed, in a delta before the finish chunk).
+//	Gemini     tools googleSearch / googleSearchRetrieval and urlContext (Gemini cannot force them):
+//	           the last element's candidate carries groundingMetadata with one webSearchQueries entry
+//	           per search, and urlContextMetadata with one urlMetadata entry per fetch.
+//
+// A Responses request with "background": true is answered as OpenAI does:
+// the response object with status "queued", no output and usage null
+// (streamed: response.created and response.queued, then the stream ends).
+// The real API then generates the answer at the account's cost.
 //
 // # Faults
 //

@@ -338,6 +338,9 @@ type gRequest struct {
 			Parameters           json.RawMessage `json:"parameters"`
 			ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema"`
 		} `json:"functionDeclarations"`
+		GoogleSearch          json.RawMessage `json:"googleSearch"`
+		GoogleSearchRetrieval json.RawMessage `json:"googleSearchRetrieval"`
+		URLContext            json.RawMessage `json:"urlContext"`
 	} `json:"tools"`
 	GenerateContentRequest *gRequest `json:"generateContentRequest"`
 }
@@ -452,6 +455,9 @@ func parseGemini(body []byte, model string, count bool) (gParse, *apiError) {
 		return q, err
 	}
 	for i, t := range req.Tools {
+		// the built-in tools the mock plays (#16); Gemini cannot force them
+		q.hosted.search = q.hosted.search || present(t.GoogleSearch) || present(t.GoogleSearchRetrieval)
+		q.hosted.fetch = q.hosted.fetch || present(t.URLContext)
 		for j, fd := range t.FunctionDeclarations {
 			path := fmt.Sprintf("tools[%d].function_declarations[%d]", i, j)
 			switch {
@@ -669,9 +675,37 @@ type geminiResponse struct {
 }
 
 type geminiCandidate struct {
-	Content      geminiContent `json:"content"`
-	FinishReason string        `json:"finishReason,omitempty"`
-	Index        int           `json:"index"`
+	Content            geminiContent   `json:"content"`
+	FinishReason       string          `json:"finishReason,omitempty"`
+	Index              int             `json:"index"`
+	GroundingMetadata  json.RawMessage `json:"groundingMetadata,omitempty"`
+	URLContextMetadata json.RawMessage `json:"urlContextMetadata,omitempty"`
+}
+
+// grounding is the candidate's grounding metadata for the plan's searches
+// and fetches (#16): one webSearchQueries entry per search, one urlMetadata
+// entry per fetched page.
+func grounding(p *plan) (search, urls json.RawMessage) {
+	if p.searches > 0 {
+		queries := make([]string, p.searches)
+		for i := range queries {
+			queries[i] = "mock search " + strconv.Itoa(i+1)
+		}
+		search = marshal(map[string]any{
+			"webSearchQueries": queries,
+			"searchEntryPoint": map[string]string{"renderedContent": "<div>mock</div>"},
+			"groundingChunks":  []any{map[string]any{"web": map[string]string{"uri": "https://example.com/", "title": "Example"}}},
+		})
+	}
+	if p.fetches > 0 {
+		meta := make([]any, p.fetches)
+		for i := range meta {
+			meta[i] = map[string]string{"retrievedUrl": "https://example.com/" + strconv.Itoa(i),
+				"urlRetrievalStatus": "URL_RETRIEVAL_STATUS_SUCCESS"}
+		}
+		urls = marshal(map[string]any{"urlMetadata": meta})
+	}
+	return search, urls
 }
 
 type geminiContent struct {
@@ -742,9 +776,15 @@ func (a *geminiAnswer) usage(thoughts, candidates int) *geminiUsage {
 
 func (a *geminiAnswer) final() *geminiUsage { return a.usage(a.p.reasoning, a.p.output-a.p.reasoning) }
 
+// element is one answer element; the last one (with a finish) carries the
+// grounding metadata, as Google sends it.
 func (a *geminiAnswer) element(parts []geminiPart, finish string, u *geminiUsage) []byte {
+	cand := geminiCandidate{Content: geminiContent{Parts: parts, Role: "model"}, FinishReason: finish}
+	if finish != "" {
+		cand.GroundingMetadata, cand.URLContextMetadata = grounding(a.p)
+	}
 	return marshal(geminiResponse{
-		Candidates:    []geminiCandidate{{Content: geminiContent{Parts: parts, Role: "model"}, FinishReason: finish}},
+		Candidates:    []geminiCandidate{cand},
 		UsageMetadata: u,
 		ModelVersion:  a.p.model,
 		ResponseID:    "mockresp" + strconv.FormatUint(a.c.id, 10),

@@ -41,6 +41,30 @@ const GeminiThoughtSignature = "c2lnLW1vY2s="
 // maxToolCalls bounds mock:tools=K.
 const maxToolCalls = 64
 
+// maxHostedUses bounds mock:web_search=N and its kin.
+const maxHostedUses = 100
+
+// hostedAsk is what a request offers of the hosted tools the mock plays
+// (#16), and which of them it forces.
+type hostedAsk struct {
+	search, fetch, image                bool
+	forceSearch, forceFetch, forceImage bool
+}
+
+// hostedUses is how many times a hosted tool is used: none when the request
+// does not offer it, else the directive's count, else one when forced.
+func hostedUses(directive int, offered, forced bool) int {
+	switch {
+	case !offered:
+		return 0
+	case directive >= 0:
+		return directive
+	case forced:
+		return 1
+	}
+	return 0
+}
+
 // statusOverloaded is Anthropic's 529.
 const statusOverloaded = 529
 
@@ -104,7 +128,8 @@ type genRequest struct {
 	turns         [][]string // per turn, the texts whose words count
 	lastUser      []string   // the texts of the last user turn: its directives
 	stopSequences []string
-	firstTool     string // the first tool the request declares, or ""
+	firstTool     string    // the first tool the request declares, or ""
+	hosted        hostedAsk // the hosted tools it offers
 }
 
 // genOptions are the vendor's differences in planning.
@@ -174,6 +199,9 @@ func (s *Server) prepare(c *call, q *genRequest, perr *apiError, auth func(*call
 		p.tokens = d.tokens
 	}
 	p.reasoning = max(d.reasoning, 0)
+	p.searches = hostedUses(d.webSearch, q.hosted.search, q.hosted.forceSearch)
+	p.fetches = hostedUses(d.webFetch, q.hosted.fetch, q.hosted.forceFetch)
+	p.images = hostedUses(d.imageGeneration, q.hosted.image, q.hosted.forceImage)
 	p.cached = max(d.cached, 0)
 	p.cacheWrite = d.cacheWrite
 	stopSeq := d.stopSequence && o.stopSequences

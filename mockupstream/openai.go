@@ -243,6 +243,7 @@ type chatRequest struct {
 			Name string `json:"name"`
 		} `json:"function"`
 	} `json:"tools"`
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
 }
 
 type chatMessage struct {
@@ -273,12 +274,14 @@ type chat struct {
 	texts        [][]string // per message, the texts whose words count
 	lastUser     []string   // the texts of the last user message
 	firstTool    string     // the name of the first tool, or ""
+	hosted       hostedAsk  // the hosted tools offered (#16)
+	background   bool       // Responses: a background response
 }
 
 // gen is the vendor-neutral part of q.
 func (q *chat) gen() genRequest {
 	return genRequest{model: q.model, stream: q.stream, maxTokens: q.maxTokens, turns: q.texts,
-		lastUser: q.lastUser, firstTool: q.firstTool}
+		lastUser: q.lastUser, firstTool: q.firstTool, hosted: q.hosted}
 }
 
 var chatRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
@@ -396,6 +399,10 @@ func parseChat(body []byte) (chat, *apiError) {
 	}
 	if len(req.Tools) > 0 {
 		q.firstTool = req.Tools[0].Function.Name
+	}
+	if present(req.WebSearchOptions) {
+		// a search model searches once for every request (#16)
+		q.hosted.search, q.hosted.forceSearch = true, true
 	}
 	return q, nil
 }
@@ -593,11 +600,21 @@ type chatChoice struct {
 }
 
 type chatReply struct {
-	Role        string         `json:"role"`
-	Content     *string        `json:"content"`
-	Refusal     *string        `json:"refusal"`
-	Annotations []string       `json:"annotations"`
-	ToolCalls   []chatToolCall `json:"tool_calls,omitempty"`
+	Role        string          `json:"role"`
+	Content     *string         `json:"content"`
+	Refusal     *string         `json:"refusal"`
+	Annotations json.RawMessage `json:"annotations"`
+	ToolCalls   []chatToolCall  `json:"tool_calls,omitempty"`
+}
+
+// chatAnnotations are the url_citation annotations of an answer that
+// searched the web (#16), or none.
+func chatAnnotations(p *plan) json.RawMessage {
+	if p.searches == 0 {
+		return json.RawMessage(`[]`)
+	}
+	return json.RawMessage(`[{"type":"url_citation","url_citation":{"start_index":0,"end_index":5,` +
+		`"url":"https://example.com/","title":"Example"}}]`)
 }
 
 type chatToolCall struct {
@@ -629,7 +646,7 @@ func (s *Server) openAIComplete(c *call, p *plan, q *chat, u chatUsage) {
 	if !c.beforeHeaders(p.streamDelay(p.tokens)) {
 		return
 	}
-	reply := chatReply{Role: "assistant", Annotations: []string{}}
+	reply := chatReply{Role: "assistant", Annotations: chatAnnotations(p)}
 	if text := ReplyText(p.tokens); text != "" || len(p.calls) == 0 {
 		reply.Content = &text
 	}
@@ -746,6 +763,9 @@ func (s *Server) openAIStream(c *call, p *plan, q *chat, u chatUsage) {
 				return
 			}
 		}
+	}
+	if p.searches > 0 && !chunk(`{"index":0,"delta":{"annotations":`+string(chatAnnotations(p))+tail) {
+		return
 	}
 	if !chunk(`{"index":0,"delta":{},"logprobs":null,"finish_reason":` + string(jsonString(openAIFinish(p.finish))) + `}`) {
 		return

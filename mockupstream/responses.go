@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,8 @@ type responsesRequest struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	} `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
+	Background *bool           `json:"background"`
 }
 
 type responsesItem struct {
@@ -124,11 +127,25 @@ func parseResponses(body []byte) (chat, *apiError) {
 		}
 		q.texts = append(q.texts, texts)
 	}
+	var tc struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(req.ToolChoice, &tc)
 	for _, t := range req.Tools {
 		if t.Type == "function" && q.firstTool == "" {
 			q.firstTool = t.Name
 		}
+		// the hosted tools the mock plays (#16)
+		switch {
+		case strings.HasPrefix(t.Type, "web_search"):
+			q.hosted.search = true
+			q.hosted.forceSearch = q.hosted.forceSearch || strings.HasPrefix(tc.Type, "web_search")
+		case t.Type == "image_generation":
+			q.hosted.image = true
+			q.hosted.forceImage = q.hosted.forceImage || tc.Type == "image_generation"
+		}
 	}
+	q.background = req.Background != nil && *req.Background
 	return q, nil
 }
 
@@ -180,6 +197,10 @@ func (s *Server) openAIResponses(c *call) {
 	u.InputTokensDetails.CachedTokens = p.cached
 	u.OutputTokensDetails.ReasoningTokens = p.reasoning
 	u.TotalTokens = u.InputTokens + u.OutputTokens
+	if q.background {
+		s.responsesQueued(c, p, q.stream)
+		return
+	}
 	if q.stream {
 		s.responsesStream(c, p, u)
 	} else {
@@ -205,6 +226,54 @@ func (c *call) responsesObject(p *plan, st string, output []json.RawMessage, u *
 		"parallel_tool_calls": true, "tool_choice": "auto", "tools": []any{}, "store": false,
 		"text": map[string]any{"format": map[string]string{"type": "text"}},
 	})
+}
+
+// responsesQueued answers a background request as OpenAI does: the
+// response is queued, without output or usage, and generated later at the
+// account's cost (#16). A stream gets response.created and response.queued,
+// then ends.
+func (s *Server) responsesQueued(c *call, p *plan, stream bool) {
+	if !c.beforeHeaders(0) {
+		return
+	}
+	obj := json.RawMessage(c.responsesObject(p, "queued", nil, nil))
+	if !stream {
+		c.writeJSON(obj)
+		return
+	}
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	c.writeHeader(http.StatusOK)
+	for i, typ := range []string{"response.created", "response.queued"} {
+		if !c.event([]byte("event: " + typ + "\ndata: " + string(marshal(map[string]any{"type": typ, "sequence_number": i, "response": obj})) + "\n\n")) {
+			return
+		}
+	}
+	c.complete()
+}
+
+// responsesHosted are the hosted tool calls of the plan (#16), as output
+// items in a state: web_search_call per search, image_generation_call per
+// image, in that order, before the message.
+func (c *call) responsesHosted(p *plan, st string) []json.RawMessage {
+	var items []json.RawMessage
+	id := strconv.FormatUint(c.id, 10)
+	for i := range p.searches {
+		item := map[string]any{"type": "web_search_call", "id": "ws_mock" + id + "_" + strconv.Itoa(i), "status": st}
+		if st == "completed" {
+			item["action"] = map[string]any{"type": "search", "query": "mock search"}
+		}
+		items = append(items, marshal(item))
+	}
+	for i := range p.images {
+		item := map[string]any{"type": "image_generation_call", "id": "ig_mock" + id + "_" + strconv.Itoa(i), "status": st}
+		if st == "completed" {
+			item["result"] = "iVBORw0KGgo="
+		}
+		items = append(items, marshal(item))
+	}
+	return items
 }
 
 func responsesMessage(id, st, text string) json.RawMessage {
@@ -233,7 +302,7 @@ func (s *Server) responsesComplete(c *call, p *plan, u responsesUsage) {
 	if !c.beforeHeaders(p.streamDelay(p.tokens)) {
 		return
 	}
-	var output []json.RawMessage
+	output := c.responsesHosted(p, "completed")
 	if text := ReplyText(p.tokens); text != "" || len(p.calls) == 0 {
 		output = append(output, responsesMessage("msg_mock"+strconv.FormatUint(c.id, 10), "completed", text))
 	}
@@ -275,11 +344,25 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 	}
 	var output []json.RawMessage
 	index := 0
+	// hosted tool calls first (#16): added, progress, done
+	done := c.responsesHosted(p, "completed")
+	for i, item := range c.responsesHosted(p, "in_progress") {
+		var it struct{ Type, ID string }
+		_ = json.Unmarshal(item, &it)
+		if !send("response.output_item.added", map[string]any{"output_index": index, "item": item}) ||
+			!send("response."+it.Type+".in_progress", map[string]any{"output_index": index, "item_id": it.ID}) ||
+			!send("response."+it.Type+".completed", map[string]any{"output_index": index, "item_id": it.ID}) ||
+			!send("response.output_item.done", map[string]any{"output_index": index, "item": done[i]}) {
+			return
+		}
+		output = append(output, done[i])
+		index++
+	}
 	msgID := "msg_mock" + strconv.FormatUint(c.id, 10)
 	if p.tokens > 0 || len(p.calls) == 0 {
-		if !send("response.output_item.added", map[string]any{"output_index": 0, "item": json.RawMessage(marshal(map[string]any{
+		if !send("response.output_item.added", map[string]any{"output_index": index, "item": json.RawMessage(marshal(map[string]any{
 			"type": "message", "id": msgID, "role": "assistant", "status": "in_progress", "content": []any{}}))}) ||
-			!send("response.content_part.added", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+			!send("response.content_part.added", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0,
 				"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}}) {
 			return
 		}
@@ -290,7 +373,7 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 			if !c.sleep(p.delay) {
 				return
 			}
-			if !send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+			if !send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0,
 				"delta": streamToken(ReplyToken, i), "logprobs": []any{}}) {
 				return
 			}
@@ -305,14 +388,14 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 			return
 		}
 		text := ReplyText(p.tokens)
-		if !send("response.output_text.done", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "text": text, "logprobs": []any{}}) ||
-			!send("response.content_part.done", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+		if !send("response.output_text.done", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0, "text": text, "logprobs": []any{}}) ||
+			!send("response.content_part.done", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0,
 				"part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}) {
 			return
 		}
 		item := responsesMessage(msgID, "completed", text)
 		output = append(output, item)
-		if !send("response.output_item.done", map[string]any{"output_index": 0, "item": item}) {
+		if !send("response.output_item.done", map[string]any{"output_index": index, "item": item}) {
 			return
 		}
 		index++

@@ -362,6 +362,9 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		}
 	default: // Anthropic-only: passed through, dropped when translating
 		size.TextBytes += int64(len(v))
+		if rawjson.StringIs(f.typ, "container_upload") {
+			w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+		}
 		if w.ir != nil {
 			w.ir.Drop("messages." + str(f.typ))
 		}
@@ -455,6 +458,7 @@ func (w *walker) image(src []byte, mb *msgBuilder) *formats.Error {
 		if mb != nil {
 			m.FileID = str(fileID)
 		}
+		w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
 	default:
 		return w.errTag("", typ, "base64", "url", "file")
 	}
@@ -562,6 +566,8 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		if m != nil {
 			m.MediaType, m.URL = "application/pdf", str(url)
 		}
+		// the upstream fetches it: nothing bounds its pages (#16)
+		w.gate(formats.Gated{State: formats.StateDocumentURL, Param: w.param("url"), Tool: -1})
 	case rawjson.StringIs(typ, "file"):
 		if err := w.reqString("file_id", fileID); err != nil {
 			return err
@@ -569,6 +575,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		if m != nil {
 			m.FileID = str(fileID)
 		}
+		w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
 	case rawjson.StringIs(typ, "content"):
 		switch rawjson.Kind(content) {
 		case 0:

@@ -25,7 +25,13 @@ type MessagesRequest struct {
 	maxTokens int
 	size      formats.InputSize
 	body      []byte
+	gated     []formats.Gated
 }
+
+// Gated lists the request's hosted tools with fees and its uses of state in
+// the operator's account (server tools, container, mcp_servers, Files API
+// sources, documents by URL), for the gateway's policy (#16).
+func (r *MessagesRequest) Gated() []formats.Gated { return r.gated }
 
 // MaxTokens is the client's output cap (max_tokens, required by
 // Anthropic); 0 for a count_tokens body.
@@ -262,6 +268,17 @@ type walker struct {
 	serverTools []string // names (or types) of server tools, for tool_choice
 }
 
+// gate records a hosted tool or a use of upstream state, once, on the
+// validation walk (the IR walk repeats it).
+func (w *walker) gate(g formats.Gated) {
+	if w.ir == nil {
+		if g.Param == "" {
+			g.Param = w.param("")
+		}
+		w.req.gated = append(w.req.gated, g)
+	}
+}
+
 // drop records a dropped feature when building the IR.
 func (w *walker) drop(name string) {
 	if w.ir != nil {
@@ -417,15 +434,40 @@ func (w *walker) top(body []byte) *formats.Error {
 		return err
 	} else if ok {
 		w.drop("mcp_servers")
+		if !rawjson.IsNull(f[fMCPServers]) && countArray(f[fMCPServers]) > 0 {
+			w.gate(formats.Gated{State: formats.StateMCP, Param: "mcp_servers", Tool: -1})
+		}
 	}
 	switch rawjson.Kind(f[fContainer]) {
 	case 0, 'n':
 	case '"', '{':
 		w.drop("container")
+		w.gate(formats.Gated{State: formats.StateCodeExecution, Param: "container", Tool: -1})
 	default:
 		return w.errType("container", tString)
 	}
+	w.markForced(f[fToolChoice])
 	return nil
+}
+
+// markForced flags the server tool that tool_choice forces by name.
+func (w *walker) markForced(tc []byte) {
+	if w.ir != nil || !rawjson.StringIs(rawjson.Get(tc, "type"), "tool") {
+		return
+	}
+	name := rawjson.Get(tc, "name")
+	for i := range w.req.gated {
+		if g := &w.req.gated[i]; g.Tool >= 0 && g.Label == "tools."+str(name) {
+			g.Forced = true
+		}
+	}
+}
+
+func countArray(v []byte) int {
+	it := rawjson.Array(v, 0)
+	for it.Next() {
+	}
+	return it.Len()
 }
 
 // stopSequences validates stop_sequences: a list of strings.

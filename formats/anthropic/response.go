@@ -22,6 +22,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 	}
 	var model rawjson.Member
 	var hasModel, hasContent bool
+	var seen formats.HostedUses
 	it := rawjson.Object(body, 0)
 	for it.Next() {
 		m := it.Member()
@@ -31,6 +32,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 			model, hasModel = *m, true
 		case m.NameIs("content"):
 			hasContent = rawjson.Kind(v) == '['
+			seen = serverToolUses(v)
 		case m.NameIs("usage"):
 			u, _ = parseUsage(v)
 		case m.NameIs("error"):
@@ -42,6 +44,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 	if it.Err() != nil || !hasContent {
 		return dst, formats.Usage{}, unusable()
 	}
+	u.Hosted = u.Hosted.Max(seen)
 	var mq [96]byte
 	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
 	if hasModel {
@@ -94,6 +97,7 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 	if rawjson.Kind(content) != '[' {
 		return nil, unusable()
 	}
+	resp.Usage.Hosted = resp.Usage.Hosted.Max(serverToolUses(content))
 	jsonOut := false
 	ci := rawjson.Array(content, 0)
 	for ci.Next() {
@@ -274,4 +278,30 @@ func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
 		return 0, unusable()
 	}
 	return n, nil
+}
+
+// serverToolUses counts the server_tool_use blocks of a content array by
+// the hosted tool they call (#16): each web_search or web_fetch block is a
+// use, whatever the usage says.
+func serverToolUses(content []byte) formats.HostedUses {
+	var h formats.HostedUses
+	it := rawjson.Array(content, 0)
+	for it.Next() {
+		v := it.Value()
+		if rawjson.StringIs(rawjson.Get(v, "type"), "server_tool_use") {
+			h.Add(serverToolKind(rawjson.Get(v, "name")), 1)
+		}
+	}
+	return h
+}
+
+// serverToolKind is the hosted kind of a server_tool_use block's name.
+func serverToolKind(name []byte) formats.HostedKind {
+	switch {
+	case rawjson.StringIs(name, "web_search"):
+		return formats.HostedWebSearch
+	case rawjson.StringIs(name, "web_fetch"):
+		return formats.HostedWebFetch
+	}
+	return formats.HostedNone
 }

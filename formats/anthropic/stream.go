@@ -38,6 +38,7 @@ type passThrough struct {
 	held     []byte // the upstream's message_stop data
 	done     bool
 	outBytes int64
+	seen     formats.HostedUses // server_tool_use blocks started (#16)
 }
 
 // NewPassThroughStream returns the translator of an Anthropic stream to an
@@ -67,6 +68,10 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		t.outBytes += n
 	case "message_start":
 		return t.messageStart(dst, name, data)
+	case "content_block_start":
+		if cb := rawjson.Get(data, "content_block"); rawjson.StringIs(rawjson.Get(cb, "type"), "server_tool_use") {
+			t.seen.Add(serverToolKind(rawjson.Get(cb, "name")), 1)
+		}
 	case "message_delta":
 		u := rawjson.Get(data, "usage")
 		if rawjson.Kind(u) == '{' {
@@ -152,6 +157,11 @@ func deltaBytes(data []byte) (int64, bool) {
 // usage: message_start's output count is a placeholder (1).
 func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage.ir(), t.final && t.done }
 
+// HostedUses is the larger of the usage's server_tool_use counts and the
+// server_tool_use blocks seen, so that a stream cut before its usage still
+// bills its searches (#16).
+func (t *passThrough) HostedUses() formats.HostedUses { return t.usage.ir().Hosted.Max(t.seen) }
+
 func (t *passThrough) Finish(dst []byte) []byte {
 	data := t.held
 	if len(data) == 0 {
@@ -171,4 +181,7 @@ func appendErrorEvent(dst []byte, e *formats.Error) []byte {
 	return append(dst, "\n\n"...)
 }
 
-var _ formats.StreamTranslator = (*passThrough)(nil)
+var (
+	_ formats.StreamTranslator = (*passThrough)(nil)
+	_ formats.HostedMeter      = (*passThrough)(nil)
+)

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/rawjson"
@@ -86,7 +87,7 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 		if b[it.Start()] != '{' {
 			return w.errType("", tDict)
 		}
-		end, err := w.tool(b, it.Start())
+		end, err := w.tool(b, it.Start(), it.Len()-1)
 		if err != nil {
 			return err
 		}
@@ -100,13 +101,17 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 	return nil
 }
 
-// tool validates the tool object at b[start] and returns the offset just
-// past it.
-func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
-	var typ, name, desc, schema, strict, cc []byte
+// tool validates the tool object at b[start], tools[index], and returns the
+// offset just past it.
+func (w *walker) tool(b []byte, start, index int) (int, *formats.Error) {
+	var typ, name, desc, schema, strict, cc, maxUses, maxContent []byte
 	it := rawjson.Object(b, start)
 	for it.Next() {
 		switch m := it.Member(); {
+		case m.NameIs("max_uses"):
+			maxUses = it.Value()
+		case m.NameIs("max_content_tokens"):
+			maxContent = it.Value()
 		case m.NameIs("type"):
 			typ = it.Value()
 		case m.NameIs("name"):
@@ -143,13 +148,17 @@ func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 		if err != nil {
 			return end, err
 		}
+		label := str(typ)
+		if ok {
+			label = str(name)
+		}
 		if w.ir != nil {
-			label := str(typ)
-			if ok {
-				label = str(name)
-			}
 			w.serverTools = append(w.serverTools, label)
 			w.ir.Drop("tools." + label)
+		}
+		if g, gated := serverToolGate(str(typ), maxUses, maxContent); gated {
+			g.Label, g.Tool = "tools."+label, index
+			w.gate(g)
 		}
 		return end, nil
 	}
@@ -375,4 +384,38 @@ func (w *walker) jsonFormat(child string, v []byte) *formats.Error {
 		w.ir.ResponseFormat = formats.ResponseFormat{Type: formats.FormatJSONSchema, Schema: schema}
 	}
 	return nil
+}
+
+// serverToolGate classifies a server tool by its versioned type (#16):
+// web_search_* and web_fetch_* cost a fee per use (the gateway adds
+// max_uses, and max_content_tokens for a fetch, when the client set none,
+// so that the hold bounds them); code_execution_* runs in a container and
+// mcp_toolset calls the request's MCP servers, both state in the operator's
+// account. Other server and typed tools (bash, text_editor, computer,
+// memory, tool search) run on the client or cost tokens only.
+func serverToolGate(typ string, maxUses, maxContent []byte) (formats.Gated, bool) {
+	var g formats.Gated
+	switch {
+	case strings.HasPrefix(typ, "web_search_"):
+		g.Hosted = formats.HostedWebSearch
+	case strings.HasPrefix(typ, "web_fetch_"):
+		g.Hosted = formats.HostedWebFetch
+		if rawjson.Kind(maxContent) != '0' {
+			g.ToolAdd = append(g.ToolAdd, formats.IntMember("max_content_tokens", formats.FetchTokens))
+		}
+	case strings.HasPrefix(typ, "code_execution_"):
+		g.State = formats.StateCodeExecution
+		return g, true
+	case typ == "mcp_toolset":
+		g.State = formats.StateMCP
+		return g, true
+	default:
+		return g, false
+	}
+	if n, ok := rawjson.ParseInt(maxUses); ok && rawjson.Kind(maxUses) == '0' && n > 0 {
+		g.MaxUses = n
+	} else {
+		g.ToolAdd = append(g.ToolAdd, formats.IntMember("max_uses", formats.DefaultHostedUses))
+	}
+	return g, true
 }

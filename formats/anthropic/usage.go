@@ -10,6 +10,7 @@ import (
 // values; the last value seen of each field wins (wire/anthropic.md §5.3).
 type usage struct {
 	in, cacheWrite, cacheRead, out, thinking int64
+	searches, fetches                        int64 // server_tool_use (#16)
 	seen                                     bool
 }
 
@@ -40,6 +41,15 @@ func (u *usage) merge(v []byte) (ok bool) {
 			if t := rawjson.Get(val, "thinking_tokens"); rawjson.Kind(t) == '0' {
 				u.thinking = count(t)
 			}
+		case it.NameIs("server_tool_use"):
+			// {"web_search_requests": n, "web_fetch_requests": n}: the
+			// server tools' uses, billed per use (#16)
+			if n := rawjson.Get(val, "web_search_requests"); rawjson.Kind(n) == '0' {
+				u.searches = max(u.searches, count(n))
+			}
+			if n := rawjson.Get(val, "web_fetch_requests"); rawjson.Kind(n) == '0' {
+				u.fetches = max(u.fetches, count(n))
+			}
 		}
 	}
 	if it.Err() != nil {
@@ -58,6 +68,7 @@ func (u *usage) ir() formats.Usage {
 		CacheRead:  u.cacheRead,
 		Output:     u.out,
 		Reasoning:  u.thinking,
+		Hosted:     formats.HostedUses{WebSearch: u.searches, WebFetch: u.fetches},
 	}.Normalized()
 }
 

@@ -46,7 +46,14 @@ type GenerateRequest struct {
 	gen             []byte // the GenerateContentRequest: body, or countTokens' generateContentRequest
 	count           bool   // a countTokens request
 	contentsOnly    bool   // countTokens' {"contents":[…]} form
+	gated           []formats.Gated
 }
+
+// Gated lists the request's built-in tools with fees (Google Search
+// grounding, URL context, Google Maps) and its uses of state in the
+// operator's project (cachedContent, fileData, fileSearch), for the
+// gateway's policy (#16).
+func (r *GenerateRequest) Gated() []formats.Gated { return r.gated }
 
 // Choices is generationConfig.candidateCount (1 when absent): the output a
 // request may produce is Choices times its output cap.
@@ -353,6 +360,14 @@ func (w *walker) reject(child, why string) *formats.Error {
 	return invalid(param, "Unsupported parameter '"+param+"': "+why)
 }
 
+// gate records a hosted tool or a use of upstream state on the validation
+// walk (the IR walk repeats it).
+func (w *walker) gate(g formats.Gated) {
+	if w.ir == nil {
+		w.req.gated = append(w.req.gated, g)
+	}
+}
+
 // drop records a dropped field by its client (camelCase) path.
 func (w *walker) drop(name string) {
 	if w.ir != nil {
@@ -431,6 +446,7 @@ func (w *walker) top(b []byte) *formats.Error {
 		if w.ir != nil {
 			return w.reject("cached_content", "it refers to a Gemini cache that this model's provider cannot read.")
 		}
+		w.gate(formats.Gated{State: formats.StateCachedContent, Param: w.param("cached_content"), Tool: -1})
 	}
 	if ok, err := w.optString("service_tier", f[fServiceTier]); err != nil {
 		return err

@@ -1,6 +1,8 @@
 package gemini
 
 import (
+	"bytes"
+
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
@@ -113,6 +115,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 	}
 	var mv rawjson.Member
 	hasModel, usable := false, false
+	var hosted formats.HostedUses
 	it := rawjson.Object(body, 0)
 	for it.Next() {
 		m := it.Member()
@@ -122,6 +125,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 			mv, hasModel = *m, true
 		case m.NameIs("candidates"):
 			usable = usable || rawjson.Kind(v) == '['
+			hosted = candidatesHosted(v)
 		case m.NameIs("promptFeedback"), m.NameIs("prompt_feedback"):
 			usable = usable || rawjson.Kind(v) == '{'
 		case m.NameIs("usageMetadata"), m.NameIs("usage_metadata"):
@@ -136,6 +140,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 	if it.Err() != nil || !usable {
 		return dst, formats.Usage{}, unusable()
 	}
+	u.Hosted = hosted
 	var mq [96]byte
 	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
 	if hasModel {
@@ -290,6 +295,7 @@ func DecodeGenerateResponse(body []byte, sigs SignatureStore, idPrefix string) (
 	if !usable {
 		return nil, unusable()
 	}
+	resp.Usage.Hosted = candidatesHosted(cands)
 	c := firstCandidate(cands)
 	if c == nil {
 		if blocked(feedback) {
@@ -410,4 +416,90 @@ func appendArgs[S ~string | ~[]byte](dst []byte, args S) []byte {
 	dst = append(dst[:start], `{"_raw_arguments":`...)
 	dst = rawjson.AppendQuote(dst, args)
 	return append(dst, '}')
+}
+
+// groundingNames are the spellings of the members that report grounding.
+var groundingNames = [...][]byte{[]byte("groundingMetadata"), []byte("grounding_metadata"),
+	[]byte("urlContextMetadata"), []byte("url_context_metadata")}
+
+// mayGround reports whether candidates may carry grounding metadata (a
+// cheap test before the walk).
+func mayGround(cands []byte) bool {
+	for _, n := range groundingNames {
+		if bytes.Contains(cands, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// candidatesHosted counts the grounding of an answer's candidates (#16):
+// Google bills Search grounding per search query (Gemini 3) or per grounded
+// prompt (Gemini 2.x), so each query of groundingMetadata.webSearchQueries
+// is a use, and a grounded candidate that lists none is one; each URL of
+// urlContextMetadata.urlMetadata is a fetch.
+func candidatesHosted(cands []byte) formats.HostedUses {
+	var h formats.HostedUses
+	if !mayGround(cands) {
+		return h
+	}
+	var nameBuf [32]byte
+	ci := rawjson.Array(cands, 0)
+	for ci.Next() {
+		oi := rawjson.Object(ci.Value(), 0)
+		for oi.Next() {
+			v := oi.Value()
+			switch string(key(&oi, nameBuf[:0])) {
+			case "groundingMetadata", "grounding_metadata":
+				if rawjson.Kind(v) != '{' {
+					continue
+				}
+				queries := rawjson.Get(v, "webSearchQueries")
+				if queries == nil {
+					queries = rawjson.Get(v, "web_search_queries")
+				}
+				n := int64(arrayLen(queries))
+				if n == 0 && groundedAnswer(v) {
+					n = 1
+				}
+				h.WebSearch += n
+			case "urlContextMetadata", "url_context_metadata":
+				urls := rawjson.Get(v, "urlMetadata")
+				if urls == nil {
+					urls = rawjson.Get(v, "url_metadata")
+				}
+				h.WebFetch += int64(arrayLen(urls))
+			}
+		}
+	}
+	return h
+}
+
+// groundedAnswer reports grounding metadata that shows a search: chunks,
+// supports or a search entry point.
+func groundedAnswer(v []byte) bool {
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		if rawjson.IsNull(it.Value()) {
+			continue
+		}
+		name := string(it.AppendName(nil))
+		switch name {
+		case "groundingChunks", "grounding_chunks", "groundingSupports", "grounding_supports",
+			"searchEntryPoint", "search_entry_point", "retrievalQueries", "retrieval_queries":
+			return true
+		}
+	}
+	return false
+}
+
+// arrayLen is the number of elements of a raw array (0 for anything else).
+func arrayLen(v []byte) int {
+	if rawjson.Kind(v) != '[' {
+		return 0
+	}
+	it := rawjson.Array(v, 0)
+	for it.Next() {
+	}
+	return it.Len()
 }

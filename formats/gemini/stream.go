@@ -33,6 +33,7 @@ type passThrough struct {
 	outBytes int64
 	// candidates seen and finished, by index (bit i for index i < 64)
 	seen, finished uint64
+	hosted         formats.HostedUses // the most grounding one element reported (#16)
 }
 
 // NewPassThroughStream returns the translator of a Gemini SSE stream (the
@@ -64,6 +65,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			n, end := t.scanCandidates(data, it.Start())
 			if end > 0 {
 				it.SetEnd(end)
+				t.hosted = t.hosted.Max(candidatesHosted(data[it.Start():end]))
 			}
 			t.outBytes += n
 			hasCands = true
@@ -205,7 +207,15 @@ func partsBytes(b []byte, start int) (n int64, end int) {
 
 // Usage is final when the terminal element carried usageMetadata; the
 // counts of earlier elements are running figures.
-func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.final }
+func (t *passThrough) Usage() (formats.Usage, bool) {
+	u := t.usage
+	u.Hosted = t.hosted
+	return u, t.final
+}
+
+// HostedUses is the grounding the stream reported: Google sends it whole,
+// with the last elements, so the largest count of one element is kept.
+func (t *passThrough) HostedUses() formats.HostedUses { return t.hosted }
 
 func (t *passThrough) Finish(dst []byte) []byte {
 	dst = append(dst, t.held...)
@@ -241,4 +251,7 @@ func appendErrorElement(dst []byte, e *formats.Error, sse bool, sent int) []byte
 
 func (t *passThrough) OutputBytes() int64 { return t.outBytes }
 
-var _ formats.StreamTranslator = (*passThrough)(nil)
+var (
+	_ formats.StreamTranslator = (*passThrough)(nil)
+	_ formats.HostedMeter      = (*passThrough)(nil)
+)

@@ -35,6 +35,30 @@ func builtinTool(name []byte) string {
 	return ""
 }
 
+// builtinGate classifies a built-in tool (#16): Google Search grounding
+// costs a fee per search query, URL context fetches pages, Google Maps
+// grounding costs a fee the gateway cannot count from the answer (never
+// served, as are the Vertex-only search tools), fileSearch reads the
+// operator's file search stores. Gemini cannot force a built-in tool, so
+// none is ever a 400 for want of a price. codeExecution (a sandbox without
+// state) and computerUse (run by the client) are not gated.
+func builtinGate(bt string) (formats.Gated, bool) {
+	var g formats.Gated
+	switch bt {
+	case "googleSearch", "googleSearchRetrieval":
+		g.Hosted = formats.HostedWebSearch
+	case "urlContext":
+		g.Hosted = formats.HostedWebFetch
+	case "googleMaps", "enterpriseWebSearch", "retrieval":
+		g.Hosted = formats.HostedUnmetered
+	case "fileSearch":
+		g.State = formats.StateFileSearch
+	default:
+		return g, false
+	}
+	return g, true
+}
+
 // tools walks the tools member of the top-level iterator in place:
 // functionDeclarations (translatable) and built-in tools (dropped when
 // translating: no other vendor runs them, and toolConfig cannot force one).
@@ -80,6 +104,10 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 				w.req.builtins++
 				if w.ir != nil {
 					w.ir.Drop("tools." + bt)
+				}
+				if g, ok := builtinGate(bt); ok {
+					g.Param, g.Label, g.Tool, g.Member = w.param(snakeCase(bt)), "tools."+bt, it.Len()-1, string(name)
+					w.gate(g)
 				}
 				continue
 			}

@@ -463,6 +463,10 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 	if !hasData && !hasID {
 		return w.errMissing("file_data")
 	}
+	if hasID && w.ir == nil {
+		// a file in the operator's account (#16)
+		w.req.gated = append(w.req.gated, formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+	}
 	w.pop()
 	size := &w.req.size
 	size.Files++

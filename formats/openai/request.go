@@ -30,7 +30,14 @@ type ChatRequest struct {
 	maxTokens           int
 	size                formats.InputSize
 	body                []byte
+	gated               []formats.Gated
 }
+
+// Gated lists the request's hosted web search (web_search_options: one
+// search per request, billed per use) and its uses of state in the
+// operator's account (store: true, Files API file ids), for the gateway's
+// policy (#16).
+func (r *ChatRequest) Gated() []formats.Gated { return r.gated }
 
 // MaxTokens is the client's output cap: max_completion_tokens, else
 // max_tokens. ok is false when the client gave none.
@@ -526,10 +533,19 @@ func (w *walker) top(body []byte) *formats.Error {
 			ir.Drop("prompt_cache_key")
 		}
 	}
-	if _, ok, err := w.optBool("store", f[fStore]); err != nil {
+	if v, ok, err := w.optBool("store", f[fStore]); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.Drop("store")
+	} else if v && ir == nil {
+		req.gated = append(req.gated, formats.Gated{State: formats.StateStore, Param: "store", Tool: -1})
+	}
+	if ir == nil {
+		if v := rawjson.Get(body, "web_search_options"); v != nil && !rawjson.IsNull(v) {
+			// OpenAI's search models search once per request
+			req.gated = append(req.gated, formats.Gated{Hosted: formats.HostedWebSearch, Param: "web_search_options",
+				Label: "web_search_options", Tool: -1, Top: "web_search_options", MaxUses: 1, Fixed: true})
+		}
 	}
 	return w.metadata(f[fMetadata])
 }

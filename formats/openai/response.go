@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 		return dst, u, unusable()
 	}
 	var model rawjson.Member
-	var hasModel, hasChoices bool
+	var hasModel, hasChoices, searched bool
 	it := rawjson.Object(body, 0)
 	for it.Next() {
 		m := it.Member()
@@ -35,6 +36,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 			model, hasModel = *m, true
 		case m.NameIs("choices"):
 			hasChoices = rawjson.Kind(v) == '['
+			searched = citesWeb(v)
 		case m.NameIs("usage"):
 			u, _ = parseUsage(v)
 		case m.NameIs("error"):
@@ -49,6 +51,9 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 	}
 	if it.Err() != nil || !hasChoices {
 		return dst, formats.Usage{}, unusable()
+	}
+	if searched {
+		u.Hosted.WebSearch = 1
 	}
 	var mq [96]byte
 	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
@@ -254,3 +259,13 @@ func appendToolCall(dst []byte, tc *formats.ToolCall) []byte {
 	dst = rawjson.AppendQuote(dst, tc.Arguments)
 	return append(dst, "}}"...)
 }
+
+// urlCitation is the annotation type of a web search result in a chat
+// completion. Quotes inside JSON strings are escaped, so the quoted token
+// appears only as a JSON string of its own.
+var urlCitation = []byte(`"url_citation"`)
+
+// citesWeb reports whether a chat answer (or chunk) carries url_citation
+// annotations: OpenAI's search models searched the web for it, a fee per
+// request (#16).
+func citesWeb(b []byte) bool { return bytes.Contains(b, urlCitation) }

@@ -22,6 +22,7 @@ type passThrough struct {
 	created  []byte
 	done     bool
 	outBytes int64
+	searched bool // a url_citation annotation came: the model searched the web (#16)
 }
 
 // NewPassThroughStream returns the translator of an OpenAI chat stream to an
@@ -48,6 +49,9 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	if string(data) == "[DONE]" {
 		t.done = true
 		return dst, true, nil
+	}
+	if !t.searched && citesWeb(data) {
+		t.searched = true
 	}
 	var model, usage rawjson.Member
 	var hasModel, hasUsage bool
@@ -205,7 +209,19 @@ func deltaBytes(b []byte, start int) (n int64, end int, empty bool) {
 }
 
 // Usage is final once [DONE] has come after a usage chunk.
-func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.hasUsage && t.done }
+func (t *passThrough) Usage() (formats.Usage, bool) {
+	u := t.usage
+	u.Hosted = t.HostedUses()
+	return u, t.hasUsage && t.done
+}
+
+// HostedUses is one web search when the answer cites web pages (#16).
+func (t *passThrough) HostedUses() formats.HostedUses {
+	if t.searched {
+		return formats.HostedUses{WebSearch: 1}
+	}
+	return formats.HostedUses{}
+}
 
 func (t *passThrough) Finish(dst []byte) []byte {
 	if t.wantUsage {
@@ -242,4 +258,7 @@ func (t *passThrough) Fail(dst []byte, e *formats.Error) []byte {
 
 func (t *passThrough) OutputBytes() int64 { return t.outBytes }
 
-var _ formats.StreamTranslator = (*passThrough)(nil)
+var (
+	_ formats.StreamTranslator = (*passThrough)(nil)
+	_ formats.HostedMeter      = (*passThrough)(nil)
+)

@@ -33,7 +33,14 @@ type Request struct {
 	tools     []formats.Tool
 	hosted    []string          // hosted tool types offered (web_search, ...)
 	names     map[string]Native // flattened namespace tool name → its parts
+	gated     []formats.Gated
 }
+
+// Gated lists the request's hosted tools with fees and its uses of state in
+// the operator's account (stored responses, conversations, prompts, files,
+// vector stores, containers, MCP servers, background), for the gateway's
+// policy (#16).
+func (r *Request) Gated() []formats.Gated { return r.gated }
 
 // Native is a namespaced tool's own name: the Responses API nests function
 // tools in namespaces, other formats have only flat names, so the gateway
@@ -190,6 +197,9 @@ func ParseRequest(body []byte) (*Request, *formats.Error) {
 		return nil, err
 	}
 	if _, err := r.toolChoice(); err != nil {
+		return nil, err
+	}
+	if err := r.gateState(); err != nil {
 		return nil, err
 	}
 	if _, err := r.textFormat(); err != nil {
@@ -355,6 +365,8 @@ func (r *Request) parseInput() *formats.Error {
 			default:
 				return invalidType(p+".output", "a string or an array of content parts")
 			}
+		case "item_reference":
+			r.gated = append(r.gated, formats.Gated{State: formats.StateConversation, Param: p, Tool: -1})
 		case "":
 			return invalid(p+".type", "Missing required parameter: '"+p+".type'.")
 		}
@@ -388,10 +400,20 @@ func (r *Request) checkContent(p string, it *item) *formats.Error {
 			} else if cp.FileID == "" {
 				return invalid(pp+".image_url", "Invalid '"+pp+"': an input_image needs an image_url (a URL or a data URL) or a file_id.")
 			}
+			if cp.FileID != "" {
+				r.gated = append(r.gated, formats.Gated{State: formats.StateFiles, Param: pp + ".file_id", Tool: -1})
+			}
 		case "input_file":
 			r.size.Files++
 			r.size.MediaBytes += int64(len(cp.FileData))
 			r.size.TextBytes -= int64(len(cp.FileData))
+			if cp.FileID != "" {
+				r.gated = append(r.gated, formats.Gated{State: formats.StateFiles, Param: pp + ".file_id", Tool: -1})
+			}
+			if cp.FileURL != "" {
+				// the upstream fetches it: nothing bounds its pages (#16)
+				r.gated = append(r.gated, formats.Gated{State: formats.StateDocumentURL, Param: pp + ".file_url", Tool: -1})
+			}
 		default:
 			return invalid(pp+".type", "Invalid value: '"+cp.Type+"'. Supported values are: 'input_text', 'input_image', 'input_file', 'output_text' and 'refusal'.")
 		}
@@ -450,9 +472,117 @@ func (r *Request) parseTools() *formats.Error {
 			return invalid(p+".type", "Missing required parameter: '"+p+".type'.")
 		default:
 			r.hosted = append(r.hosted, t.Type)
+			if g, ok := hostedGate(t.Type); ok {
+				g.Param, g.Label, g.Tool = p, t.Type, i
+				r.gated = append(r.gated, g)
+			}
 		}
 	}
 	return nil
+}
+
+// hostedGate classifies a hosted tool type (#16): web search and image
+// generation cost a fee per use; file_search reads the operator's vector
+// stores, code_interpreter runs in its containers, mcp calls remote
+// servers with its connectors. Other types (custom, computer_use_preview,
+// local_shell, shell, apply_patch) run on the client.
+func hostedGate(typ string) (formats.Gated, bool) {
+	var g formats.Gated
+	switch {
+	case strings.HasPrefix(typ, "web_search"):
+		g.Hosted = formats.HostedWebSearch
+	case typ == "image_generation":
+		g.Hosted = formats.HostedImageGeneration
+	case typ == "file_search":
+		g.State = formats.StateFileSearch
+	case typ == "code_interpreter":
+		g.State = formats.StateCodeExecution
+	case typ == "mcp":
+		g.State = formats.StateMCP
+	default:
+		return g, false
+	}
+	return g, true
+}
+
+// gateState records the request's uses of stored state and, for its
+// hosted tools, the cap on their uses (max_tool_calls, which covers every
+// built-in tool) and whether tool_choice forces them (#16). Responses
+// stores every response at OpenAI unless store is false; the gateway sends
+// store false when the client does not say, and a stored response, a
+// conversation, a stored prompt and background work are the operator's
+// state.
+func (r *Request) gateState() *formats.Error {
+	if b, _, _ := r.optBool("background"); b {
+		r.gated = append(r.gated, formats.Gated{State: formats.StateBackground, Param: "background", Tool: -1})
+	}
+	if b, _, _ := r.optBool("store"); b {
+		r.gated = append(r.gated, formats.Gated{State: formats.StateStore, Param: "store", Tool: -1})
+	}
+	for _, name := range []string{"previous_response_id", "conversation"} {
+		if r.present(name) {
+			r.gated = append(r.gated, formats.Gated{State: formats.StateConversation, Param: name, Tool: -1})
+		}
+	}
+	if r.present("prompt") {
+		r.gated = append(r.gated, formats.Gated{State: formats.StatePrompt, Param: "prompt", Tool: -1})
+	}
+	maxCalls, hasMax, err := r.optInt("max_tool_calls", 1)
+	if err != nil {
+		return err
+	}
+	forced := r.forcedHosted()
+	for i := range r.gated {
+		g := &r.gated[i]
+		if g.Tool < 0 {
+			continue
+		}
+		g.Forced = forced[g.Label] || (g.Hosted == formats.HostedWebSearch && forced["web_search*"])
+		if g.Hosted != formats.HostedNone {
+			if hasMax {
+				g.MaxUses = int64(maxCalls)
+			} else {
+				g.TopAdd = []formats.Member{formats.IntMember("max_tool_calls", formats.DefaultHostedUses)}
+			}
+		}
+	}
+	return nil
+}
+
+// forcedHosted is the set of hosted tool types that tool_choice forces by
+// type, or lists among its allowed tools (which OpenAI refuses when the
+// tool is not offered).
+func (r *Request) forcedHosted() map[string]bool {
+	v := r.top["tool_choice"]
+	if rawjson.Kind(v) != '{' {
+		return nil
+	}
+	var c struct {
+		Type  string `json:"type"`
+		Tools []struct {
+			Type string `json:"type"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(v, &c) != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	add := func(typ string) {
+		out[typ] = true
+		if strings.HasPrefix(typ, "web_search") { // web_search_preview forces web_search too
+			out["web_search*"] = true
+		}
+	}
+	switch c.Type {
+	case "function", "custom":
+	case "allowed_tools":
+		for _, t := range c.Tools {
+			add(t.Type)
+		}
+	default:
+		add(c.Type)
+	}
+	return out
 }
 
 func (r *Request) addFunction(p, namespace string, t *tool) *formats.Error {

@@ -92,6 +92,7 @@ func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, 
 	}
 	var model rawjson.Member
 	hasModel, hasOutput := false, false
+	var seen formats.HostedUses
 	it := rawjson.Object(body, 0)
 	for it.Next() {
 		m := it.Member()
@@ -101,6 +102,7 @@ func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, 
 			model, hasModel = *m, true
 		case m.NameIs("output"):
 			hasOutput = rawjson.Kind(v) == '['
+			seen = hostedItems(v)
 		case m.NameIs("usage"):
 			u, _ = parseUsage(v)
 		}
@@ -108,6 +110,7 @@ func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, 
 	if it.Err() != nil || !hasOutput {
 		return dst, formats.Usage{}, unusable()
 	}
+	u.Hosted = u.Hosted.Max(seen)
 	var mq [96]byte
 	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
 	if hasModel {
@@ -298,4 +301,27 @@ func appendFunctionCall(dst []byte, id, callID, name, args, st string, names map
 	dst = append(dst, `,"status":`...)
 	dst = rawjson.AppendQuote(dst, st)
 	return append(dst, '}')
+}
+
+// hostedItems counts the hosted tool calls among the output items of a
+// response (#16): each web_search_call is a search, each
+// image_generation_call an image, billed per use.
+func hostedItems(output []byte) formats.HostedUses {
+	var h formats.HostedUses
+	it := rawjson.Array(output, 0)
+	for it.Next() {
+		h.Add(hostedItemKind(rawjson.Get(it.Value(), "type")), 1)
+	}
+	return h
+}
+
+// hostedItemKind is the fee kind of an output item's type.
+func hostedItemKind(typ []byte) formats.HostedKind {
+	switch {
+	case rawjson.StringIs(typ, "web_search_call"):
+		return formats.HostedWebSearch
+	case rawjson.StringIs(typ, "image_generation_call"):
+		return formats.HostedImageGeneration
+	}
+	return formats.HostedNone
 }

@@ -301,6 +301,9 @@ type passThrough struct {
 	final    bool // a terminal event was seen
 	outBytes int64
 	seq      int64 // the next sequence number, for an error the gateway adds
+	// hosted tool calls: the items added so far, and those of the
+	// terminal response (#16)
+	added, terminal formats.HostedUses
 }
 
 func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *formats.Error) {
@@ -311,7 +314,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	if rawjson.Kind(data) != '{' {
 		return dst, false, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
 	}
-	var typ []byte
+	var typ, item []byte
 	var resp rawjson.Member
 	hasResp := false
 	it := rawjson.Object(data, 0)
@@ -328,6 +331,8 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			}
 		case m.NameIs("delta"):
 			t.outBytes += int64(rawjson.UnquotedLen(it.Value()))
+		case m.NameIs("item"):
+			item = it.Value()
 		}
 	}
 	if it.Err() != nil {
@@ -339,10 +344,14 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	}
 	if hasResp {
 		// a failed response is billed what it used, like a completed one
-		if u := rawjson.Get(data[resp.ValueStart:resp.ValueEnd], "usage"); len(u) > 0 && !rawjson.IsNull(u) {
+		rv := data[resp.ValueStart:resp.ValueEnd]
+		if u := rawjson.Get(rv, "usage"); len(u) > 0 && !rawjson.IsNull(u) {
 			if uu, ok := parseUsage(u); ok {
 				t.usage, t.hasUsage = uu, true
 			}
+		}
+		if o := rawjson.Get(rv, "output"); rawjson.Kind(o) == '[' {
+			t.terminal = t.terminal.Max(hostedItems(o))
 		}
 	}
 	switch name {
@@ -355,6 +364,9 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			inner = rawjson.Get(data[resp.ValueStart:resp.ValueEnd], "error")
 		}
 		return dst, false, upstreamStreamError(inner)
+	}
+	if name == "response.output_item.added" {
+		t.added.Add(hostedItemKind(rawjson.Get(item, "type")), 1)
 	}
 	out := data
 	var scratch []byte
@@ -405,8 +417,16 @@ func upstreamStreamError(v []byte) *formats.Error {
 }
 
 // Usage is final when a terminal event (response.completed, .incomplete or
-// .failed) carried it.
-func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage, t.hasUsage && t.final }
+// .failed) carried it; it includes the hosted tool calls.
+func (t *passThrough) Usage() (formats.Usage, bool) {
+	u := t.usage
+	u.Hosted = t.HostedUses()
+	return u, t.hasUsage && t.final
+}
+
+// HostedUses counts the hosted tool calls the stream made: the items added,
+// or those of the terminal response if more (#16).
+func (t *passThrough) HostedUses() formats.HostedUses { return t.added.Max(t.terminal) }
 
 func (t *passThrough) Finish(dst []byte) []byte { return append(dst, t.held...) }
 
@@ -417,4 +437,7 @@ func (t *passThrough) Fail(dst []byte, fe *formats.Error) []byte {
 
 func (t *passThrough) OutputBytes() int64 { return t.outBytes }
 
-var _ formats.StreamTranslator = (*passThrough)(nil)
+var (
+	_ formats.StreamTranslator = (*passThrough)(nil)
+	_ formats.HostedMeter      = (*passThrough)(nil)
+)
