@@ -120,6 +120,10 @@ type App struct {
 	// signatures keeps Gemini thought signatures for the tool calls the
 	// gateway handed to non-Gemini clients (wire/translation.md §4.6).
 	signatures *signatureCache
+
+	// ledgerInUse, when another server process holds the ledger, is why
+	// this one must not start or serve (#16).
+	ledgerInUse error
 }
 
 // LedgerConfig selects the ledger store.
@@ -388,6 +392,11 @@ var ledgers = caddy.NewUsagePool()
 // changes to the other instances through that config's Redis, if any.
 type ledgerHandle struct {
 	*ledger.Store
+	// inUse is set when another server holds the file's lock (#16): the
+	// store was then opened as the CLI opens it, so that `caddy validate`,
+	// which provisions a config but never starts it, still works beside a
+	// running server, and Start refuses with this error.
+	inUse   error
 	metrics atomic.Pointer[metrics]
 	redis   atomic.Pointer[redis.Client]
 }
@@ -429,18 +438,30 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 
-	path := a.Ledger.Path
+	// by absolute path, so that a reload spelling the path differently
+	// keeps the store (and its server lock) rather than refusing itself
+	path, err := filepath.Abs(a.Ledger.Path)
+	if err != nil {
+		return fmt.Errorf("ledger path: %w", err)
+	}
 	a.storeKey = "sqlite:" + path
 	v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
 		h := new(ledgerHandle)
-		s, err := ledger.Open(ctx, ledger.Options{
+		opts := ledger.Options{
 			Path:         path,
 			Synchronous:  a.Ledger.Synchronous,
 			PollInterval: time.Duration(a.Ledger.PollInterval),
 			Logger:       a.logger.Named("ledger"),
 			OnCommit:     h.committed,
 			OnChange:     h.changed,
-		})
+			ServerLock:   true, // one server per SQLite file (#16)
+		}
+		s, err := ledger.Open(ctx, opts)
+		if errors.Is(err, ledger.ErrInUse) {
+			h.inUse = err
+			opts.ServerLock = false
+			s, err = ledger.Open(ctx, opts)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -453,6 +474,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	handle := v.(*ledgerHandle)
 	a.store = handle.Store
+	a.ledgerInUse = handle.inUse
 
 	for _, m := range a.modelList {
 		created, err := a.store.RegisterModel(ctx, m.id)
@@ -466,9 +488,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return upstream.NewRegistry(nil), nil
 	})
 	a.registry = reg.(*upstream.Registry)
-	if !loaded {
+	if !loaded && a.ledgerInUse == nil {
 		// a new process starts with every provider up: end the incidents
-		// a previous one left open
+		// a previous one left open (not those of the server using the
+		// ledger now, when this one is refused or only validating)
 		a.closeStaleIncidents(ctx)
 	}
 	m, err := newMetrics(ctx.GetMetricsRegistry(), a)
@@ -809,8 +832,12 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 }
 
 // Start begins the background work: health probes, and flushing
-// availability counts and incidents to the ledger.
+// availability counts and incidents to the ledger. It refuses when another
+// server process uses the SQLite ledger.
 func (a *App) Start() error {
+	if a.ledgerInUse != nil {
+		return a.ledgerInUse
+	}
 	live := make([]*upstream.Provider, 0, len(a.providers))
 	for _, p := range a.providers {
 		live = append(live, p.Provider)
