@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments"
 	"github.com/modelgate/modelgate/ratelimit"
@@ -76,6 +77,13 @@ type App struct {
 	// Default: 32 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
 
+	// MaxImageSpool bounds the bytes of image edit uploads held at once in
+	// temporary files, across every request: the image files a form sends
+	// before its model field wait there until the model is known (forms
+	// that send the model first are forwarded as they arrive). An upload
+	// that does not fit gets a 503. Default: 256 MiB.
+	MaxImageSpool int64 `json:"max_image_spool,omitempty"`
+
 	// MaxAttempts is how many upstream attempts (keys or routes) a request
 	// may make before the first byte reaches the client. Default: 3.
 	MaxAttempts int `json:"max_attempts,omitempty"`
@@ -124,6 +132,11 @@ type App struct {
 	// ledgerInUse, when another server process holds the ledger, is why
 	// this one must not start or serve (#16).
 	ledgerInUse error
+
+	// imageModels are the models with an OpenAI-format route; imageSpool
+	// bounds the uploads spooled by edits (#16).
+	imageModels []*model
+	imageSpool  *images.Spool
 }
 
 // LedgerConfig selects the ledger store.
@@ -532,6 +545,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 			}
 		}
 	}
+	a.provisionImages()
 	return nil
 }
 
@@ -560,6 +574,9 @@ func (a *App) setDefaults() error {
 	}
 	if a.MaxAttempts == 0 {
 		a.MaxAttempts = defaultMaxAttempts
+	}
+	if a.MaxImageSpool == 0 {
+		a.MaxImageSpool = defaultMaxImageSpool
 	}
 	if len(a.Plans) == 0 {
 		a.Plans = []*PlanConfig{{Name: defaultPlanName}}
@@ -895,6 +912,10 @@ func (a *App) Cleanup() error {
 	}
 	if a.signatures != nil {
 		_, err := signatureCaches.Delete("signatures")
+		errs = append(errs, err)
+	}
+	if a.imageSpool != nil {
+		_, err := imageSpools.Delete("spool")
 		errs = append(errs, err)
 	}
 	errs = append(errs, a.cleanupLimits())
