@@ -65,6 +65,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //		currency <code>
 //		min_output <tokens>
 //		max_request_body <size>
+//		max_image_spool <size>
 //		max_attempts <n>
 //		provider <name> {
 //			format openai|anthropic|gemini
@@ -237,6 +238,19 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_request_body %q: want a size such as 32MiB", s)
 			}
 			a.MaxRequestBody = int64(n)
+		case "max_image_spool":
+			if err := once(opt); err != nil {
+				return err
+			}
+			var s string
+			if !d.AllArgs(&s) {
+				return d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > 1<<40 {
+				return d.Errf("max_image_spool %q: want a size such as 256MiB", s)
+			}
+			a.MaxImageSpool = int64(n)
 		case "provider":
 			p, err := parseProvider(d)
 			if err != nil {

@@ -131,6 +131,9 @@ func TestCaddyfileErrors(t *testing.T) {
 		"bad breaker": {
 			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\tbreaker {\n\t\t\t\tfailures 0\n\t\t\t}\n\t\t}\n",
 			`failures "0": want an integer of at least 1, at Caddyfile:8`},
+		"max_image_spool not a size": {
+			"\t\tmax_image_spool lots\n",
+			`max_image_spool "lots": want a size such as 256MiB, at Caddyfile:3`},
 		"max_attempts zero": {
 			"\t\tmax_attempts 0\n",
 			`max_attempts "0": want an integer of at least 1, at Caddyfile:3`},

@@ -178,6 +178,13 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 
 	reqID := ledger.NewRequestID()
 	w.Header().Set("X-Request-Id", reqID)
+	if h.app.ledgerInUse != nil {
+		// a server refused its ledger (#16), between the start of its HTTP
+		// app and its own refusal: nothing is held here
+		writeError(w, ri.format, &formats.Error{Kind: formats.KindOverloaded,
+			Message: "This gateway is not serving: its ledger is in use by another server."})
+		return nil
+	}
 
 	if ri.route == routeModels || ri.route == routeModel {
 		// the same path serves three SDKs: answer in the one that asked

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/formats"
@@ -71,7 +72,11 @@ func (h *APIHandler) serveImages(w http.ResponseWriter, r *http.Request, p princ
 	} else {
 		boundary, ferr := formBoundary(r.Header.Get("Content-Type"))
 		if ferr == nil {
-			ic.form, ferr = images.ReadForm(r.Body, boundary, h.app.imageBodyLimit())
+			ic.form, ferr = images.ReadForm(r.Body, boundary, images.FormOptions{
+				Limit:       h.app.imageBodyLimit(),
+				Spool:       h.app.imageSpool,
+				BeforeSpool: func() *formats.Error { return h.app.beforeSpool(r.Context(), p) },
+			})
 		}
 		if ferr != nil {
 			writeError(w, clientImages, ferr)
@@ -96,7 +101,33 @@ func (h *APIHandler) serveImages(w http.ResponseWriter, r *http.Request, p princ
 		return
 	}
 	defer ic.release()
+	if ic.form != nil {
+		ic.form.Late = ic.late
+	}
 	ic.run(w, r)
+}
+
+// beforeSpool lets an edit form spool the files it sends before its model
+// only if the balance covers the cheapest edit any image model could be
+// held for: the model is not known yet, the account is (#16).
+func (a *App) beforeSpool(ctx context.Context, p principal) *formats.Error {
+	if len(a.imageModels) == 0 {
+		return formats.InvalidRequest("model", "No model of this gateway makes images.")
+	}
+	acct, err := a.store.GetAccount(ctx, p.AccountID)
+	if err != nil {
+		a.logger.Error("reading a balance", zap.String("account", p.AccountID), zap.Error(err))
+		return formats.NewError(formats.KindInternal, "The gateway could not read your balance; try again.")
+	}
+	least := a.imageModels[0].leastEdit()
+	for _, m := range a.imageModels[1:] {
+		least = min(least, m.leastEdit())
+	}
+	if acct.Balance-acct.Held < least {
+		return &formats.Error{Kind: formats.KindInsufficientQuota,
+			Message: "Your balance does not cover one image edit at this gateway's cheapest image model. Top up your balance and try again."}
+	}
+	return nil
 }
 
 // formBoundary checks an edit's Content-Type.
@@ -113,41 +144,99 @@ func formBoundary(contentType string) (string, *formats.Error) {
 // limit (64 MiB by default, SPEC §3).
 func (a *App) imageBodyLimit() int64 { return 2 * a.MaxRequestBody }
 
+// defaultMaxImageSpool is App.MaxImageSpool's default.
+const defaultMaxImageSpool = 256 << 20
+
+// imageSpools holds the instance's one bound on spooled uploads, so that a
+// reload keeps counting the uploads in flight.
+var imageSpools = caddy.NewUsagePool()
+
+// spoolHandle adapts the bound to the usage pool.
+type spoolHandle struct{ *images.Spool }
+
+// Destruct implements caddy.Destructor: there is nothing to free.
+func (spoolHandle) Destruct() error { return nil }
+
+// provisionImages finds the image models and sets the bound on spooled
+// uploads (the newest config's limit applies).
+func (a *App) provisionImages() {
+	a.imageModels = a.imageModels[:0]
+	for _, m := range a.modelList {
+		if len(m.imageRoutes) > 0 {
+			a.imageModels = append(a.imageModels, m)
+		}
+	}
+	v, _, _ := imageSpools.LoadOrNew("spool", func() (caddy.Destructor, error) {
+		return spoolHandle{images.NewSpool(a.MaxImageSpool)}, nil
+	})
+	a.imageSpool = v.(spoolHandle).Spool
+	a.imageSpool.SetLimit(a.MaxImageSpool)
+}
+
 // perImage is the most one image of q can cost: the per-image price, or the
-// output tokens of its size and quality, whichever is dearer.
+// output tokens of its size and quality, whichever is dearer (a size or
+// quality not given, or not known, is taken at its dearest).
 func (ic *imageCall) perImage() ledger.Money {
 	tokens := mulMoney(images.OutputTokens(ic.req.Size, ic.req.Quality), ic.model.price.Output)
 	return max(ic.model.imagePrice, tokens)
 }
 
-// inputTokens bounds the request's input tokens: the prompt's bytes and a
-// fixed allowance per input image.
-func (ic *imageCall) inputTokens() int64 {
-	n := int64(len(ic.req.Prompt))
+// bound is the most a request of n images, a prompt of promptBytes and, for
+// an edit, files input files (at least one) can cost: the input tokens
+// (the prompt's bytes and a fixed allowance per input file) at the dearest
+// input price and n images at perImage.
+func (ic *imageCall) bound(n, promptBytes, files int) ledger.Money {
+	price := ic.model.price
+	tokens := int64(promptBytes)
 	if ic.form != nil {
-		n += int64(max(ic.form.Images(), 1)) * inputImageTokens
+		tokens += int64(max(files, 1)) * inputImageTokens
 	}
-	return n
+	in := mulMoney(tokens, max(price.Input, price.CacheRead, price.CacheWrite))
+	return addMoney(in, mulMoney(int64(n), ic.perImage()))
 }
 
-// reserve holds the cost of the images asked for. When the count is not
-// known yet (an edit whose n may follow the image), it holds for one image
-// at least and for the most a request may ask when the balance allows.
-func (ic *imageCall) reserve() *formats.Error {
-	price := ic.model.price
-	in := mulMoney(ic.inputTokens(), max(price.Input, price.CacheRead, price.CacheWrite))
-	each := ic.perImage()
-	least, most := ic.req.N, ic.req.N
-	if ic.form != nil && !ic.req.NGiven && !ic.form.Complete() {
-		least, most = 1, images.MaxN
+// current is the bound of the request as read so far.
+func (ic *imageCall) current() ledger.Money {
+	files := 0
+	if ic.form != nil {
+		files = ic.form.Files()
 	}
-	minCost := addMoney(in, mulMoney(int64(least), each))
-	maxCost := addMoney(in, mulMoney(int64(most), each))
-	hold, err := ic.app.store.Reserve(ic.principal.AccountID, minCost, maxCost)
+	return ic.bound(ic.req.N, len(ic.req.Prompt), files)
+}
+
+// leastEdit is the least an edit of m can be held for: one input image, one
+// image out at the cheapest size and quality, no prompt.
+func (m *model) leastEdit() ledger.Money {
+	price := m.price
+	in := mulMoney(inputImageTokens, max(price.Input, price.CacheRead, price.CacheWrite))
+	return addMoney(in, max(m.imagePrice, mulMoney(images.MinOutputTokens, price.Output)))
+}
+
+// reserve holds the cost of the images asked for. An edit whose form goes
+// on past its first file after the model (curl's order: model, images,
+// prompt) is held for the dearest request the rest of the form can still
+// make (n images not given yet: 10; a prompt not given yet: the longest;
+// 17 input files), or for as much of it as the balance covers, never less
+// than the form read so far; late checks each later part against what was
+// held (#16).
+func (ic *imageCall) reserve() *formats.Error {
+	least := ic.current()
+	most := least
+	if ic.form != nil && !ic.form.Complete() {
+		n, prompt := ic.req.N, len(ic.req.Prompt)
+		if !ic.req.NGiven {
+			n = images.MaxN
+		}
+		if !ic.form.Given("prompt") {
+			prompt = images.MaxPromptBytes
+		}
+		most = ic.bound(n, prompt, images.MaxInputFiles)
+	}
+	hold, err := ic.app.store.Reserve(ic.principal.AccountID, least, most)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInsufficientFunds) {
 			return &formats.Error{Kind: formats.KindInsufficientQuota,
-				Message: "Your balance does not cover this request (" + strconv.Itoa(least) +
+				Message: "Your balance does not cover this request (" + strconv.Itoa(ic.req.N) +
 					" image(s) at this model's price). Top up your balance and try again."}
 		}
 		ic.logger.Error("reserving a hold", zap.String("account", ic.principal.AccountID), zap.Error(err))
@@ -155,6 +244,19 @@ func (ic *imageCall) reserve() *formats.Error {
 	}
 	ic.hold = hold
 	return nil
+}
+
+// late checks a part of an edit form that arrived after the hold was taken
+// (Form.Late), once it is applied: the request as it now stands must still
+// be covered by the hold, or the part is refused, unsent, naming its field.
+// So whatever the upstream is asked was held for (#16).
+func (ic *imageCall) late(name string) *formats.Error {
+	if ic.current() <= ic.hold.Amount() {
+		return nil
+	}
+	return formats.InvalidRequest(name, "The form field '"+name+"' came after the first image file that follows the model, "+
+		"when this request's funds were already held, and asks for more than was held ("+ic.hold.Amount().String()+
+		" "+ic.app.Currency+"). Send model, n, size, quality and prompt before the image files, or top up your balance.")
 }
 
 // release gives the hold back if the call was not settled.
@@ -212,7 +314,15 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 	keyID := ic.attempt.Key.ID
 	ic.app.metrics.attempt(p.Name, keyID)
 
-	ctx, cancel := context.WithTimeout(r.Context(), p.responseTimeout)
+	// Once sent, the upstream call outlives a client that goes away: the
+	// provider makes (and charges for) the images whether or not anyone
+	// reads them, so the gateway reads the answer and bills it (#16). An
+	// edit whose client leaves before the form is whole breaks the form,
+	// and the upstream makes nothing.
+	if r.Context().Err() != nil {
+		return true, 0, nil // nothing sent: nothing made
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.responseTimeout)
 	defer cancel()
 	path := "/v1/images/generations"
 	var body io.Reader
@@ -289,7 +399,7 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 
 	sent := time.Now()
 	resp, err := p.transport.HTTPTransport.RoundTrip(req)
-	timedOut := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil }
+	timedOut := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	if err != nil {
 		if r.Context().Err() != nil {
 			formDone()
@@ -313,9 +423,6 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 	}
 	data, err := readAll(resp.Body, maxResponseBody)
 	if err != nil {
-		if r.Context().Err() != nil {
-			return true, 0, nil
-		}
 		c := upstream.CauseClosed
 		if timedOut() {
 			c = upstream.CauseTimeout
@@ -328,7 +435,12 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 		return fail(upstream.CauseServer, 0, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer."))
 	}
 	ic.attempt.Succeeded(time.Since(sent))
-	if err := ic.settle(ans); err != nil {
+	if r.Context().Err() != nil {
+		// the client left while the images were made: billed all the same
+		_ = ic.settle(ans, true)
+		return true, 0, nil
+	}
+	if err := ic.settle(ans, false); err != nil {
 		writeError(w, clientImages, billingFailed())
 		return true, 0, nil
 	}
@@ -338,8 +450,10 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 
 // settle bills the answer: its token usage when the upstream reports it,
 // else the per-image price, else the images' estimated tokens; never
-// nothing for an image served.
-func (ic *imageCall) settle(ans images.Answer) error {
+// nothing for an image served. clientGone marks an answer whose client left
+// before it came (outcome client_closed, collected even when the ledger is
+// slow to take it).
+func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
 	ic.settled = true
 	m := ic.model
 	tokens := ledger.Tokens{Input: ans.Usage.Input, Output: ans.Usage.Output}
@@ -382,7 +496,12 @@ func (ic *imageCall) settle(ans images.Answer) error {
 		Latency:       took,
 		TTFT:          took, // an image answer arrives whole
 	}
-	if err := ic.app.settleRecord(ic.logger, ic.hold, rec); err != nil {
+	settle := ic.app.settleRecord
+	if clientGone {
+		rec.Status, rec.Outcome = statusClientClosed, "client_closed"
+		settle = ic.app.collectRecord
+	}
+	if err := settle(ic.logger, ic.hold, rec); err != nil {
 		return err
 	}
 	debugf(ic.logger, "settled",

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments"
 	"github.com/modelgate/modelgate/ratelimit"
@@ -77,6 +78,13 @@ type App struct {
 	// Default: 32 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
 
+	// MaxImageSpool bounds the bytes of image edit uploads held at once in
+	// temporary files, across every request: the image files a form sends
+	// before its model field wait there until the model is known (forms
+	// that send the model first are forwarded as they arrive). An upload
+	// that does not fit gets a 503. Default: 256 MiB.
+	MaxImageSpool int64 `json:"max_image_spool,omitempty"`
+
 	// MaxAttempts is how many upstream attempts (keys or routes) a request
 	// may make before the first byte reaches the client. Default: 3.
 	MaxAttempts int `json:"max_attempts,omitempty"`
@@ -121,6 +129,15 @@ type App struct {
 	// signatures keeps Gemini thought signatures for the tool calls the
 	// gateway handed to non-Gemini clients (wire/translation.md §4.6).
 	signatures *signatureCache
+
+	// ledgerInUse, when another server process holds the ledger, is why
+	// this one must not start or serve (#16).
+	ledgerInUse error
+
+	// imageModels are the models with an OpenAI-format route; imageSpool
+	// bounds the uploads spooled by edits (#16).
+	imageModels []*model
+	imageSpool  *images.Spool
 }
 
 // LedgerConfig selects the ledger store.
@@ -427,6 +444,11 @@ var ledgers = caddy.NewUsagePool()
 // changes to the other instances through that config's Redis, if any.
 type ledgerHandle struct {
 	*ledger.Store
+	// inUse is set when another server holds the file's lock (#16): the
+	// store was then opened as the CLI opens it, so that `caddy validate`,
+	// which provisions a config but never starts it, still works beside a
+	// running server, and Start refuses with this error.
+	inUse   error
 	metrics atomic.Pointer[metrics]
 	redis   atomic.Pointer[redis.Client]
 }
@@ -468,11 +490,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 
-	path := a.Ledger.Path
+	// by absolute path, so that a reload spelling the path differently
+	// keeps the store (and its server lock) rather than refusing itself
+	path, err := filepath.Abs(a.Ledger.Path)
+	if err != nil {
+		return fmt.Errorf("ledger path: %w", err)
+	}
 	a.storeKey = "sqlite:" + path
 	v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
 		h := new(ledgerHandle)
-		s, err := ledger.Open(ctx, ledger.Options{
+		opts := ledger.Options{
 			Path:         path,
 			Synchronous:  a.Ledger.Synchronous,
 			PollInterval: time.Duration(a.Ledger.PollInterval),
@@ -480,7 +507,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 			Logger:       a.logger.Named("ledger"),
 			OnCommit:     h.committed,
 			OnChange:     h.changed,
-		})
+			ServerLock:   true, // one server per SQLite file (#16)
+		}
+		s, err := ledger.Open(ctx, opts)
+		if errors.Is(err, ledger.ErrInUse) {
+			h.inUse = err
+			opts.ServerLock = false
+			s, err = ledger.Open(ctx, opts)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -493,6 +527,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	handle := v.(*ledgerHandle)
 	a.store = handle.Store
+	a.ledgerInUse = handle.inUse
 
 	for _, m := range a.modelList {
 		created, err := a.store.RegisterModel(ctx, m.id)
@@ -506,9 +541,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return upstream.NewRegistry(nil), nil
 	})
 	a.registry = reg.(*upstream.Registry)
-	if !loaded {
+	if !loaded && a.ledgerInUse == nil {
 		// a new process starts with every provider up: end the incidents
-		// a previous one left open
+		// a previous one left open (not those of the server using the
+		// ledger now, when this one is refused or only validating)
 		a.closeStaleIncidents(ctx)
 	}
 	m, err := newMetrics(ctx.GetMetricsRegistry(), a)
@@ -549,6 +585,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 			}
 		}
 	}
+	a.provisionImages()
 	return nil
 }
 
@@ -577,6 +614,9 @@ func (a *App) setDefaults() error {
 	}
 	if a.MaxAttempts == 0 {
 		a.MaxAttempts = defaultMaxAttempts
+	}
+	if a.MaxImageSpool == 0 {
+		a.MaxImageSpool = defaultMaxImageSpool
 	}
 	if len(a.Plans) == 0 {
 		a.Plans = []*PlanConfig{{Name: defaultPlanName}}
@@ -860,8 +900,12 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 }
 
 // Start begins the background work: health probes, and flushing
-// availability counts and incidents to the ledger.
+// availability counts and incidents to the ledger. It refuses when another
+// server process uses the SQLite ledger.
 func (a *App) Start() error {
+	if a.ledgerInUse != nil {
+		return a.ledgerInUse
+	}
 	live := make([]*upstream.Provider, 0, len(a.providers))
 	for _, p := range a.providers {
 		live = append(live, p.Provider)
@@ -919,6 +963,10 @@ func (a *App) Cleanup() error {
 	}
 	if a.signatures != nil {
 		_, err := signatureCaches.Delete("signatures")
+		errs = append(errs, err)
+	}
+	if a.imageSpool != nil {
+		_, err := imageSpools.Delete("spool")
 		errs = append(errs, err)
 	}
 	errs = append(errs, a.cleanupLimits())

@@ -2,6 +2,7 @@ package modelgate
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -35,19 +36,19 @@ func needRedis(t *testing.T) {
 	rdb.FlushDB(context.Background())
 }
 
-// secondInstance is another gateway process sharing the first one's ledger
-// file, mock upstream and Redis.
+// secondInstance is another gateway process sharing the first one's mock
+// upstream and Redis.
 type secondInstance struct {
-	cmd  *exec.Cmd
-	base string
-	log  string
+	cmd    *exec.Cmd
+	base   string
+	log    string
+	exited chan struct{} // closed when the process has ended
 }
 
-// startSecondInstance builds the gateway binary and runs it on a free port
-// with the same catalogue as startGateway's.
-func startSecondInstance(t *testing.T, g *gateway) *secondInstance {
+// buildGateway builds the gateway binary (with the race detector when the
+// tests run with it) under dir and returns its path.
+func buildGateway(t *testing.T, dir string) string {
 	t.Helper()
-	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin", "caddy") // not dir/caddy: that is Caddy's data directory
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
@@ -56,19 +57,34 @@ func startSecondInstance(t *testing.T, g *gateway) *secondInstance {
 	if out, err := exec.Command("go", append(args, "./cmd/caddy")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// secondConfig writes the config of another gateway process into dir: g's
+// catalogue on a free port, without admin or logs, its ledger at dbPath.
+// It returns the Caddyfile's path and the process's base URL.
+func secondConfig(t *testing.T, g *gateway, dir, dbPath string) (cfgPath, base string) {
+	t.Helper()
 	port, tlsPort := freeTCPPort(t), freeTCPPort(t)
-	// the first instance's config, on another port, without admin or logs
 	cfg := g.cfg
 	cfg = strings.Replace(cfg, fmt.Sprintf("admin localhost:%d", adminPort), "admin off", 1)
 	cfg = strings.Replace(cfg, fmt.Sprintf("http_port %d", gatewayPort), fmt.Sprintf("http_port %d", port), 1)
 	cfg = strings.Replace(cfg, fmt.Sprintf("https_port %d", gatewayTLSPort), fmt.Sprintf("https_port %d", tlsPort), 1)
+	cfg = strings.Replace(cfg, "ledger sqlite "+g.dbPath, "ledger sqlite "+dbPath, 1)
 	site := cfg[strings.Index(cfg, fmt.Sprintf("http://localhost:%d {", gatewayPort)):]
 	cfg = strings.Replace(cfg, site, fmt.Sprintf("http://:%d {\n\tmodelgate_api\n}\n", port), 1)
-	cfgPath := filepath.Join(dir, "Caddyfile")
+	cfgPath = filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	si := &secondInstance{base: fmt.Sprintf("http://127.0.0.1:%d", port), log: filepath.Join(dir, "caddy.log")}
+	return cfgPath, fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// runGateway runs `bin run --config cfgPath` as a process whose home is
+// dir, its output going to dir/caddy.log; it does not wait.
+func runGateway(t *testing.T, bin, cfgPath, dir, base string) *secondInstance {
+	t.Helper()
+	si := &secondInstance{base: base, log: filepath.Join(dir, "caddy.log"), exited: make(chan struct{})}
 	logf, err := os.Create(si.log)
 	if err != nil {
 		t.Fatal(err)
@@ -80,18 +96,53 @@ func startSecondInstance(t *testing.T, g *gateway) *secondInstance {
 	if err := si.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() {
+		_ = si.cmd.Wait()
+		close(si.exited)
+	}()
 	t.Cleanup(si.kill)
-	deadline := time.Now().Add(60 * time.Second)
+	return si
+}
+
+// serving waits until the process serves its index (200), or has exited,
+// or within has passed; it reports whether it serves.
+func (si *secondInstance) serving(within time.Duration) bool {
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(si.base + "/"); err == nil {
 			resp.Body.Close()
-			return si
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-si.exited:
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
+	return false
+}
+
+// output is what the process wrote.
+func (si *secondInstance) output() string {
 	out, _ := os.ReadFile(si.log)
-	t.Fatalf("the second instance did not start:\n%s", out)
-	return nil
+	return string(out)
+}
+
+// startSecondInstance builds the gateway binary and runs it on a free port
+// with the same catalogue as startGateway's, on the ledger at dbPath (one
+// server per SQLite file: not g's own).
+func startSecondInstance(t *testing.T, g *gateway, dbPath string) *secondInstance {
+	t.Helper()
+	dir := t.TempDir()
+	bin := buildGateway(t, dir)
+	cfgPath, base := secondConfig(t, g, dir, dbPath)
+	si := runGateway(t, bin, cfgPath, dir, base)
+	if !si.serving(60 * time.Second) {
+		t.Fatalf("the second instance did not start:\n%s", si.output())
+	}
+	return si
 }
 
 // freeTCPPort returns a loopback port nothing listens on.
@@ -105,11 +156,10 @@ func freeTCPPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// kill ends the process (SIGKILL) and waits for it.
 func (si *secondInstance) kill() {
-	if si.cmd.ProcessState == nil {
-		_ = si.cmd.Process.Kill()
-		_ = si.cmd.Wait()
-	}
+	_ = si.cmd.Process.Kill()
+	<-si.exited
 }
 
 // generateAt sends a request of a client format to an instance (its base
@@ -134,18 +184,47 @@ func generateAt(base, client, model, text string, stream bool, key string) (int,
 // second (the ledgers poll only every minute here: the change travels
 // through Redis); and the slots of an instance killed mid-stream lapse
 // within their lease.
+//
+// One server per SQLite file (#16): until the instances can share a
+// PostgreSQL ledger, the second runs on a copy of the first's, made once
+// the accounts and keys exist, and a key or account change is made to both
+// files (to the second's as the CLI would, unannounced), so that only
+// Redis can tell the second instance within the second.
 func TestRedisTwoInstances(t *testing.T) {
 	needRedis(t)
 	redisOpt := "\t\tredis " + testRedisURL + " {\n\t\t\tslot_lease 1s\n\t\t}\n"
 	g := startGateway(t, gatewayOptions{extra: limitPlans + redisOpt, ledger: "\t\t\tpoll_interval 1m\n"})
-	b := startSecondInstance(t, g)
 	ctx := context.Background()
-	account := func(plan string) (string, string) {
+	type funded struct{ acct, key string }
+	accounts := map[string][]funded{}
+	for _, plan := range []string{"burst", "few", "narrow", "burst", "burst", "narrow"} {
 		acct, key := g.account("10.00")
 		if err := g.store.SetAccountPlan(ctx, acct, plan); err != nil {
 			t.Fatal(err)
 		}
-		return acct, key
+		accounts[plan] = append(accounts[plan], funded{acct, key})
+	}
+	// account hands out the accounts made before the copy, in order
+	account := func(plan string) (string, string) {
+		f := accounts[plan][0]
+		accounts[plan] = accounts[plan][1:]
+		return f.acct, f.key
+	}
+	bPath := filepath.Join(t.TempDir(), "b.db")
+	copyLedger(t, g.dbPath, bPath)
+	b := startSecondInstance(t, g, bPath)
+	// rows counts an account's usage rows on both instances
+	rows := func(acct string) int { return len(g.rows(acct)) + len(rowsAt(t, bPath, acct)) }
+	// onB changes the second instance's ledger file as the CLI would
+	onB := func(f func(s *ledger.Store) error) {
+		s, err := ledger.Open(ctx, ledger.Options{Path: bPath})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := f(s); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	t.Run("requests per minute, exactly", func(t *testing.T) {
@@ -160,7 +239,7 @@ func TestRedisTwoInstances(t *testing.T) {
 		if statuses[200] != 10 || statuses[429] != 30 || len(statuses) != 2 {
 			t.Fatalf("statuses %v over two instances, want 10 × 200 and 30 × 429", statuses)
 		}
-		if n := len(g.rows(acct)); n != 10 {
+		if n := rows(acct); n != 10 {
 			t.Fatalf("%d usage rows", n)
 		}
 	})
@@ -179,7 +258,7 @@ func TestRedisTwoInstances(t *testing.T) {
 		if statuses[200] != 3 || statuses[429] != 21 || len(statuses) != 2 {
 			t.Fatalf("statuses %v over two instances, want 3 × 200 and 21 × 429", statuses)
 		}
-		if n := len(g.rows(acct)); n != 3 {
+		if n := rows(acct); n != 3 {
 			t.Fatalf("%d usage rows", n)
 		}
 	})
@@ -209,6 +288,7 @@ func TestRedisTwoInstances(t *testing.T) {
 		if err != nil || len(keys) != 1 {
 			t.Fatalf("keys: %v %v", keys, err)
 		}
+		onB(func(s *ledger.Store) error { return s.DeleteKey(ctx, keys[0].ID) })
 		if err := g.store.DeleteKey(ctx, keys[0].ID); err != nil {
 			t.Fatal(err)
 		}
@@ -221,6 +301,7 @@ func TestRedisTwoInstances(t *testing.T) {
 		if st, body := generateAt(b.base, "gemini", testModel, "hello", false, key2); st != 200 {
 			t.Fatalf("B before: %d %s", st, body)
 		}
+		onB(func(s *ledger.Store) error { return s.SetAccountState(ctx, acct2, ledger.StateSuspended) })
 		if err := g.store.SetAccountState(ctx, acct2, ledger.StateSuspended); err != nil {
 			t.Fatal(err)
 		}
@@ -244,6 +325,36 @@ func TestRedisTwoInstances(t *testing.T) {
 		}, 200)
 		t.Logf("the slot came back %s after the kill (lease 1s)", time.Since(killed).Round(10*time.Millisecond))
 	})
+}
+
+// copyLedger copies the SQLite ledger at from, in use, to a new file at to
+// (VACUUM INTO: a consistent snapshot, the WAL included).
+func copyLedger(t *testing.T, from, to string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+from+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("VACUUM INTO ?", to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rowsAt returns an account's usage rows in the ledger file at path, read as
+// the CLI reads it (beside a running server).
+func rowsAt(t *testing.T, path, acct string) []ledger.UsageRecord {
+	t.Helper()
+	s, err := ledger.Open(context.Background(), ledger.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.UsageRows(context.Background(), ledger.UsageFilter{AccountID: acct, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
 
 // openStream starts a chat stream on an instance and reads its first

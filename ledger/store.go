@@ -6,10 +6,10 @@
 // commands in groups (many requests per transaction). Reads use a separate
 // pool of read-only connections, so they never wait for the writer.
 //
-// Holds (the no-overdraft mechanism) live in memory: one process owns the
-// SQLite file, and a restart drops them, which releases them. Changes made
-// to the file by other processes (the CLI) are noticed through
-// PRAGMA data_version within Options.PollInterval.
+// Holds (the no-overdraft mechanism) live in memory: one server process owns
+// the SQLite file (Options.ServerLock), and a restart drops them, which
+// releases them. Changes made to the file by other processes (the CLI) are
+// noticed through PRAGMA data_version within Options.PollInterval.
 //
 // Units in the database: money in nanos, timestamps in unix milliseconds
 // (UTC), latencies in microseconds.
@@ -32,6 +32,8 @@ import (
 
 	"go.uber.org/zap"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/modelgate/modelgate/internal/filelock"
 )
 
 // Errors returned (possibly wrapped) by the Store. Test with errors.Is.
@@ -47,6 +49,8 @@ var (
 	// I/O error, a full disk). A Settle that fails so keeps its hold open:
 	// the caller retries it, or releases the hold.
 	ErrWriteFailed = errors.New("ledger: write failed")
+	// ErrInUse: Open with ServerLock found another server using the file.
+	ErrInUse = errors.New("ledger: the SQLite file is in use by another modelgate server")
 )
 
 // Options configures Open.
@@ -67,6 +71,14 @@ type Options struct {
 	CommitDelay    time.Duration
 	CommitSiblings int         // default 4
 	Logger         *zap.Logger // may be nil
+
+	// ServerLock is set by a gateway server: its holds live only in its own
+	// memory, so two servers on one file would each spend the same balance
+	// (#16). Open then takes an exclusive advisory lock on Path+".lock",
+	// held until Close and dropped by the system if the process dies, and
+	// fails with an error wrapping ErrInUse if another process holds it.
+	// Without it (the CLI) the file is opened beside a running server.
+	ServerLock bool
 
 	// OnChange, if set, is called after a key is deleted ("key:ID") or an
 	// account's state or plan changes ("account:ID") through this store, so
@@ -116,6 +128,7 @@ type Store struct {
 	ckptKick   chan struct{} // writer → checkpointer: something was committed
 	ckptStop   chan struct{}
 	ckptDone   chan struct{}
+	lock       *filelock.File // the server lock, with Options.ServerLock
 	closeOnce  sync.Once
 	closeErr   error
 
@@ -232,6 +245,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("ledger: open: create directory: %w", err)
 	}
+	var lock *filelock.File
+	if opts.ServerLock {
+		if lock, err = serverLock(abs); err != nil {
+			return nil, err
+		}
+	}
 
 	s := &Store{
 		opts:       opts,
@@ -244,11 +263,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		ckptDone:   make(chan struct{}),
 		keys:       newKeyCache(),
 		agg:        newBatchAgg(),
+		lock:       lock,
 	}
 	ok := false
 	defer func() {
 		if !ok {
 			s.closeDBs()
+			s.lock.Release()
 		}
 	}()
 
@@ -374,11 +395,37 @@ func (s *Store) Close() error {
 		<-s.writerDone
 		close(s.ckptStop)
 		<-s.ckptDone
-		if err := s.closeDBs(); err != nil {
+		err := s.closeDBs()
+		// the lock goes last: the next server may open the file now
+		if lerr := s.lock.Release(); err == nil {
+			err = lerr
+		}
+		if err != nil {
 			s.closeErr = fmt.Errorf("ledger: close: %w", err)
 		}
 	})
 	return s.closeErr
+}
+
+// serverLock takes the server lock of the database at path (absolute), or
+// says who holds it and what to do instead.
+func serverLock(path string) (*filelock.File, error) {
+	lockPath := path + ".lock"
+	l, err := filelock.TryLock(lockPath)
+	if err == nil {
+		return l, nil
+	}
+	if !errors.Is(err, filelock.ErrLocked) {
+		return nil, fmt.Errorf("ledger: open: the server lock %s: %w", lockPath, err)
+	}
+	holder := "another process"
+	if pid := filelock.Owner(lockPath); pid > 0 {
+		holder = fmt.Sprintf("process %d", pid)
+	}
+	return nil, fmt.Errorf("%w: %s (held by %s; lock file %s). "+
+		"One server per SQLite file: each server keeps its holds in its own memory, so two would spend the same balances twice and overdraw accounts. "+
+		"Stop the other server or give this one its own ledger file; to run several instances on one set of accounts, use a shared PostgreSQL ledger. "+
+		"The caddy modelgate commands work beside a running server", ErrInUse, path, holder, lockPath)
 }
 
 // beginRead marks a read in progress, so that Close waits for it before

@@ -21,7 +21,8 @@
 //	                            dall-e-* answer URLs (or b64_json) and no usage
 //	POST /v1/images/edits       the same, from a multipart form read as it arrives (file parts are
 //	                            hashed and counted, [Server.UploadedBytes]; each input image counts
-//	                            [ImageInputTokens]); recorded with a JSON summary of the form as its body
+//	                            [ImageInputTokens], [ImageInputTokensHigh] with input_fidelity high);
+//	                            recorded with a JSON summary of the form and of what was made as its body
 //	GET  /v1/models             {"object":"list","data":[...]}
 //	GET  /v1/models/{id}        one model object; unknown id → 404 model_not_found
 //

@@ -22,6 +22,10 @@ import (
 const (
 	// ImageInputTokens is what one input image of an edit counts.
 	ImageInputTokens = 323
+	// ImageInputTokensHigh is what one input image counts with
+	// input_fidelity high, which preserves faces and logos at the price of
+	// thousands of input tokens an image.
+	ImageInputTokensHigh = 4160
 	// mockImageB64 is a 1×1 transparent PNG.
 	mockImageB64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
@@ -66,6 +70,7 @@ type imageRequest struct {
 	Size           string `json:"size"`
 	Quality        string `json:"quality"`
 	ResponseFormat string `json:"response_format"`
+	InputFidelity  string `json:"input_fidelity"`
 	Stream         bool   `json:"stream"`
 	inputImages    int
 }
@@ -82,7 +87,10 @@ func (s *Server) openAIImageGeneration(c *call) {
 
 // openAIImageEdit serves POST /v1/images/edits, reading the form as it
 // arrives. It records the request with a JSON summary as its body:
-// {"fields":{name:value},"files":[{"name","filename","content_type","bytes","sha256"}]}.
+// {"fields":{name:value},"files":[{"name","filename","content_type","bytes","sha256"}],
+// "served":{"images","input_tokens","output_tokens"}}, served being what it
+// made (what a provider would charge for; absent when it made nothing; the
+// tokens are counted also for a DALL·E model, which reports none).
 func (s *Server) openAIImageEdit(w http.ResponseWriter, r *http.Request) {
 	c := s.begin(w, r, bearerKey(r), nil, openAI{})
 	defer c.end()
@@ -96,6 +104,7 @@ func (s *Server) openAIImageEdit(w http.ResponseWriter, r *http.Request) {
 	summary := struct {
 		Fields map[string]string `json:"fields"`
 		Files  []file            `json:"files"`
+		Served *ImagesServed     `json:"served,omitempty"`
 	}{Fields: map[string]string{}, Files: []file{}}
 	defer func() { s.record(r, marshal(summary)) }()
 
@@ -144,6 +153,7 @@ func (s *Server) openAIImageEdit(w http.ResponseWriter, r *http.Request) {
 	if perr == nil {
 		f := summary.Fields
 		q.Model, q.Prompt, q.Size, q.Quality, q.ResponseFormat = f["model"], f["prompt"], f["size"], f["quality"], f["response_format"]
+		q.InputFidelity = f["input_fidelity"]
 		q.Stream = f["stream"] == "true"
 		if v, ok := f["n"]; ok {
 			n, err := strconv.Atoi(v)
@@ -156,21 +166,29 @@ func (s *Server) openAIImageEdit(w http.ResponseWriter, r *http.Request) {
 			perr = invalid("image", "missing_required_parameter", "Missing required parameter: 'image'.")
 		}
 	}
-	s.imageAnswer(c, q, perr)
+	summary.Served = s.imageAnswer(c, q, perr)
+}
+
+// ImagesServed is what the images routes made for one request.
+type ImagesServed struct {
+	Images       int `json:"images"`
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
 }
 
 // imageAnswer validates q and answers it: failures from the key's faults
-// and the prompt's directives first, then the images.
-func (s *Server) imageAnswer(c *call, q imageRequest, perr *apiError) {
+// and the prompt's directives first, then the images. It returns what it
+// made, nil when it made nothing.
+func (s *Server) imageAnswer(c *call, q imageRequest, perr *apiError) *ImagesServed {
 	c.model = q.Model
 	if !s.openAIAuth(c) {
-		return
+		return nil
 	}
 	f := s.takeFault(c.key)
 	if fp := failurePlan(f, noDirectives()); fp.fail == failStatus || fp.fail == failHang || fp.fail == failClose {
 		c.latency += fp.latency
 		c.act(&fp)
-		return
+		return nil
 	}
 	n := 1
 	if perr == nil {
@@ -191,16 +209,16 @@ func (s *Server) imageAnswer(c *call, q imageRequest, perr *apiError) {
 	}
 	if perr != nil {
 		c.writeError(*perr)
-		return
+		return nil
 	}
 	d, err := parseDirectives([]string{q.Prompt})
 	if err != nil {
 		c.writeError(c.vendor.badRequest(err.Error()))
-		return
+		return nil
 	}
 	if !s.modelOK(q.Model) && !strings.HasPrefix(q.Model, "gpt-image") && !strings.HasPrefix(q.Model, "dall-e") {
 		c.writeError(c.vendor.statusError(c, http.StatusNotFound, ""))
-		return
+		return nil
 	}
 	p := failurePlan(f, d)
 	if d.latency >= 0 {
@@ -208,11 +226,16 @@ func (s *Server) imageAnswer(c *call, q imageRequest, perr *apiError) {
 	}
 	c.latency += p.latency
 	if c.act(&p) {
-		return
+		return nil
 	}
 	if !c.beforeHeaders(0) {
-		return
+		return nil
 	}
+	text, img := ImageTextTokens(q.Prompt), q.inputImages*ImageInputTokens
+	if q.InputFidelity == "high" {
+		img = q.inputImages * ImageInputTokensHigh
+	}
+	served := &ImagesServed{Images: n, InputTokens: text + img, OutputTokens: n * ImageOutputTokens(q.Size, q.Quality)}
 	gpt := strings.HasPrefix(q.Model, "gpt-image")
 	data := make([]map[string]any, n)
 	for i := range data {
@@ -228,8 +251,7 @@ func (s *Server) imageAnswer(c *call, q imageRequest, perr *apiError) {
 	}
 	answer := map[string]any{"created": time.Now().Unix(), "data": data}
 	if gpt && !d.noUsage {
-		text, img := ImageTextTokens(q.Prompt), q.inputImages*ImageInputTokens
-		out := n * ImageOutputTokens(q.Size, q.Quality)
+		out := served.OutputTokens
 		answer["background"], answer["output_format"] = "opaque", "png"
 		answer["quality"], answer["size"] = orDefault(q.Quality, "high"), orDefault(q.Size, "1024x1024")
 		answer["usage"] = map[string]any{
@@ -243,7 +265,8 @@ func (s *Server) imageAnswer(c *call, q imageRequest, perr *apiError) {
 	body := marshal(answer)
 	if p.fail == failCut {
 		c.writeCut(body)
-		return
+		return served
 	}
 	c.writeJSON(body)
+	return served
 }

@@ -55,10 +55,21 @@ func TestImages(t *testing.T) {
 			Name  string
 			Bytes int64
 		}
+		Served *ImagesServed
 	}
 	if err := json.Unmarshal(reqs[len(reqs)-1].Body, &summary); err != nil || summary.Fields["prompt"] != "add a scarf" ||
-		len(summary.Files) != 2 || summary.Files[0].Bytes != int64(len(img)) {
+		len(summary.Files) != 2 || summary.Files[0].Bytes != int64(len(img)) ||
+		summary.Served == nil || *summary.Served != (ImagesServed{Images: 1, InputTokens: 3 + 2*ImageInputTokens, OutputTokens: 272}) {
 		t.Fatalf("recorded %s", reqs[len(reqs)-1].Body)
+	}
+
+	// high input fidelity: each input image counts far more
+	res, err = c.Images.Edit(ctxT(t), openai.ImageEditParams{
+		Image:  openai.ImageEditParamsImageUnion{OfFileArray: []io.Reader{openai.File(strings.NewReader("one"), "a.png", "image/png"), openai.File(strings.NewReader("two"), "b.png", "image/png")}},
+		Prompt: "add a scarf", Model: "gpt-image-1", Quality: openai.ImageEditParamsQualityLow, InputFidelity: openai.ImageEditParamsInputFidelityHigh,
+	})
+	if err != nil || res.Usage.InputTokens != int64(3+2*ImageInputTokensHigh) {
+		t.Fatalf("edit with high input fidelity: %v %+v", err, res.Usage)
 	}
 
 	// refusals and failures, in OpenAI's envelope
@@ -92,6 +103,16 @@ func TestImages(t *testing.T) {
 		var e *openai.Error
 		if err := tc.do(); !errors.As(err, &e) || e.StatusCode != tc.status || e.Param != tc.param {
 			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	// the refused edit made nothing
+	reqs = s.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if reqs[i].Path == "/v1/images/edits" {
+			if strings.Contains(string(reqs[i].Body), `"served"`) {
+				t.Fatalf("a refused edit recorded %s", reqs[i].Body)
+			}
+			break
 		}
 	}
 

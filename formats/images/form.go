@@ -9,7 +9,11 @@ import (
 	"net/textproto"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/modelgate/modelgate/formats"
 )
@@ -20,30 +24,128 @@ const (
 	maxTextTotal = 1 << 20   // every text field together
 	maxParts     = 64
 	maxImages    = 16 // image or image[] parts
+
+	// MaxInputFiles is the most file parts an edit form may have: 16 input
+	// images and a mask.
+	MaxInputFiles = maxImages + 1
+	// MaxPromptBytes is the most UTF-8 bytes of a prompt of MaxPromptRunes.
+	MaxPromptBytes = 4 * MaxPromptRunes
 )
 
 // Form is a POST /v1/images/edits request: a multipart form (wire/openai.md
 // §4.2) that is forwarded to the upstream as it arrives, never held whole.
 //
 // The gateway must know the model before it can pick an upstream, and
-// clients send the parts in any order (the OpenAI SDKs sort them by name,
-// so the image comes before the model). ReadForm reads parts until the
-// model is known and the next part is a file: text fields are kept in
-// memory, file parts read before that go to an unlinked temporary file,
-// never to memory. WriteTo sends the parts read so far, then the client's
-// remaining parts straight through as they arrive.
+// clients send the parts in any order (the Go SDK sorts them by name, so
+// the image comes before the model; curl sends them as typed). ReadForm
+// reads parts until the model is known and the next part is a file: text
+// fields are kept in memory, file parts read before that go to an unlinked
+// temporary file, never to memory. WriteTo sends the parts read so far,
+// then the client's remaining parts straight through as they arrive.
+//
+// What the gateway holds for is what the upstream gets (#16): every field
+// but image and image[] may appear once; only image, image[] and mask may
+// be files; each part is forwarded with a header the gateway writes from
+// the name (and file name) it read, so that the upstream cannot read a part
+// otherwise; and each part that arrives after the form was routed (and the
+// request held for) passes Late before it is forwarded.
 type Form struct {
 	Request
+
+	// Late, if set, is called by WriteTo for each part that arrives after
+	// ReadForm returned, once the part is applied to Request and counted
+	// and before anything of it is forwarded, with the part's name: an
+	// error ends the forwarding there (WriteTo returns it as a
+	// *ClientError), the part unsent.
+	Late func(name string) *formats.Error
+
+	opts    FormOptions
 	parts   []formPart
 	spool   *os.File
 	spooled int64
-	text    int // bytes of text fields read
-	nparts  int // parts read
-	images  int // image parts read
+	taken   int64 // bytes of opts.Spool taken by this form
+	text    int   // bytes of text fields read
+	nparts  int   // parts read
+	images  int   // image parts read
+	files   int   // file parts read
+	seen    map[string]bool
 	mr      *multipart.Reader
 	pending *multipart.Part // the first part not read yet, when more
 	more    bool            // the client's form goes on after the parts read
 	live    bool            // WriteTo forwarded parts straight from the client
+}
+
+// FormOptions bound what ReadForm accepts.
+type FormOptions struct {
+	// Limit is the most bytes the whole body may have.
+	Limit int64
+	// Spool, if set, bounds the bytes of file parts spooled at once by
+	// every form that shares it.
+	Spool *Spool
+	// BeforeSpool, if set, is called once, before the first byte of a file
+	// part that comes before the model is spooled: an error refuses the
+	// form.
+	BeforeSpool func() *formats.Error
+}
+
+// Spool bounds the bytes that edit forms keep in temporary files at once
+// (the file parts that come before the model). One Spool is shared by
+// every form of a gateway instance; it is safe for concurrent use.
+type Spool struct {
+	limit, used atomic.Int64
+}
+
+// NewSpool returns a spool bound of limit bytes.
+func NewSpool(limit int64) *Spool {
+	s := new(Spool)
+	s.limit.Store(limit)
+	return s
+}
+
+// SetLimit changes the bound; bytes already spooled stay.
+func (s *Spool) SetLimit(limit int64) { s.limit.Store(limit) }
+
+// Limit is the bound, in bytes.
+func (s *Spool) Limit() int64 { return s.limit.Load() }
+
+// Used is the number of bytes spooled now.
+func (s *Spool) Used() int64 { return s.used.Load() }
+
+// take reserves n bytes, if they fit.
+func (s *Spool) take(n int64) bool {
+	for {
+		u := s.used.Load()
+		if u+n > s.limit.Load() {
+			return false
+		}
+		if s.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+// errSpoolFull is a spool write past the bound.
+var errSpoolFull = errors.New("images: the upload spool is full")
+
+// spoolFull is the answer to a form whose files do not fit in the spool.
+func spoolFull(limit int64) *formats.Error {
+	return &formats.Error{Kind: formats.KindOverloaded, RetryAfter: 1,
+		Message: "The gateway is holding as many image uploads as it can (" + humanize.IBytes(uint64(limit)) +
+			") for forms that send their image files before the model field. Try again shortly, or send the model field first: " +
+			"the files of such a form are forwarded as they arrive and take no room here."}
+}
+
+// spoolWriter writes to the form's spool within the shared bound.
+type spoolWriter struct{ f *Form }
+
+func (w spoolWriter) Write(b []byte) (int, error) {
+	if s := w.f.opts.Spool; s != nil {
+		if !s.take(int64(len(b))) {
+			return 0, errSpoolFull
+		}
+		w.f.taken += int64(len(b))
+	}
+	return w.f.spool.Write(b)
 }
 
 // formPart is a part read before routing.
@@ -72,11 +174,11 @@ func clientError(err error) *ClientError {
 	return &ClientError{formats.InvalidRequest("", "The multipart form could not be read: "+err.Error()+".")}
 }
 
-// ReadForm reads the head of an edit form from body (at most limit bytes in
-// all) up to the point where it can be routed. Close the form when done.
-func ReadForm(body io.Reader, boundary string, limit int64) (*Form, *formats.Error) {
-	f := &Form{Request: Request{N: 1},
-		mr: multipart.NewReader(http.MaxBytesReader(nil, io.NopCloser(body), limit), boundary)}
+// ReadForm reads the head of an edit form from body up to the point where
+// it can be routed. Close the form when done.
+func ReadForm(body io.Reader, boundary string, opts FormOptions) (*Form, *formats.Error) {
+	f := &Form{Request: Request{N: 1}, opts: opts, seen: make(map[string]bool, 8),
+		mr: multipart.NewReader(http.MaxBytesReader(nil, io.NopCloser(body), opts.Limit), boundary)}
 	for {
 		p, err := f.mr.NextPart()
 		if err == io.EOF {
@@ -109,12 +211,31 @@ func ReadForm(body io.Reader, boundary string, limit int64) (*Form, *formats.Err
 	return f, nil
 }
 
-// countPart checks the part limits.
+// countPart checks the part limits and the part's name: named, once unless
+// it is an input image, a file only if it is an input image or the mask.
 func (f *Form) countPart(p *multipart.Part) *formats.Error {
 	if f.nparts++; f.nparts > maxParts {
 		return formats.InvalidRequest("", "The form has more than "+strconv.Itoa(maxParts)+" parts.")
 	}
-	if name := p.FormName(); p.FileName() != "" && (name == "image" || name == "image[]") {
+	name, file := p.FormName(), p.FileName() != ""
+	if name == "" {
+		return formats.InvalidRequest("", "A part of the form has no name: each part needs a Content-Disposition of form-data with a name.")
+	}
+	image := name == "image" || name == "image[]"
+	if !image {
+		if f.seen[name] {
+			return formats.InvalidRequest(name, "The form field '"+name+"' appears more than once; send each field once "+
+				"(only image and image[] may repeat).")
+		}
+		f.seen[name] = true
+	}
+	if file {
+		if !image && name != "mask" {
+			return formats.InvalidRequest(name, "The form field '"+name+"' is a file, but only image, image[] and mask take files.")
+		}
+		f.files++
+	}
+	if image && file {
 		f.images++
 		if f.images > maxImages {
 			return formats.InvalidRequest("image", "Too many images: at most "+strconv.Itoa(maxImages)+".")
@@ -123,12 +244,42 @@ func (f *Form) countPart(p *multipart.Part) *formats.Error {
 	return nil
 }
 
+// quoteEscaper escapes a Content-Disposition parameter as mime/multipart's
+// writer does.
+var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
+
+// partHeader is the header a part is forwarded with: its name (and file
+// name) as the gateway read them and, for a file, its Content-Type; nothing
+// else, so that the upstream reads the part as the gateway did.
+func partHeader(p *multipart.Part) textproto.MIMEHeader {
+	h := make(textproto.MIMEHeader, 2)
+	cd := `form-data; name="` + quoteEscaper.Replace(p.FormName()) + `"`
+	if fn := p.FileName(); fn != "" {
+		cd += `; filename="` + quoteEscaper.Replace(fn) + `"`
+		h.Set("Content-Type", cmp.Or(p.Header.Get("Content-Type"), "application/octet-stream"))
+	}
+	h.Set("Content-Disposition", cd)
+	return h
+}
+
+// wireText is the value a text field is forwarded with: the model the
+// route names, n as the gateway read it, any other field as it came.
+func (f *Form) wireText(name string, text []byte, upstreamModel string) []byte {
+	switch name {
+	case "model":
+		return []byte(upstreamModel)
+	case "n":
+		return strconv.AppendInt(nil, int64(f.N), 10)
+	}
+	return text
+}
+
 // keep reads a part before routing: text into memory, a file into the spool.
 func (f *Form) keep(p *multipart.Part) *formats.Error {
 	if ferr := f.countPart(p); ferr != nil {
 		return ferr
 	}
-	fp := formPart{header: p.Header, name: p.FormName()}
+	fp := formPart{header: partHeader(p), name: p.FormName()}
 	if p.FileName() == "" {
 		text, ferr := f.readText(p)
 		if ferr != nil {
@@ -138,6 +289,11 @@ func (f *Form) keep(p *multipart.Part) *formats.Error {
 	} else {
 		fp.file = true
 		if f.spool == nil {
+			if f.opts.BeforeSpool != nil {
+				if ferr := f.opts.BeforeSpool(); ferr != nil {
+					return ferr
+				}
+			}
 			spool, err := os.CreateTemp("", "modelgate-upload-*")
 			if err != nil {
 				return formats.NewError(formats.KindInternal, "The gateway could not take the upload; try again.")
@@ -148,9 +304,12 @@ func (f *Form) keep(p *multipart.Part) *formats.Error {
 			f.spool = spool
 		}
 		fp.off = f.spooled
-		n, rerr, werr := copyPart(f.spool, p)
+		n, rerr, werr := copyPart(spoolWriter{f}, p)
 		f.spooled += n
 		fp.size = n
+		if errors.Is(werr, errSpoolFull) {
+			return spoolFull(f.opts.Spool.Limit())
+		}
 		if werr != nil {
 			return formats.NewError(formats.KindInternal, "The gateway could not take the upload; try again.")
 		}
@@ -182,6 +341,12 @@ func (f *Form) readText(p *multipart.Part) ([]byte, *formats.Error) {
 // Images is the number of image parts read so far.
 func (f *Form) Images() int { return f.images }
 
+// Files is the number of file parts (input images and mask) read so far.
+func (f *Form) Files() int { return f.files }
+
+// Given reports whether the form had a field of that name so far.
+func (f *Form) Given(name string) bool { return f.seen[name] }
+
 // Complete reports whether the whole form has been read (so n, if given,
 // is known).
 func (f *Form) Complete() bool { return !f.more }
@@ -209,10 +374,8 @@ func (f *Form) WriteTo(w *multipart.Writer, upstreamModel string) error {
 			var rerr error
 			_, rerr, err = copyPart(out, io.NewSectionReader(f.spool, p.off, p.size))
 			err = cmp.Or(err, rerr)
-		case p.name == "model":
-			_, err = io.WriteString(out, upstreamModel)
 		default:
-			_, err = out.Write(p.text)
+			_, err = out.Write(f.wireText(p.name, p.text, upstreamModel))
 		}
 		if err != nil {
 			return err
@@ -223,9 +386,6 @@ func (f *Form) WriteTo(w *multipart.Writer, upstreamModel string) error {
 	}
 	f.live = true
 	for p := f.pending; p != nil; {
-		if ferr := f.countPart(p); ferr != nil {
-			return &ClientError{ferr}
-		}
 		if err := f.forward(w, p, upstreamModel); err != nil {
 			return err
 		}
@@ -242,8 +402,12 @@ func (f *Form) WriteTo(w *multipart.Writer, upstreamModel string) error {
 	return nil
 }
 
-// forward writes one part straight from the client.
+// forward writes one part straight from the client, once it is counted,
+// applied and passed by Late.
 func (f *Form) forward(w *multipart.Writer, p *multipart.Part, upstreamModel string) error {
+	if ferr := f.countPart(p); ferr != nil {
+		return &ClientError{ferr}
+	}
 	isText := p.FileName() == ""
 	var text []byte
 	if isText {
@@ -251,12 +415,14 @@ func (f *Form) forward(w *multipart.Writer, p *multipart.Part, upstreamModel str
 		if ferr != nil {
 			return &ClientError{ferr}
 		}
-		text = t
-		if p.FormName() == "model" {
-			text = []byte(upstreamModel) // a second model field: still ours
+		text = f.wireText(p.FormName(), t, upstreamModel)
+	}
+	if f.Late != nil {
+		if ferr := f.Late(p.FormName()); ferr != nil {
+			return &ClientError{ferr}
 		}
 	}
-	out, err := w.CreatePart(p.Header)
+	out, err := w.CreatePart(partHeader(p))
 	if err != nil {
 		return err
 	}
@@ -298,6 +464,10 @@ func (f *Form) Close() {
 	if f.spool != nil {
 		f.spool.Close()
 		f.spool = nil
+	}
+	if f.taken > 0 {
+		f.opts.Spool.used.Add(-f.taken)
+		f.taken = 0
 	}
 }
 

@@ -26,13 +26,21 @@ func FuzzParseGeneration(f *testing.F) {
 	})
 }
 
-// FuzzReadForm: any form is read and forwarded or refused, never a panic,
-// and what is forwarded is a well-formed form.
+// FuzzReadForm: any form is read and forwarded or refused, never a panic;
+// what is forwarded is a well-formed form with each field but the images
+// once, files only for the images and the mask (#16), and the spool is
+// given back when the form is closed.
 func FuzzReadForm(f *testing.F) {
 	f.Add([]byte("--B\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nm\r\n--B\r\nContent-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n\r\nPNG\r\n--B--\r\n"))
 	f.Add([]byte("--B\r\nContent-Disposition: form-data; name=\"image[]\"; filename=\"a.png\"\r\n\r\nPNG\r\n--B\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nm\r\n--B\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n--B--\r\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		form, ferr := ReadForm(bytes.NewReader(body), "B", 1<<20)
+		sp := NewSpool(64 << 10)
+		defer func() {
+			if sp.Used() != 0 {
+				t.Fatalf("%d bytes of the spool kept after Close", sp.Used())
+			}
+		}()
+		form, ferr := ReadForm(bytes.NewReader(body), "B", FormOptions{Limit: 1 << 20, Spool: sp})
 		if ferr != nil {
 			return
 		}
@@ -47,6 +55,7 @@ func FuzzReadForm(f *testing.F) {
 		}
 		mw.Close()
 		mr := multipart.NewReader(&out, mw.Boundary())
+		seen := map[string]bool{}
 		for {
 			p, err := mr.NextPart()
 			if err == io.EOF {
@@ -54,6 +63,16 @@ func FuzzReadForm(f *testing.F) {
 			}
 			if err != nil {
 				t.Fatalf("the forwarded form is broken: %v", err)
+			}
+			name := p.FormName()
+			if name != "image" && name != "image[]" {
+				if seen[name] {
+					t.Fatalf("%q forwarded twice", name)
+				}
+				seen[name] = true
+				if p.FileName() != "" && name != "mask" {
+					t.Fatalf("a file forwarded as %q", name)
+				}
 			}
 			if p.FormName() == "model" {
 				if v, _ := io.ReadAll(p); string(v) != "up" {

@@ -142,7 +142,7 @@ func TestFormForwarding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body, boundary := form(t, tc.parts...)
-			f, ferr := ReadForm(bytes.NewReader(body), boundary, int64(len(body)))
+			f, ferr := ReadForm(bytes.NewReader(body), boundary, FormOptions{Limit: int64(len(body))})
 			if ferr != nil {
 				t.Fatal(ferr)
 			}
@@ -210,7 +210,7 @@ func TestReadFormRefusals(t *testing.T) {
 			if limit == 0 {
 				limit = int64(len(body))
 			}
-			f, ferr := ReadForm(bytes.NewReader(body), boundary, limit)
+			f, ferr := ReadForm(bytes.NewReader(body), boundary, FormOptions{Limit: limit})
 			if ferr == nil || ferr.Kind != tc.kind || ferr.Param != tc.param {
 				t.Fatalf("got %+v, %+v", f, ferr)
 			}
@@ -224,7 +224,7 @@ func TestReadFormRefusals(t *testing.T) {
 		if len(b) == len(body) {
 			bd = "other"
 		}
-		if _, ferr := ReadForm(bytes.NewReader(b), bd, 1<<20); ferr == nil || ferr.Kind != formats.KindInvalidRequest {
+		if _, ferr := ReadForm(bytes.NewReader(b), bd, FormOptions{Limit: 1 << 20}); ferr == nil || ferr.Kind != formats.KindInvalidRequest {
 			t.Fatalf("a broken form was read: %+v", ferr)
 		}
 	}
@@ -234,7 +234,7 @@ func TestReadFormRefusals(t *testing.T) {
 // writer's.
 func TestFormLiveClientError(t *testing.T) {
 	body, boundary := form(t, [3]string{"model", "", "m"}, [3]string{"image", "a.png", strings.Repeat("x", 8192)})
-	f, ferr := ReadForm(bytes.NewReader(body), boundary, 1024)
+	f, ferr := ReadForm(bytes.NewReader(body), boundary, FormOptions{Limit: 1024})
 	if ferr != nil {
 		t.Fatal(ferr)
 	}

@@ -70,6 +70,10 @@ func parseUsage(v []byte) (u formats.Usage, ok bool) {
 	return u, ok
 }
 
+// MinOutputTokens is the least [OutputTokens] gives: a square image at low
+// quality.
+const MinOutputTokens = 272
+
 // OutputTokens estimates the output tokens of one image of a GPT image
 // model by size and quality, from OpenAI's published table (1024×1024:
 // 272 low, 1056 medium, 4160 high; the oblong sizes about 1.5× those). It is
