@@ -71,6 +71,8 @@ func secondConfig(t *testing.T, g *gateway, dir, dbPath string) (cfgPath, base s
 	cfg = strings.Replace(cfg, fmt.Sprintf("http_port %d", gatewayPort), fmt.Sprintf("http_port %d", port), 1)
 	cfg = strings.Replace(cfg, fmt.Sprintf("https_port %d", gatewayTLSPort), fmt.Sprintf("https_port %d", tlsPort), 1)
 	cfg = strings.Replace(cfg, "ledger sqlite "+g.dbPath, "ledger sqlite "+dbPath, 1)
+	// the second process logs to its own output, not the first's log file
+	cfg = strings.Replace(cfg, "\t\toutput file "+g.logPath+"\n", "\t\toutput stderr\n", 1)
 	site := cfg[strings.Index(cfg, fmt.Sprintf("http://localhost:%d {", gatewayPort)):]
 	cfg = strings.Replace(cfg, site, fmt.Sprintf("http://:%d {\n\tmodelgate_api\n}\n", port), 1)
 	cfgPath = filepath.Join(dir, "Caddyfile")
