@@ -120,12 +120,27 @@ func (c *consoleClient) signIn(email, password string) response {
 	return c.post("/console/signin", url.Values{"email": {email}, "password": {password}})
 }
 
-// resetConsoleLimits forgets the sign-in and sign-up counts (package state).
+// resetConsoleLimits forgets the sign-in, sign-up and lookup counts and
+// the accounts' own addresses, which the guard in the usage pool keeps
+// across configs (and so across tests).
 func resetConsoleLimits(t *testing.T) {
 	reset := func() {
-		consoleSignInIP = newFailureCounter(consoleSignInFailures, consoleSignInWindow)
-		consoleSignInEmail = newFailureCounter(consoleSignInFailures, consoleSignInWindow)
-		consoleSignUpIP = newFailureCounter(consoleSignUps, consoleSignUpWindow)
+		guards.Range(func(_, v any) bool {
+			g := v.(*guard)
+			fresh := newGuard()
+			for _, p := range []struct{ dst, src *attempts }{
+				{g.signInAddr, fresh.signInAddr}, {g.signInEmail, fresh.signInEmail},
+				{g.signUpAddr, fresh.signUpAddr}, {g.lookupAddr, fresh.lookupAddr},
+			} {
+				p.dst.mu.Lock()
+				p.dst.counts = p.src.counts
+				p.dst.mu.Unlock()
+			}
+			g.mu.Lock()
+			g.known = fresh.known
+			g.mu.Unlock()
+			return true
+		})
 	}
 	reset()
 	t.Cleanup(reset)
@@ -190,10 +205,15 @@ func TestConsoleSessions(t *testing.T) {
 		t.Fatal("the ledger file holds the session token or the password")
 	}
 
-	// the same email again: refused
+	// the same email again, in any case: refused, without saying outright
+	// that the email has an account (#17)
 	other := newConsoleClient(t)
-	if r := other.post("/console/signup", url.Values{"email": {"ada@example.com"}, "password": {testPassword}}); r.status != http.StatusConflict {
-		t.Fatalf("duplicate sign-up: %d", r.status)
+	for _, email := range []string{"ada@example.com", " ADA@example.COM"} {
+		r := other.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}})
+		if r.status != http.StatusBadRequest || other.cookies[sessionCookie] != "" || strings.Contains(strings.ToLower(r.body), "exists") ||
+			!strings.Contains(r.body, "No account was created") {
+			t.Fatalf("duplicate sign-up %q: %d\n%s", email, r.status, r.body)
+		}
 	}
 	// bad input: refused, nothing created
 	for _, f := range []url.Values{
@@ -579,7 +599,7 @@ func TestConsoleSignUpLimit(t *testing.T) {
 			email = "taken@example.com" // probing for accounts counts too
 		}
 		c.cookies = map[string]string{}
-		if r := c.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusSeeOther && r.status != http.StatusConflict {
+		if r := c.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusSeeOther && r.status != http.StatusBadRequest {
 			t.Fatalf("sign-up %d: %d", i, r.status)
 		}
 	}
