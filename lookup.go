@@ -129,8 +129,9 @@ func (h *LookupHandler) lookup(w http.ResponseWriter, r *http.Request, page *web
 	p, err := h.app.store.Authenticate(key)
 	if err != nil {
 		if !errors.Is(err, ledger.ErrUnauthorized) {
-			try.end(true) // not the visitor's failure
-			h.logger.Error("looking up a key", zap.Error(err)) // the error never holds the key
+			// not the visitor's failure; the error never holds the key
+			try.end(true)
+			h.logger.Error("looking up a key", zap.Error(err))
 			page.Error = "The lookup failed; try again."
 			return http.StatusServiceUnavailable
 		}
