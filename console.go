@@ -187,6 +187,13 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 	}
 	c := &consoleRequest{w: w, r: r, csp: web.ContentSecurityPolicy(),
 		frame: web.ConsoleFrame{Title: h.Title, Base: h.BasePath, Currency: h.app.Currency}}
+	if (rel == "/signup" || rel == "/topup") && h.app.blockedRegion(r) {
+		// block_countries covers opening an account and paying, as it
+		// covers the API (#17)
+		h.app.metrics.refused("region")
+		h.message(c, http.StatusForbidden, "Not available", regionBlocked().Message)
+		return nil
+	}
 	if method == http.MethodPost {
 		// a form posted from another site is refused before anything else
 		if err := h.cop.Check(r); err != nil {

@@ -90,6 +90,13 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 	hdr.Set("Referrer-Policy", "no-referrer")
 	page := &web.LookupPage{Title: h.Title, Action: r.URL.Path}
 	status := http.StatusOK
+	if h.app.blockedRegion(r) {
+		// block_countries covers the lookup, as it covers the API (#17)
+		h.app.metrics.refused("region")
+		page.Error = regionBlocked().Message
+		writePage(w, h.logger, http.StatusForbidden, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
+		return nil
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodPost:
