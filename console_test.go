@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -692,5 +693,57 @@ func TestConsoleCaddyfile(t *testing.T) {
 		case !strings.Contains(string(out), tc.want):
 			t.Errorf("%q: %s\nwant %s", tc.site, out, tc.want)
 		}
+	}
+}
+
+var csvLink = regexp.MustCompile(`<a class="csv" href="([^"]+)"`)
+
+// TestConsoleCSVLinkKeepsTheView: the usage page's "Download CSV" link
+// exports the range and the key the page shows, not the defaults (the
+// template once escaped its query into one value, #17).
+func TestConsoleCSVLinkKeepsTheView(t *testing.T) {
+	resetConsoleLimits(t)
+	g := startGateway(t, gatewayOptions{site: consoleSite})
+	c := newConsoleClient(t)
+	acct := c.signUp(g, "csv@example.com")
+	if _, err := g.store.Credit(context.Background(), ledger.CreditRequest{AccountID: acct, Amount: 5_000_000_000, Reference: "test:" + acct, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range []string{"first", "second"} {
+		secret, _, err := g.store.CreateKey(context.Background(), acct, label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := g.generate("openai", testModel, "hello from "+label, false, secret); r.status != 200 {
+			t.Fatalf("%s: %d", label, r.status)
+		}
+	}
+	ks, _ := g.store.ListKeys(context.Background(), acct)
+	var second string
+	for _, k := range ks {
+		if k.Label == "second" {
+			second = k.ID
+		}
+	}
+	today := time.Now().UTC().Format("2006-01-02")
+	from := time.Now().UTC().AddDate(0, 0, -3).Format("2006-01-02")
+
+	page := c.get("/console/usage?from=" + from + "&to=" + today + "&key=" + second)
+	m := csvLink.FindStringSubmatch(page.body)
+	if m == nil {
+		t.Fatalf("no CSV link:\n%s", page.body)
+	}
+	href := html.UnescapeString(m[1])
+	u, err := url.Parse(href)
+	if err != nil || u.Path != "/console/usage.csv" || u.Query().Get("from") != from || u.Query().Get("to") != today || u.Query().Get("key") != second {
+		t.Fatalf("CSV link %q (%v): want the page's range %s..%s and key %s", href, err, from, today, second)
+	}
+	r := c.get(href)
+	if r.status != 200 || !strings.Contains(r.header.Get("Content-Disposition"), "usage-"+from+"-to-"+today+".csv") {
+		t.Fatalf("the export: %d %v", r.status, r.header)
+	}
+	records, err := csv.NewReader(strings.NewReader(r.body)).ReadAll()
+	if err != nil || len(records) != 2 || records[1][1] != second {
+		t.Fatalf("the export of the second key alone: %v %q", err, records)
 	}
 }
