@@ -100,6 +100,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			discount <percent>%
 //		}
 //		default_plan <name>
+//		public_url <scheme://host[:port][/path]>
 //	}
 //
 // Prices are decimals per one million tokens and must come to a whole number
@@ -262,6 +263,18 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			defaultPlanAt = here(d)
 			if !d.AllArgs(&a.DefaultPlan) {
 				return d.ArgErr()
+			}
+		case "public_url":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.AllArgs(&a.PublicURL) {
+				return d.ArgErr()
+			}
+			if !strings.Contains(a.PublicURL, "{") { // a placeholder is checked once expanded
+				if _, err := parsePublicURL(a.PublicURL); err != nil {
+					return d.Err(err.Error())
+				}
 			}
 		default:
 			return d.Errf("unrecognized modelgate option %q", opt)

@@ -790,11 +790,14 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 		h.topUpPage(c, http.StatusBadRequest, raw)
 		return
 	}
-	base := "http://"
-	if c.r.TLS != nil {
-		base = "https://"
+	origin, ok := h.publicOrigin(c.r)
+	if !ok {
+		h.logger.Error("top-ups need the public_url option: this site has no host name to send customers back to after paying")
+		c.frame.Error = "Top-ups are not available right now; try again later."
+		h.topUpPage(c, http.StatusServiceUnavailable, raw)
+		return
 	}
-	base += c.r.Host + h.BasePath + "/topup"
+	base := origin + h.BasePath + "/topup"
 	co, err := pay.StartCheckout(c.r.Context(), payments.CheckoutOptions{AccountID: c.sess.account.ID,
 		Email: c.sess.account.Email, Amount: amount, SuccessURL: base + "?paid=1", CancelURL: base + "?cancelled=1"})
 	if errors.Is(err, payments.ErrAmount) {
@@ -809,6 +812,62 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 		return
 	}
 	http.Redirect(c.w, c.r, co.URL, http.StatusSeeOther)
+}
+
+// publicOrigin is where customers reach the console, for the links the
+// gateway hands to others (a payment provider's return URLs): the
+// modelgate option's public_url, or else the request's host when Caddy
+// routed it by one of the server's host names, with the scheme the client
+// used (https over TLS, or X-Forwarded-Proto from a trusted proxy only).
+// A Host that no site address names is never used (#17): without
+// public_url, a site without a host name (":443") has no origin to give.
+func (h *ConsoleHandler) publicOrigin(r *http.Request) (string, bool) {
+	if u := h.app.publicURL; u != nil {
+		return u.Scheme + "://" + u.Host + u.Path, true
+	}
+	if !siteHost(r) {
+		return "", false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); trusted {
+		switch p := strings.ToLower(r.Header.Get("X-Forwarded-Proto")); p {
+		case "http", "https":
+			scheme = p
+		}
+	}
+	return scheme + "://" + r.Host, true
+}
+
+// siteHost reports whether r's Host is one of the host names its server
+// routes by (the site addresses of a Caddyfile), so that it names the
+// operator's site and not whatever a client sent.
+func siteHost(r *http.Request) bool {
+	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if srv == nil || r.Host == "" {
+		return false
+	}
+	for _, rt := range srv.Routes {
+		for _, set := range rt.MatcherSets {
+			for _, m := range set {
+				var hosts caddyhttp.MatchHost
+				switch m := m.(type) {
+				case caddyhttp.MatchHost:
+					hosts = m
+				case *caddyhttp.MatchHost:
+					hosts = *m
+				default:
+					continue
+				}
+				if hosts.Match(r) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func parseConsoleDirective(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {

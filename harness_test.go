@@ -84,6 +84,8 @@ type gatewayOptions struct {
 	global    string // more global options (before the modelgate block)
 	ledger    string // options of the ledger (its block's lines)
 	site      string // more lines in the site block
+	address   string // the site's address; default http://localhost:<gatewayPort>
+	plainLog  bool   // the site's access log without the filter of the example
 }
 
 // startGateway loads a config into the test Caddy (one per test binary,
@@ -105,6 +107,21 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 
 	dir := t.TempDir()
 	g := &gateway{t: t, mock: mock, dbPath: filepath.Join(dir, "ledger.db"), logPath: filepath.Join(dir, "caddy.log")}
+	address := fmt.Sprintf("http://localhost:%d", gatewayPort)
+	if o.address != "" {
+		address = o.address
+	}
+	logFilter := `
+		format filter {
+			request>headers>X-Api-Key delete
+			request>headers>X-Goog-Api-Key delete
+			request>uri query {
+				delete key
+			}
+		}`
+	if o.plainLog {
+		logFilter = ""
+	}
 	globalLog := ""
 	if o.globalLog {
 		globalLog = fmt.Sprintf("\tlog {\n\t\toutput file %s\n\t\tlevel DEBUG\n\t}\n", g.logPath)
@@ -164,20 +181,13 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 %s	}
 }
 
-http://localhost:%d {
+%s {
 	log {
-		output file %s.access
-		format filter {
-			request>headers>X-Api-Key delete
-			request>headers>X-Goog-Api-Key delete
-			request>uri query {
-				delete key
-			}
-		}
+		output file %s.access%s
 	}
 	modelgate_api
 %s}
-`, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, gatewayPort, g.logPath, statusSite+o.site)
+`, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, address, g.logPath, logFilter, statusSite+o.site)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
