@@ -567,8 +567,12 @@ func TestConsoleTopUp(t *testing.T) {
 	if r := c.get("/console/topup?paid=1"); !strings.Contains(r.body, "credited as soon as") {
 		t.Fatal("the return page says nothing")
 	}
-	paid := stripetest.CheckoutEvent("evt_c", "checkout.session.completed", "cs_test_console", acct, "usd", "paid", 1234)
-	if r := deliver(t, paid, stripetest.Signed(paid, testWebhookSecret, time.Now())); r.status != 200 {
+	// Stripe reports the session with the metadata the gateway gave it
+	mu.Lock()
+	meta := map[string]string{"modelgate_account": form.Get("metadata[modelgate_account]"), "modelgate_signature": form.Get("metadata[modelgate_signature]")}
+	mu.Unlock()
+	paid := stripetest.CheckoutEventWithMetadata("evt_c", "checkout.session.completed", "cs_test_console", acct, "usd", "paid", 1234, meta)
+	if r := deliver(t, paid, stripetest.Signed(paid, testWebhookSecret, time.Now())); r.status != 200 || !strings.Contains(r.body, `"credited"`) {
 		t.Fatalf("webhook: %d %s", r.status, r.body)
 	}
 	if got := figure(c.get("/console/").body, "balance"); got != "12.340000000 USD" {
