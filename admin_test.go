@@ -162,3 +162,54 @@ func TestAdminAPI(t *testing.T) {
 	}
 	g.audit()
 }
+
+// TestAdminExposure: the /modelgate/ admin routes, which mint keys and
+// credit money without authentication of their own, are refused when the
+// admin endpoint listens beyond loopback, unless the operator opts in with
+// allow_remote_unauthenticated_admin (#17).
+func TestAdminExposure(t *testing.T) {
+	for _, tc := range []struct {
+		name, admin, extra string
+		want               int
+	}{
+		{"loopback address", "127.0.0.1", "", http.StatusCreated},
+		{"all interfaces", "0.0.0.0", "", http.StatusForbidden},
+		{"all interfaces, opted in", "0.0.0.0", "\t\tallow_remote_unauthenticated_admin\n", http.StatusCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := startGateway(t, gatewayOptions{admin: tc.admin, extra: tc.extra})
+			email := strings.ReplaceAll(tc.name, " ", "-") + "@example.com"
+			req, _ := http.NewRequest("POST", adminAddr+"/modelgate/accounts", strings.NewReader(`{"email":"`+email+`","credit":"100.00"}`))
+			req.Header.Set("Content-Type", "application/json")
+			r := send(t, http.DefaultClient, req)
+			if r.status != tc.want {
+				t.Fatalf("create an account: %d %s", r.status, r.body)
+			}
+			if tc.want == http.StatusForbidden {
+				if !strings.Contains(r.body, "allow_remote_unauthenticated_admin") {
+					t.Errorf("the refusal does not name the option: %s", r.body)
+				}
+				// the email is still free: nothing was created
+				if _, err := g.store.CreateAccount(context.Background(), email, "developer"); err != nil {
+					t.Fatalf("the refused request created the account: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestAdminEmailsNormalized: the admin API keeps emails trimmed and in
+// lower case, and refuses one that differs from a taken one only in case
+// (#17).
+func TestAdminEmailsNormalized(t *testing.T) {
+	startGateway(t, gatewayOptions{})
+	var acct adminAccount
+	if status := adminCall(t, "POST", "/modelgate/accounts", `{"email":"  Mixed@Case.Example ","password":"`+testPassword+`"}`, &acct); status != http.StatusCreated || acct.Email != "mixed@case.example" {
+		t.Fatalf("create: %d %+v", status, acct)
+	}
+	for _, email := range []string{"mixed@case.example", "MIXED@case.example"} {
+		if status := adminCall(t, "POST", "/modelgate/accounts", `{"email":"`+email+`"}`, nil); status != http.StatusConflict {
+			t.Errorf("%q again: %d", email, status)
+		}
+	}
+}

@@ -101,6 +101,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //		}
 //		default_plan <name>
 //		public_url <scheme://host[:port][/path]>
+//		allow_remote_unauthenticated_admin
 //	}
 //
 // Prices are decimals per one million tokens and must come to a whole number
@@ -276,6 +277,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Err(err.Error())
 				}
 			}
+		case "allow_remote_unauthenticated_admin":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			a.AllowRemoteUnauthenticatedAdmin = true
 		default:
 			return d.Errf("unrecognized modelgate option %q", opt)
 		}

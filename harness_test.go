@@ -85,6 +85,7 @@ type gatewayOptions struct {
 	ledger    string // options of the ledger (its block's lines)
 	site      string // more lines in the site block
 	address   string // the site's address; default http://localhost:<gatewayPort>
+	admin     string // the admin endpoint's host; default localhost
 	plainLog  bool   // the site's access log without the filter of the example
 }
 
@@ -107,6 +108,10 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 
 	dir := t.TempDir()
 	g := &gateway{t: t, mock: mock, dbPath: filepath.Join(dir, "ledger.db"), logPath: filepath.Join(dir, "caddy.log")}
+	adminHost := "localhost"
+	if o.admin != "" {
+		adminHost = o.admin
+	}
 	address := fmt.Sprintf("http://localhost:%d", gatewayPort)
 	if o.address != "" {
 		address = o.address
@@ -127,7 +132,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 		globalLog = fmt.Sprintf("\tlog {\n\t\toutput file %s\n\t\tlevel DEBUG\n\t}\n", g.logPath)
 	}
 	cfg := fmt.Sprintf(`{
-	admin localhost:%d
+	admin %s:%d
 	http_port %d
 	https_port %d
 	grace_period 1s
@@ -187,7 +192,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	}
 	modelgate_api
 %s}
-`, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, address, g.logPath, logFilter, statusSite+o.site)
+`, adminHost, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, address, g.logPath, logFilter, statusSite+o.site)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})

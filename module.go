@@ -100,6 +100,13 @@ type App struct {
 	// address matched (#17). Placeholders are expanded.
 	PublicURL string `json:"public_url,omitempty"`
 
+	// AllowRemoteUnauthenticatedAdmin serves the /modelgate/ routes of
+	// Caddy's admin endpoint (which mint keys and credit money, with no
+	// authentication of their own) also when the admin endpoint listens
+	// beyond loopback and a unix socket without client certificates.
+	// Default: false, and those requests are refused (#17).
+	AllowRemoteUnauthenticatedAdmin bool `json:"allow_remote_unauthenticated_admin,omitempty"`
+
 	ctx       caddy.Context
 	logger    *zap.Logger
 	publicURL *url.URL // PublicURL, expanded; nil without one
