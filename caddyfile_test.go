@@ -1,6 +1,7 @@
 package modelgate
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,5 +223,43 @@ func TestExampleAdapts(t *testing.T) {
 	}
 	if err := adaptErr(t, string(data)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExampleTimeouts: Caddyfile.example sets the server timeouts that keep
+// a slow client from holding a connection: request headers, the whole
+// request body, idle connections; and no write timeout, which would cut
+// long streams (#17).
+func TestExampleTimeouts(t *testing.T) {
+	data, err := os.ReadFile("Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]map[string]any `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Apps.HTTP.Servers) == 0 {
+		t.Fatal("no servers")
+	}
+	for name, srv := range cfg.Apps.HTTP.Servers {
+		for _, field := range []string{"read_header_timeout", "read_timeout", "idle_timeout"} {
+			if d, ok := srv[field].(float64); !ok || d <= 0 {
+				t.Errorf("server %s: %s not set", name, field)
+			}
+		}
+		if _, ok := srv["write_timeout"]; ok {
+			t.Errorf("server %s: a write timeout cuts long streams", name)
+		}
 	}
 }
