@@ -81,7 +81,8 @@ func TestKeysNotInPlainAccessLog(t *testing.T) {
 			}
 			for _, rq := range requests {
 				if r := g.do(rq.method, rq.path, rq.body, rq.headers...); r.status != rq.status {
-					t.Fatalf("%s %s: %d, want %d: %s", rq.method, rq.path, r.status, rq.status, r.body)
+					path, _, _ := strings.Cut(rq.path, "?") // the query may hold the key
+					t.Fatalf("%s %s: %d, want %d: %.300s", rq.method, path, r.status, rq.status, r.body)
 				}
 			}
 			lines := g.accessLines()
