@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -176,19 +177,27 @@ func adminPrivate(r *http.Request) bool {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		return true
 	}
-	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
-	if srv == nil {
-		return false
+	// the address the endpoint listens on, as Caddy gives it to its admin
+	// server ("tcp/localhost:2019", "unix//run/caddy.sock")
+	if srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server); srv != nil && srv.Addr != "" {
+		na, err := caddy.ParseNetworkAddress(srv.Addr)
+		if err != nil {
+			return false
+		}
+		if na.IsUnixNetwork() || na.IsFdNetwork() || na.Host == "localhost" {
+			return true
+		}
+		ip, err := netip.ParseAddr(na.Host)
+		return err == nil && ip.IsLoopback()
 	}
-	na, err := caddy.ParseNetworkAddress(srv.Addr)
-	if err != nil {
-		return false
-	}
-	if na.IsUnixNetwork() || na.IsFdNetwork() || na.Host == "localhost" {
+	// else, the address the request came to
+	switch a := r.Context().Value(http.LocalAddrContextKey).(type) {
+	case *net.UnixAddr:
 		return true
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
 	}
-	ip, err := netip.ParseAddr(na.Host)
-	return err == nil && ip.IsLoopback()
+	return false
 }
 
 // app finds the running modelgate app of this config.
