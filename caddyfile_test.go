@@ -162,6 +162,15 @@ func TestCaddyfileErrors(t *testing.T) {
 		"ledger twice": {
 			"\t\tledger sqlite a.db\n\t\tledger sqlite b.db\n",
 			"ledger already specified, at Caddyfile:4"},
+		"public_url without a host": {
+			"\t\tpublic_url /console\n",
+			`public_url "/console": want scheme://host[:port][/path], such as https://api.example.com, at Caddyfile:3`},
+		"public_url with a query": {
+			"\t\tpublic_url https://api.example.com/?x=1\n",
+			`public_url "https://api.example.com/?x=1": want scheme://host[:port][/path]`},
+		"allow_remote_unauthenticated_admin takes nothing": {
+			"\t\tallow_remote_unauthenticated_admin yes\n",
+			"wrong argument count or unexpected line ending after 'yes', at Caddyfile:3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := adaptErr(t, head+tc.body+tail)
