@@ -231,17 +231,19 @@ func (t *attempt) end(forgive bool) {
 type hashQueue struct {
 	slots   chan struct{}
 	waiting atomic.Int64 // hashes waiting or running
-	max     int64
+	max     atomic.Int64 // bound of waiting
 }
 
 func newHashQueue(slots int) *hashQueue {
-	return &hashQueue{slots: make(chan struct{}, slots), max: int64(slots * (1 + hashQueuePerSlot))}
+	q := &hashQueue{slots: make(chan struct{}, slots)}
+	q.max.Store(int64(slots * (1 + hashQueuePerSlot)))
+	return q
 }
 
 // run runs fn when a slot is free. It returns errBusy at once when the
 // queue is full, and ctx's error if ctx ends first.
 func (q *hashQueue) run(ctx context.Context, fn func()) error {
-	if q.waiting.Add(1) > q.max {
+	if q.waiting.Add(1) > q.max.Load() {
 		q.waiting.Add(-1)
 		return errBusy
 	}
