@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -87,6 +89,12 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if !app.AllowRemoteUnauthenticatedAdmin && !adminPrivate(r) {
+		return caddy.APIError{HTTPStatus: http.StatusForbidden, Err: errors.New("the /modelgate/ admin routes mint API keys and credit money " +
+			"with no authentication of their own, so they are served only when the admin endpoint listens on loopback or a unix socket " +
+			"(or on Caddy's remote admin endpoint, with client certificates); to serve them here anyway, set the modelgate option " +
+			"allow_remote_unauthenticated_admin")}
+	}
 	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/modelgate/"), "/"), "/")
 	switch {
 	case len(parts) == 1 && parts[0] == "accounts":
@@ -156,6 +164,40 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no such modelgate admin route: %s %s", r.Method, r.URL.Path)}
+}
+
+// adminPrivate reports whether an admin request came to an endpoint only
+// this machine can reach (#17): one that listens on a loopback address
+// (localhost, 127.0.0.1, ::1) or a unix socket, as Caddy's default
+// localhost:2019 does; or Caddy's remote admin endpoint, whose clients
+// present a verified certificate. An endpoint on all interfaces (":2019",
+// "0.0.0.0:2019") or a public address is not private, even to a request
+// that reached it through loopback.
+func adminPrivate(r *http.Request) bool {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		return true
+	}
+	// the address the endpoint listens on, as Caddy gives it to its admin
+	// server ("tcp/localhost:2019", "unix//run/caddy.sock")
+	if srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server); srv != nil && srv.Addr != "" {
+		na, err := caddy.ParseNetworkAddress(srv.Addr)
+		if err != nil {
+			return false
+		}
+		if na.IsUnixNetwork() || na.IsFdNetwork() || na.Host == "localhost" {
+			return true
+		}
+		ip, err := netip.ParseAddr(na.Host)
+		return err == nil && ip.IsLoopback()
+	}
+	// else, the address the request came to
+	switch a := r.Context().Value(http.LocalAddrContextKey).(type) {
+	case *net.UnixAddr:
+		return true
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	}
+	return false
 }
 
 // app finds the running modelgate app of this config.

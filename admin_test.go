@@ -2,8 +2,12 @@ package modelgate
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -161,4 +165,93 @@ func TestAdminAPI(t *testing.T) {
 		t.Fatalf("a deleted key: %d %s", r.status, r.body)
 	}
 	g.audit()
+}
+
+// TestAdminExposure: the /modelgate/ admin routes, which mint keys and
+// credit money without authentication of their own, are refused when the
+// admin endpoint listens beyond loopback, unless the operator opts in with
+// allow_remote_unauthenticated_admin (#17).
+func TestAdminExposure(t *testing.T) {
+	for _, tc := range []struct {
+		name, admin, extra string
+		want               int
+	}{
+		{"loopback address", "127.0.0.1", "", http.StatusCreated},
+		{"all interfaces", "0.0.0.0", "", http.StatusForbidden},
+		{"all interfaces, opted in", "0.0.0.0", "\t\tallow_remote_unauthenticated_admin\n", http.StatusCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := startGateway(t, gatewayOptions{admin: tc.admin, extra: tc.extra})
+			email := strings.ReplaceAll(tc.name, " ", "-") + "@example.com"
+			req, _ := http.NewRequest("POST", adminAddr+"/modelgate/accounts", strings.NewReader(`{"email":"`+email+`","credit":"100.00"}`))
+			req.Header.Set("Content-Type", "application/json")
+			r := send(t, http.DefaultClient, req)
+			if r.status != tc.want {
+				t.Fatalf("create an account: %d %s", r.status, r.body)
+			}
+			if tc.want == http.StatusForbidden {
+				if !strings.Contains(r.body, "allow_remote_unauthenticated_admin") {
+					t.Errorf("the refusal does not name the option: %s", r.body)
+				}
+				// the email is still free: nothing was created
+				if _, err := g.store.CreateAccount(context.Background(), email, "developer"); err != nil {
+					t.Fatalf("the refused request created the account: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestAdminEmailsNormalized: the admin API keeps emails trimmed and in
+// lower case, and refuses one that differs from a taken one only in case
+// (#17).
+func TestAdminEmailsNormalized(t *testing.T) {
+	startGateway(t, gatewayOptions{})
+	var acct adminAccount
+	if status := adminCall(t, "POST", "/modelgate/accounts", `{"email":"  Mixed@Case.Example ","password":"`+testPassword+`"}`, &acct); status != http.StatusCreated || acct.Email != "mixed@case.example" {
+		t.Fatalf("create: %d %+v", status, acct)
+	}
+	for _, email := range []string{"mixed@case.example", "MIXED@case.example"} {
+		if status := adminCall(t, "POST", "/modelgate/accounts", `{"email":"`+email+`"}`, nil); status != http.StatusConflict {
+			t.Errorf("%q again: %d", email, status)
+		}
+	}
+}
+
+func TestAdminPrivate(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		local  net.Addr
+		tls    bool
+		want   bool
+	}{
+		{listen: "tcp/localhost:2019", want: true},
+		{listen: "tcp/127.0.0.1:2019", want: true},
+		{listen: "tcp/[::1]:2019", want: true},
+		{listen: "unix//run/caddy/admin.sock", want: true},
+		{listen: "tcp/:2019"},
+		{listen: "tcp/0.0.0.0:2019", local: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}},
+		{listen: "tcp/192.0.2.1:2019"},
+		{listen: "tcp/admin.example.com:2019"},
+		{listen: "tcp/0.0.0.0:2019", tls: true, want: true}, // the remote admin endpoint: client certificates
+		{local: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, want: true},
+		{local: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1)}},
+		{},
+	} {
+		ctx := context.Background()
+		if tc.listen != "" {
+			ctx = context.WithValue(ctx, http.ServerContextKey, &http.Server{Addr: tc.listen})
+		}
+		if tc.local != nil {
+			ctx = context.WithValue(ctx, http.LocalAddrContextKey, tc.local)
+		}
+		r := httptest.NewRequestWithContext(ctx, "GET", "/modelgate/accounts/x", nil)
+		r.TLS = nil
+		if tc.tls {
+			r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{}}}}
+		}
+		if got := adminPrivate(r); got != tc.want {
+			t.Errorf("listen %q, local %v, tls %v: %v", tc.listen, tc.local, tc.tls, got)
+		}
+	}
 }

@@ -107,6 +107,8 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			discount <percent>%
 //		}
 //		default_plan <name>
+//		public_url <scheme://host[:port][/path]>
+//		allow_remote_unauthenticated_admin
 //	}
 //
 // Prices are decimals per one million tokens and must come to a whole number
@@ -295,6 +297,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&a.DefaultPlan) {
 				return d.ArgErr()
 			}
+		case "public_url":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.AllArgs(&a.PublicURL) {
+				return d.ArgErr()
+			}
+			if !strings.Contains(a.PublicURL, "{") { // a placeholder is checked once expanded
+				if _, err := parsePublicURL(a.PublicURL); err != nil {
+					return d.Err(err.Error())
+				}
+			}
+		case "allow_remote_unauthenticated_admin":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			a.AllowRemoteUnauthenticatedAdmin = true
 		default:
 			return d.Errf("unrecognized modelgate option %q", opt)
 		}

@@ -1,6 +1,7 @@
 package modelgate
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,6 +190,15 @@ func TestCaddyfileErrors(t *testing.T) {
 		"anthropic_beta comma list": {
 			"\t\tprovider p {\n\t\t\tformat anthropic\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\tanthropic_beta a,b\n\t\t}\n",
 			`provider p: anthropic_beta "a,b": want one beta name per argument, at Caddyfile:7`},
+		"public_url without a host": {
+			"\t\tpublic_url /console\n",
+			`public_url "/console": want scheme://host[:port][/path], such as https://api.example.com, at Caddyfile:3`},
+		"public_url with a query": {
+			"\t\tpublic_url https://api.example.com/?x=1\n",
+			`public_url "https://api.example.com/?x=1": want scheme://host[:port][/path]`},
+		"allow_remote_unauthenticated_admin takes nothing": {
+			"\t\tallow_remote_unauthenticated_admin yes\n",
+			"wrong argument count or unexpected line ending after 'yes', at Caddyfile:3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := adaptErr(t, head+tc.body+tail)
@@ -250,5 +260,43 @@ func TestExampleAdapts(t *testing.T) {
 	}
 	if err := adaptErr(t, string(data)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExampleTimeouts: Caddyfile.example sets the server timeouts that keep
+// a slow client from holding a connection: request headers, the whole
+// request body, idle connections; and no write timeout, which would cut
+// long streams (#17).
+func TestExampleTimeouts(t *testing.T) {
+	data, err := os.ReadFile("Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]map[string]any `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Apps.HTTP.Servers) == 0 {
+		t.Fatal("no servers")
+	}
+	for name, srv := range cfg.Apps.HTTP.Servers {
+		for _, field := range []string{"read_header_timeout", "read_timeout", "idle_timeout"} {
+			if d, ok := srv[field].(float64); !ok || d <= 0 {
+				t.Errorf("server %s: %s not set", name, field)
+			}
+		}
+		if _, ok := srv["write_timeout"]; ok {
+			t.Errorf("server %s: a write timeout cuts long streams", name)
+		}
 	}
 }

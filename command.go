@@ -204,12 +204,12 @@ func cmdAccountCreate(fl caddycmd.Flags) (int, error) {
 		var acct ledger.Account
 		var err error
 		if fl.Bool("password-stdin") {
-			hash, err := readPassword(os.Stdin)
-			if err != nil {
-				return err
-			}
 			if fl.String("email") == "" {
 				return errors.New("a console login needs --email")
+			}
+			var hash string
+			if hash, err = readPassword(os.Stdin); err != nil {
+				return err
 			}
 			acct, err = s.CreateLogin(ctx, fl.String("email"), plan, hash)
 		} else {

@@ -3,6 +3,7 @@ package modelgate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -224,6 +225,15 @@ func TestCLIAccountWithLogin(t *testing.T) {
 	feed("short\n")
 	if _, err := runCLI(t, "account", "create", "--db", db, "--email", "b@example.com", "--password-stdin"); err == nil || !strings.Contains(err.Error(), "at least") {
 		t.Fatalf("a short password: %v", err)
+	}
+	// a taken email, as given or in another case: an error and no account
+	// id, never an empty id with exit status 0 (#17)
+	for _, email := range []string{"ops@example.com", " OPS@Example.COM "} {
+		feed("another long password\n")
+		out, err := runCLI(t, "account", "create", "--db", db, "--email", email, "--password-stdin")
+		if err == nil || out != "" || !errors.Is(err, ledger.ErrDuplicate) {
+			t.Fatalf("taken email %q: printed %q, error %v", email, out, err)
+		}
 	}
 	s, err := ledger.Open(context.Background(), ledger.Options{Path: db})
 	if err != nil {

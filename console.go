@@ -1,7 +1,6 @@
 package modelgate
 
 import (
-	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -13,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"net/mail"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +83,7 @@ type ConsoleHandler struct {
 	logger     *zap.Logger
 	cop        *http.CrossOriginProtection
 	cookiePath string
+	guard      *guard // sign-in and sign-up limits, shared by every config
 }
 
 // CaddyModule returns the Caddy module information.
@@ -93,31 +92,6 @@ func (ConsoleHandler) CaddyModule() caddy.ModuleInfo {
 		ID:  "http.handlers.modelgate_console",
 		New: func() caddy.Module { return new(ConsoleHandler) },
 	}
-}
-
-// Sign-in failures and sign-ups per client (and failures per email), kept
-// across config reloads.
-var (
-	consoleSignInIP    = newFailureCounter(consoleSignInFailures, consoleSignInWindow)
-	consoleSignInEmail = newFailureCounter(consoleSignInFailures, consoleSignInWindow)
-	consoleSignUpIP    = newFailureCounter(consoleSignUps, consoleSignUpWindow)
-)
-
-// hashSlots bounds the password hashes computed at once: each takes 64 MiB
-// and a core for a while, so a burst of sign-ins waits rather than
-// exhausting memory.
-var hashSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
-
-// withHashSlot runs fn while holding a hash slot.
-func withHashSlot(ctx context.Context, fn func()) error {
-	select {
-	case hashSlots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-hashSlots }()
-	fn()
-	return nil
 }
 
 // decoyHash is verified against when an email has no login, so that a
@@ -150,7 +124,21 @@ func (h *ConsoleHandler) Provision(ctx caddy.Context) error {
 	}
 	h.cookiePath = h.BasePath + "/"
 	h.cop = http.NewCrossOriginProtection()
+	g, err := loadGuard()
+	if err != nil {
+		return err
+	}
+	h.guard = g
 	return nil
+}
+
+// Cleanup gives back this config's use of the limits.
+func (h *ConsoleHandler) Cleanup() error {
+	if h.guard == nil {
+		return nil
+	}
+	h.guard = nil
+	return releaseGuard()
 }
 
 // consoleRequest is one request to the console: who asks (sess is nil
@@ -199,6 +187,13 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 	}
 	c := &consoleRequest{w: w, r: r, csp: web.ContentSecurityPolicy(),
 		frame: web.ConsoleFrame{Title: h.Title, Base: h.BasePath, Currency: h.app.Currency}}
+	if (rel == "/signup" || rel == "/topup") && h.app.blockedRegion(r) {
+		// block_countries covers opening an account and paying, as it
+		// covers the API (#17)
+		h.app.metrics.refused("region")
+		h.message(c, http.StatusForbidden, "Not available", regionBlocked().Message)
+		return nil
+	}
 	if method == http.MethodPost {
 		// a form posted from another site is refused before anything else
 		if err := h.cop.Check(r); err != nil {
@@ -360,9 +355,11 @@ func (h *ConsoleHandler) authPage(c *consoleRequest, status int, signUp bool, em
 	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleAuth(b, p) })
 }
 
-// serveSignIn shows the sign-in form and signs in. Wrong passwords are
-// counted per client address and per email; past the limit, sign-ins are
-// refused for a while, right password or not.
+// serveSignIn shows the sign-in form and signs in. Every sign-in is
+// reserved against the client address's failures and the email's (unless
+// the address is one of the account's own, see guard) before the password
+// hash is verified, and forgiven only if the password is right; past
+// either limit, sign-ins are refused for a while, right password or not.
 func (h *ConsoleHandler) serveSignIn(c *consoleRequest, method string) {
 	if method == http.MethodGet {
 		if sess, err := h.session(c.r); err == nil && sess != nil {
@@ -378,19 +375,33 @@ func (h *ConsoleHandler) serveSignIn(c *consoleRequest, method string) {
 	}
 	email := strings.TrimSpace(c.r.PostForm.Get("email"))
 	password := c.r.PostForm.Get("password")
-	lower := strings.ToLower(email)
+	login := ledger.NormalizeEmail(email)
 	client := clientIP(c.r)
-	if consoleSignInIP.blocked(client) || consoleSignInEmail.blocked(lower) {
-		c.w.Header().Set("Retry-After", strconv.Itoa(int(consoleSignInWindow/time.Second)))
-		h.authPage(c, http.StatusTooManyRequests, false, email, "Too many failed sign-ins. Try again later.")
+	now := time.Now()
+	g := h.guard
+	addrTry, wait := g.signInAddr.take(client, now)
+	if addrTry == nil {
+		h.tooMany(c, false, email, wait, "Too many failed sign-ins from your address. Try again later.")
 		return
 	}
-	ctx := c.r.Context()
-	accountID, hash, err := h.app.store.Login(ctx, email)
-	if errors.Is(err, ledger.ErrNotFound) && lower != email {
-		accountID, hash, err = h.app.store.Login(ctx, lower)
+	var emailTry *attempt
+	if !g.ownAddress(login, client, now) {
+		if emailTry, wait = g.signInEmail.take(login, now); emailTry == nil {
+			addrTry.end(true) // nothing was tried
+			h.tooMany(c, false, email, wait, "Too many failed sign-ins for this email. Try again later.")
+			return
+		}
 	}
+	ok := false
+	defer func() {
+		addrTry.end(ok)
+		emailTry.end(ok)
+	}()
+
+	ctx := c.r.Context()
+	accountID, hash, err := h.app.store.Login(ctx, login)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		ok = true // not the visitor's failure
 		h.logger.Error("reading a console login", zap.Error(err))
 		h.authPage(c, http.StatusServiceUnavailable, false, email, "Signing in failed; try again.")
 		return
@@ -399,21 +410,31 @@ func (h *ConsoleHandler) serveSignIn(c *consoleRequest, method string) {
 	if !known {
 		hash = decoyHash()
 	}
-	var ok bool
+	var match bool
 	var verr error
-	if err := withHashSlot(ctx, func() { ok, verr = passwords.Verify(password, hash) }); err != nil {
-		return // the client went away
+	if err := g.hashes.run(ctx, func() { match, verr = passwords.Verify(password, hash) }); err != nil {
+		ok = true // nothing was verified
+		if errors.Is(err, errBusy) {
+			h.tooMany(c, false, email, time.Second, "The console is busy. Try again in a moment.")
+		}
+		return // or the client went away
 	}
 	if verr != nil {
 		h.logger.Error("a stored password hash is unreadable", zap.String("account", accountID), zap.Error(verr))
 	}
-	if !known || !ok {
-		consoleSignInIP.fail(client)
-		consoleSignInEmail.fail(lower)
+	if !known || !match {
 		h.authPage(c, http.StatusUnauthorized, false, email, "Wrong email or password.")
 		return
 	}
+	ok = true
+	g.signedIn(login, client, now)
 	h.startSession(c, accountID)
+}
+
+// tooMany answers a refused sign-in or sign-up with 429 and when to retry.
+func (h *ConsoleHandler) tooMany(c *consoleRequest, signUp bool, email string, wait time.Duration, msg string) {
+	c.w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
+	h.authPage(c, http.StatusTooManyRequests, signUp, email, msg)
 }
 
 // startSession signs the visitor in to account with a fresh token, never
@@ -442,6 +463,10 @@ func (h *ConsoleHandler) startSession(c *consoleRequest, accountID string) {
 }
 
 // serveSignUp shows the sign-up form and creates an account with a login.
+// Every sign-up that reaches the password hash counts against the client
+// address, reserved before the hash, whether it creates an account or
+// finds the email taken; only a failure of the gateway's own is forgiven.
+// A taken email is answered without saying so outright (#17).
 func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 	if h.SignUpOff {
 		h.message(c, http.StatusNotFound, "Accounts by invitation", "Accounts are created by the operator of this gateway.")
@@ -455,14 +480,8 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		h.authPage(c, http.StatusForbidden, true, "", "This form has expired. Try again.")
 		return
 	}
-	email := strings.ToLower(strings.TrimSpace(c.r.PostForm.Get("email")))
+	email := ledger.NormalizeEmail(c.r.PostForm.Get("email"))
 	password := c.r.PostForm.Get("password")
-	client := clientIP(c.r)
-	if consoleSignUpIP.blocked(client) {
-		c.w.Header().Set("Retry-After", strconv.Itoa(int(consoleSignUpWindow/time.Second)))
-		h.authPage(c, http.StatusTooManyRequests, true, email, "Too many accounts created from your address. Try again later.")
-		return
-	}
 	if !validEmail(email) {
 		h.authPage(c, http.StatusBadRequest, true, email, "Enter a valid email address.")
 		return
@@ -471,9 +490,20 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		h.authPage(c, http.StatusBadRequest, true, email, "The password must have 10 to 1024 characters.")
 		return
 	}
+	try, wait := h.guard.signUpAddr.take(clientIP(c.r), time.Now())
+	if try == nil {
+		h.tooMany(c, true, email, wait, "Too many accounts created from your address. Try again later.")
+		return
+	}
+	counted := false
+	defer func() { try.end(!counted) }()
+
 	var hash string
 	var herr error
-	if err := withHashSlot(c.r.Context(), func() { hash, herr = passwords.Hash(password) }); err != nil {
+	if err := h.guard.hashes.run(c.r.Context(), func() { hash, herr = passwords.Hash(password) }); err != nil {
+		if errors.Is(err, errBusy) {
+			h.tooMany(c, true, email, time.Second, "The console is busy. Try again in a moment.")
+		}
 		return
 	}
 	if herr != nil {
@@ -482,12 +512,12 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		return
 	}
 	acct, err := h.app.store.CreateLogin(c.r.Context(), email, h.app.DefaultPlan, hash)
-	if err == nil || errors.Is(err, ledger.ErrDuplicate) {
-		// tries at taken emails count too, so the form cannot list who has an account
-		consoleSignUpIP.fail(client)
-	}
 	if errors.Is(err, ledger.ErrDuplicate) {
-		h.authPage(c, http.StatusConflict, true, email, "An account with this email exists: sign in instead.")
+		// tries at taken emails count too, so the form cannot list who
+		// has an account faster than it creates them
+		counted = true
+		h.authPage(c, http.StatusBadRequest, true, email,
+			"No account was created with this email. If you have an account, sign in; otherwise use another email.")
 		return
 	}
 	if err != nil {
@@ -495,6 +525,7 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		h.authPage(c, http.StatusServiceUnavailable, true, email, "Creating the account failed; try again.")
 		return
 	}
+	counted = true
 	h.logger.Info("account created in the console", zap.String("account", acct.ID))
 	h.startSession(c, acct.ID)
 }
@@ -759,11 +790,14 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 		h.topUpPage(c, http.StatusBadRequest, raw)
 		return
 	}
-	base := "http://"
-	if c.r.TLS != nil {
-		base = "https://"
+	origin, ok := h.publicOrigin(c.r)
+	if !ok {
+		h.logger.Error("top-ups need the public_url option: this site has no host name to send customers back to after paying")
+		c.frame.Error = "Top-ups are not available right now; try again later."
+		h.topUpPage(c, http.StatusServiceUnavailable, raw)
+		return
 	}
-	base += c.r.Host + h.BasePath + "/topup"
+	base := origin + h.BasePath + "/topup"
 	co, err := pay.StartCheckout(c.r.Context(), payments.CheckoutOptions{AccountID: c.sess.account.ID,
 		Email: c.sess.account.Email, Amount: amount, SuccessURL: base + "?paid=1", CancelURL: base + "?cancelled=1"})
 	if errors.Is(err, payments.ErrAmount) {
@@ -778,6 +812,62 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 		return
 	}
 	http.Redirect(c.w, c.r, co.URL, http.StatusSeeOther)
+}
+
+// publicOrigin is where customers reach the console, for the links the
+// gateway hands to others (a payment provider's return URLs): the
+// modelgate option's public_url, or else the request's host when Caddy
+// routed it by one of the server's host names, with the scheme the client
+// used (https over TLS, or X-Forwarded-Proto from a trusted proxy only).
+// A Host that no site address names is never used (#17): without
+// public_url, a site without a host name (":443") has no origin to give.
+func (h *ConsoleHandler) publicOrigin(r *http.Request) (string, bool) {
+	if u := h.app.publicURL; u != nil {
+		return u.Scheme + "://" + u.Host + u.Path, true
+	}
+	if !siteHost(r) {
+		return "", false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); trusted {
+		switch p := strings.ToLower(r.Header.Get("X-Forwarded-Proto")); p {
+		case "http", "https":
+			scheme = p
+		}
+	}
+	return scheme + "://" + r.Host, true
+}
+
+// siteHost reports whether r's Host is one of the host names its server
+// routes by (the site addresses of a Caddyfile), so that it names the
+// operator's site and not whatever a client sent.
+func siteHost(r *http.Request) bool {
+	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if srv == nil || r.Host == "" {
+		return false
+	}
+	for _, rt := range srv.Routes {
+		for _, set := range rt.MatcherSets {
+			for _, m := range set {
+				var hosts caddyhttp.MatchHost
+				switch m := m.(type) {
+				case caddyhttp.MatchHost:
+					hosts = m
+				case *caddyhttp.MatchHost:
+					hosts = *m
+				default:
+					continue
+				}
+				if hosts.Match(r) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func parseConsoleDirective(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {
@@ -856,6 +946,7 @@ func (h *ConsoleHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*ConsoleHandler)(nil)
+	_ caddy.CleanerUpper          = (*ConsoleHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ConsoleHandler)(nil)
 	_ caddyfile.Unmarshaler       = (*ConsoleHandler)(nil)
 )

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -120,12 +121,27 @@ func (c *consoleClient) signIn(email, password string) response {
 	return c.post("/console/signin", url.Values{"email": {email}, "password": {password}})
 }
 
-// resetConsoleLimits forgets the sign-in and sign-up counts (package state).
+// resetConsoleLimits forgets the sign-in, sign-up and lookup counts and
+// the accounts' own addresses, which the guard in the usage pool keeps
+// across configs (and so across tests).
 func resetConsoleLimits(t *testing.T) {
 	reset := func() {
-		consoleSignInIP = newFailureCounter(consoleSignInFailures, consoleSignInWindow)
-		consoleSignInEmail = newFailureCounter(consoleSignInFailures, consoleSignInWindow)
-		consoleSignUpIP = newFailureCounter(consoleSignUps, consoleSignUpWindow)
+		guards.Range(func(_, v any) bool {
+			g := v.(*guard)
+			fresh := newGuard()
+			for _, p := range []struct{ dst, src *attempts }{
+				{g.signInAddr, fresh.signInAddr}, {g.signInEmail, fresh.signInEmail},
+				{g.signUpAddr, fresh.signUpAddr}, {g.lookupAddr, fresh.lookupAddr},
+			} {
+				p.dst.mu.Lock()
+				p.dst.counts = p.src.counts
+				p.dst.mu.Unlock()
+			}
+			g.mu.Lock()
+			g.known = fresh.known
+			g.mu.Unlock()
+			return true
+		})
 	}
 	reset()
 	t.Cleanup(reset)
@@ -190,10 +206,15 @@ func TestConsoleSessions(t *testing.T) {
 		t.Fatal("the ledger file holds the session token or the password")
 	}
 
-	// the same email again: refused
+	// the same email again, in any case: refused, without saying outright
+	// that the email has an account (#17)
 	other := newConsoleClient(t)
-	if r := other.post("/console/signup", url.Values{"email": {"ada@example.com"}, "password": {testPassword}}); r.status != http.StatusConflict {
-		t.Fatalf("duplicate sign-up: %d", r.status)
+	for _, email := range []string{"ada@example.com", " ADA@example.COM"} {
+		r := other.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}})
+		if r.status != http.StatusBadRequest || other.cookies[sessionCookie] != "" || strings.Contains(strings.ToLower(r.body), "exists") ||
+			!strings.Contains(r.body, "No account was created") {
+			t.Fatalf("duplicate sign-up %q: %d\n%s", email, r.status, r.body)
+		}
 	}
 	// bad input: refused, nothing created
 	for _, f := range []url.Values{
@@ -546,8 +567,12 @@ func TestConsoleTopUp(t *testing.T) {
 	if r := c.get("/console/topup?paid=1"); !strings.Contains(r.body, "credited as soon as") {
 		t.Fatal("the return page says nothing")
 	}
-	paid := stripetest.CheckoutEvent("evt_c", "checkout.session.completed", "cs_test_console", acct, "usd", "paid", 1234)
-	if r := deliver(t, paid, stripetest.Signed(paid, testWebhookSecret, time.Now())); r.status != 200 {
+	// Stripe reports the session with the metadata the gateway gave it
+	mu.Lock()
+	meta := map[string]string{"modelgate_account": form.Get("metadata[modelgate_account]"), "modelgate_signature": form.Get("metadata[modelgate_signature]")}
+	mu.Unlock()
+	paid := stripetest.CheckoutEventWithMetadata("evt_c", "checkout.session.completed", "cs_test_console", acct, "usd", "paid", 1234, meta)
+	if r := deliver(t, paid, stripetest.Signed(paid, testWebhookSecret, time.Now())); r.status != 200 || !strings.Contains(r.body, `"credited"`) {
 		t.Fatalf("webhook: %d %s", r.status, r.body)
 	}
 	if got := figure(c.get("/console/").body, "balance"); got != "12.340000000 USD" {
@@ -579,7 +604,7 @@ func TestConsoleSignUpLimit(t *testing.T) {
 			email = "taken@example.com" // probing for accounts counts too
 		}
 		c.cookies = map[string]string{}
-		if r := c.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusSeeOther && r.status != http.StatusConflict {
+		if r := c.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusSeeOther && r.status != http.StatusBadRequest {
 			t.Fatalf("sign-up %d: %d", i, r.status)
 		}
 	}
@@ -672,5 +697,57 @@ func TestConsoleCaddyfile(t *testing.T) {
 		case !strings.Contains(string(out), tc.want):
 			t.Errorf("%q: %s\nwant %s", tc.site, out, tc.want)
 		}
+	}
+}
+
+var csvLink = regexp.MustCompile(`<a class="csv" href="([^"]+)"`)
+
+// TestConsoleCSVLinkKeepsTheView: the usage page's "Download CSV" link
+// exports the range and the key the page shows, not the defaults (the
+// template once escaped its query into one value, #17).
+func TestConsoleCSVLinkKeepsTheView(t *testing.T) {
+	resetConsoleLimits(t)
+	g := startGateway(t, gatewayOptions{site: consoleSite})
+	c := newConsoleClient(t)
+	acct := c.signUp(g, "csv@example.com")
+	if _, err := g.store.Credit(context.Background(), ledger.CreditRequest{AccountID: acct, Amount: 5_000_000_000, Reference: "test:" + acct, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range []string{"first", "second"} {
+		secret, _, err := g.store.CreateKey(context.Background(), acct, label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := g.generate("openai", testModel, "hello from "+label, false, secret); r.status != 200 {
+			t.Fatalf("%s: %d", label, r.status)
+		}
+	}
+	ks, _ := g.store.ListKeys(context.Background(), acct)
+	var second string
+	for _, k := range ks {
+		if k.Label == "second" {
+			second = k.ID
+		}
+	}
+	today := time.Now().UTC().Format("2006-01-02")
+	from := time.Now().UTC().AddDate(0, 0, -3).Format("2006-01-02")
+
+	page := c.get("/console/usage?from=" + from + "&to=" + today + "&key=" + second)
+	m := csvLink.FindStringSubmatch(page.body)
+	if m == nil {
+		t.Fatalf("no CSV link:\n%s", page.body)
+	}
+	href := html.UnescapeString(m[1])
+	u, err := url.Parse(href)
+	if err != nil || u.Path != "/console/usage.csv" || u.Query().Get("from") != from || u.Query().Get("to") != today || u.Query().Get("key") != second {
+		t.Fatalf("CSV link %q (%v): want the page's range %s..%s and key %s", href, err, from, today, second)
+	}
+	r := c.get(href)
+	if r.status != 200 || !strings.Contains(r.header.Get("Content-Disposition"), "usage-"+from+"-to-"+today+".csv") {
+		t.Fatalf("the export: %d %v", r.status, r.header)
+	}
+	records, err := csv.NewReader(strings.NewReader(r.body)).ReadAll()
+	if err != nil || len(records) != 2 || records[1][1] != second {
+		t.Fatalf("the export of the second key alone: %v %q", err, records)
 	}
 }

@@ -128,7 +128,8 @@ func (h *ConsoleHandler) serveUsage(c *consoleRequest) {
 		return
 	}
 	c.frame.Heading, c.frame.Page, c.frame.Error = "Usage", "usage", q.problem
-	p := &web.ConsoleUsage{From: q.from.Format(dayLayout), To: q.to.Format(dayLayout), KeyID: q.keyID, CSVQuery: q.values()}
+	p := &web.ConsoleUsage{From: q.from.Format(dayLayout), To: q.to.Format(dayLayout), KeyID: q.keyID,
+		CSVHref: h.BasePath + "/usage.csv?" + q.values()}
 	byID := make(map[string]ledger.Key, len(keys))
 	for _, k := range keys {
 		byID[k.ID] = k

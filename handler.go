@@ -31,8 +31,9 @@ func init() {
 // /api/usage. Requests for other paths go to the next handler. Every answer,
 // errors included, is in the client's wire format.
 type APIHandler struct {
-	app    *App
-	logger *zap.Logger
+	app       *App
+	logger    *zap.Logger
+	accessLog *zap.Logger // where the http app writes access log lines (scrubAccessLog)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -46,6 +47,7 @@ func (APIHandler) CaddyModule() caddy.ModuleInfo {
 // Provision finds the modelgate app.
 func (h *APIHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	h.accessLog = accessLogger(ctx)
 	app, err := appFor(ctx, "modelgate_api")
 	if err != nil {
 		return err
@@ -173,8 +175,12 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		return next.ServeHTTP(w, r)
 	}
 	// Client credentials go no further than this handler; the proxied
-	// request is built fresh, so they never reach an upstream or its logs.
-	cred := takeCredential(r)
+	// request is built fresh, so they never reach an upstream or its logs,
+	// and the access log line of the request shows them redacted.
+	if logLine := h.scrubAccessLog(w, r); logLine != nil {
+		defer logLine()
+	}
+	cred := takeCredential(r, acceptsQueryKey(ri))
 
 	reqID := ledger.NewRequestID()
 	w.Header().Set("X-Request-Id", reqID)
@@ -266,10 +272,19 @@ type credential struct {
 	via credVia
 }
 
+// acceptsQueryKey reports whether a route takes the key as ?key=: the
+// Gemini routes (under /v1beta, and /v1/models/{model}:method), as
+// Google's API does, and the model list and model of /v1, which answer
+// Gemini clients in their shape. Elsewhere ?key= is no credential (#17).
+func acceptsQueryKey(ri routeInfo) bool {
+	return ri.format == clientGemini || ri.route == routeModels || ri.route == routeModel
+}
+
 // takeCredential takes the API key from Authorization: Bearer, x-api-key,
-// x-goog-api-key or ?key=, and removes all of them from the request so that
-// nothing after this handler sees a key.
-func takeCredential(r *http.Request) credential {
+// x-goog-api-key or, when queryKey is set, ?key=, and removes all of them
+// (?key= too when it is no credential) from the request so that nothing
+// after this handler sees a key.
+func takeCredential(r *http.Request, queryKey bool) credential {
 	var c credential
 	h := r.Header
 	if v := h.Get("Authorization"); v != "" {
@@ -287,14 +302,16 @@ func takeCredential(r *http.Request) credential {
 	h.Del("Authorization")
 	h.Del("X-Api-Key")
 	h.Del("X-Goog-Api-Key")
-	if strings.Contains(r.URL.RawQuery, "key=") {
-		q := r.URL.Query()
-		if v := q.Get("key"); v != "" && c.via == viaNone {
-			c = credential{strings.TrimSpace(v), viaQuery}
+	if r.URL.RawQuery != "" {
+		// parsed, so that an escaped name (%6Bey) is found too
+		if q := r.URL.Query(); q.Has("key") {
+			if v := q.Get("key"); v != "" && c.via == viaNone && queryKey {
+				c = credential{strings.TrimSpace(v), viaQuery}
+			}
+			q.Del("key")
+			r.URL.RawQuery = q.Encode()
+			r.RequestURI = r.URL.RequestURI()
 		}
-		q.Del("key")
-		r.URL.RawQuery = q.Encode()
-		r.RequestURI = r.URL.RequestURI()
 	}
 	return c
 }

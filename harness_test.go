@@ -84,6 +84,9 @@ type gatewayOptions struct {
 	global    string // more global options (before the modelgate block)
 	ledger    string // options of the ledger (its block's lines)
 	site      string // more lines in the site block
+	address   string // the site's address; default http://localhost:<gatewayPort>
+	admin     string // the admin endpoint's host; default localhost
+	plainLog  bool   // the site's access log without the filter of the example
 }
 
 // startGateway loads a config into the test Caddy (one per test binary,
@@ -105,6 +108,25 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 
 	dir := t.TempDir()
 	g := &gateway{t: t, mock: mock, dbPath: filepath.Join(dir, "ledger.db"), logPath: filepath.Join(dir, "caddy.log")}
+	adminHost := "localhost"
+	if o.admin != "" {
+		adminHost = o.admin
+	}
+	address := fmt.Sprintf("http://localhost:%d", gatewayPort)
+	if o.address != "" {
+		address = o.address
+	}
+	logFilter := `
+		format filter {
+			request>headers>X-Api-Key delete
+			request>headers>X-Goog-Api-Key delete
+			request>uri query {
+				delete key
+			}
+		}`
+	if o.plainLog {
+		logFilter = ""
+	}
 	// Caddy's own log goes to a file, kept when the test fails, so that a
 	// failure's output starts with its assertion
 	level := "INFO"
@@ -113,7 +135,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	}
 	globalLog := fmt.Sprintf("\tlog {\n\t\toutput file %s\n\t\tlevel %s\n\t}\n", g.logPath, level)
 	cfg := fmt.Sprintf(`{
-	admin localhost:%d
+	admin %s:%d
 	http_port %d
 	https_port %d
 	grace_period 1s
@@ -167,20 +189,13 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 %s	}
 }
 
-http://localhost:%d {
+%s {
 	log {
-		output file %s.access
-		format filter {
-			request>headers>X-Api-Key delete
-			request>headers>X-Goog-Api-Key delete
-			request>uri query {
-				delete key
-			}
-		}
+		output file %s.access%s
 	}
 	modelgate_api
 %s}
-`, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, gatewayPort, g.logPath, statusSite+o.site)
+`, adminHost, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, address, g.logPath, logFilter, statusSite+o.site)
 	g.cfg = cfg
 	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(quietConfigTB{t}).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})

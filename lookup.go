@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -42,9 +41,9 @@ type LookupHandler struct {
 	// Title heads the page. Default: "Usage lookup".
 	Title string `json:"title,omitempty"`
 
-	app      *App
-	logger   *zap.Logger
-	failures *failureCounter
+	app    *App
+	logger *zap.Logger
+	guard  *guard // wrong keys per client, shared by every config
 }
 
 // CaddyModule returns the Caddy module information.
@@ -55,9 +54,6 @@ func (LookupHandler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// lookupFailures counts wrong keys per client across config reloads.
-var lookupFailures = newFailureCounter(lookupMaxFailures, lookupFailureReset)
-
 // Provision finds the modelgate app.
 func (h *LookupHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
@@ -66,11 +62,24 @@ func (h *LookupHandler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = app
-	h.failures = lookupFailures
 	if h.Title == "" {
 		h.Title = "Usage lookup"
 	}
+	g, err := loadGuard()
+	if err != nil {
+		return err
+	}
+	h.guard = g
 	return nil
+}
+
+// Cleanup gives back this config's use of the limits.
+func (h *LookupHandler) Cleanup() error {
+	if h.guard == nil {
+		return nil
+	}
+	h.guard = nil
+	return releaseGuard()
 }
 
 // ServeHTTP serves the form (GET) and the figures of a key (POST).
@@ -81,51 +90,63 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 	hdr.Set("Referrer-Policy", "no-referrer")
 	page := &web.LookupPage{Title: h.Title, Action: r.URL.Path}
 	status := http.StatusOK
+	if h.app.blockedRegion(r) {
+		// block_countries covers the lookup, as it covers the API (#17)
+		h.app.metrics.refused("region")
+		page.Error = regionBlocked().Message
+		writePage(w, h.logger, http.StatusForbidden, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
+		return nil
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodPost:
-		status = h.lookup(r, page)
+		status = h.lookup(w, r, page)
 	default:
 		hdr.Set("Allow", "GET, HEAD, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return nil
-	}
-	if status == http.StatusTooManyRequests {
-		hdr.Set("Retry-After", strconv.Itoa(int(lookupFailureReset/time.Second)))
 	}
 	writePage(w, h.logger, status, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
 	return nil
 }
 
 // lookup fills the page with the figures of the posted key and returns the
-// status to answer with.
-func (h *LookupHandler) lookup(r *http.Request, page *web.LookupPage) int {
-	client := clientIP(r)
-	if h.failures.blocked(client) {
+// status to answer with. Each lookup is reserved against the client
+// address's wrong keys before the key is looked up, and forgiven only if
+// the key exists, so that racing guesses get no more than the limit.
+func (h *LookupHandler) lookup(w http.ResponseWriter, r *http.Request, page *web.LookupPage) int {
+	try, wait := h.guard.lookupAddr.take(clientIP(r), time.Now())
+	if try == nil {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
 		page.Error = "Too many wrong keys from your address. Try again later."
 		return http.StatusTooManyRequests
 	}
 	r.Body = http.MaxBytesReader(nil, r.Body, lookupMaxBody)
 	if err := r.ParseForm(); err != nil {
+		try.end(true)
 		page.Error = "The form could not be read."
 		return http.StatusBadRequest
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
 	if key == "" {
+		try.end(true)
 		page.Error = "Enter an API key."
 		return http.StatusBadRequest
 	}
 	p, err := h.app.store.Authenticate(key)
 	if err != nil {
 		if !errors.Is(err, ledger.ErrUnauthorized) {
-			h.logger.Error("looking up a key", zap.Error(err)) // the error never holds the key
+			// not the visitor's failure; the error never holds the key
+			try.end(true)
+			h.logger.Error("looking up a key", zap.Error(err))
 			page.Error = "The lookup failed; try again."
 			return http.StatusServiceUnavailable
 		}
-		h.failures.fail(client)
+		try.end(false)
 		page.Error = "No such key: it is mistyped, or it was deleted."
 		return http.StatusNotFound
 	}
+	try.end(true)
 	ku, err := h.app.store.KeyUsage(r.Context(), p.KeyID)
 	var acct ledger.Account
 	if err == nil {
@@ -160,51 +181,6 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// failureCounter counts failures per client in fixed windows.
-type failureCounter struct {
-	max    int
-	window time.Duration
-	mu     sync.Mutex
-	counts map[string]*failureWindow
-}
-
-type failureWindow struct {
-	start time.Time
-	n     int
-}
-
-func newFailureCounter(max int, window time.Duration) *failureCounter {
-	return &failureCounter{max: max, window: window, counts: make(map[string]*failureWindow)}
-}
-
-// blocked reports whether client has used up its failures.
-func (f *failureCounter) blocked(client string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fw := f.counts[client]
-	return fw != nil && time.Since(fw.start) < f.window && fw.n >= f.max
-}
-
-// fail counts a failure of client, and forgets windows that have passed.
-func (f *failureCounter) fail(client string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now()
-	if len(f.counts) > 10000 {
-		for c, fw := range f.counts {
-			if now.Sub(fw.start) >= f.window {
-				delete(f.counts, c)
-			}
-		}
-	}
-	fw := f.counts[client]
-	if fw == nil || now.Sub(fw.start) >= f.window {
-		fw = &failureWindow{start: now}
-		f.counts[client] = fw
-	}
-	fw.n++
-}
-
 func parseLookupHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	l := new(LookupHandler)
 	err := l.UnmarshalCaddyfile(h.Dispenser)
@@ -234,6 +210,7 @@ func (h *LookupHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*LookupHandler)(nil)
+	_ caddy.CleanerUpper          = (*LookupHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*LookupHandler)(nil)
 	_ caddyfile.Unmarshaler       = (*LookupHandler)(nil)
 )

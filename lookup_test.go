@@ -30,8 +30,7 @@ func figure(page, name string) string {
 // its figures uncacheable, logs no key, and refuses a client that keeps
 // sending wrong keys.
 func TestLookupPage(t *testing.T) {
-	t.Cleanup(func() { lookupFailures = newFailureCounter(lookupMaxFailures, lookupFailureReset) })
-	lookupFailures = newFailureCounter(lookupMaxFailures, lookupFailureReset)
+	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: "\tmodelgate_lookup /usage*\n", globalLog: true})
 	acct, key := g.account("2.00")
 	if r := g.generate("openai", testModel, "hello there", false, key); r.status != 200 {

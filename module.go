@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -100,8 +101,24 @@ type App struct {
 	// Payments takes top-ups through a payment provider (Stripe Checkout).
 	Payments *PaymentsConfig `json:"payments,omitempty"`
 
+	// PublicURL is the address customers reach the gateway at, e.g.
+	// https://api.example.com: the pages build the links they hand to
+	// others from it (the payment provider's return URLs), and the status
+	// page takes its default title from its host. Without it, those links
+	// use the site's own host name, never a Host header that no site
+	// address matched (#17). Placeholders are expanded.
+	PublicURL string `json:"public_url,omitempty"`
+
+	// AllowRemoteUnauthenticatedAdmin serves the /modelgate/ routes of
+	// Caddy's admin endpoint (which mint keys and credit money, with no
+	// authentication of their own) also when the admin endpoint listens
+	// beyond loopback and a unix socket without client certificates.
+	// Default: false, and those requests are refused (#17).
+	AllowRemoteUnauthenticatedAdmin bool `json:"allow_remote_unauthenticated_admin,omitempty"`
+
 	ctx       caddy.Context
 	logger    *zap.Logger
+	publicURL *url.URL // PublicURL, expanded; nil without one
 	store     *ledger.Store
 	storeKey  string
 	providers map[string]*provider
@@ -489,6 +506,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.buildCatalogue(); err != nil {
 		return err
 	}
+	if a.PublicURL != "" {
+		u, err := parsePublicURL(caddy.NewReplacer().ReplaceAll(a.PublicURL, ""))
+		if err != nil {
+			return err
+		}
+		a.publicURL = u
+	}
 
 	// by absolute path, so that a reload spelling the path differently
 	// keeps the store (and its server lock) rather than refusing itself
@@ -587,6 +611,20 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.provisionImages()
 	return nil
+}
+
+// parsePublicURL checks a public_url: an absolute http or https URL with a
+// host, and perhaps a path, without query or fragment. Its path loses a
+// trailing slash.
+func parsePublicURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return nil, fmt.Errorf("public_url %q: want scheme://host[:port][/path], such as https://api.example.com", s)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
 }
 
 // setDefaults fills in what the configuration left out.

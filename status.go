@@ -38,7 +38,9 @@ const (
 // and /status.json). Nothing secret is on it: providers are named, never
 // their keys or addresses.
 type StatusHandler struct {
-	// Title heads the page. Default: "<host> status".
+	// Title heads the page. Default: "<host> status", the host of the
+	// modelgate option's public_url, or "Service status" without one;
+	// never a request's Host header, which anyone may set (#17).
 	Title string `json:"title,omitempty"`
 
 	app    *App
@@ -71,6 +73,12 @@ func (h *StatusHandler) Provision(ctx caddy.Context) error {
 	}
 	h.app = app
 	h.cache = new(statusCache)
+	if h.Title == "" {
+		h.Title = "Service status"
+		if u := app.publicURL; u != nil {
+			h.Title = u.Hostname() + " status"
+		}
+	}
 	return nil
 }
 
@@ -81,7 +89,7 @@ func (h *StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return nil
 	}
-	page, doc, err := h.documents(r.Context(), r.Host)
+	page, doc, err := h.documents(r.Context())
 	if err != nil {
 		h.logger.Error("building the status page", zap.Error(err))
 		http.Error(w, "The status page is unavailable right now.", http.StatusServiceUnavailable)
@@ -103,18 +111,14 @@ func (h *StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 
 // documents returns the page and its JSON, rebuilt when older than
 // statusCacheFor: a public page must not query the ledger per visit.
-func (h *StatusHandler) documents(ctx context.Context, host string) (page, doc []byte, err error) {
+func (h *StatusHandler) documents(ctx context.Context) (page, doc []byte, err error) {
 	c := h.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.html != nil && time.Since(c.built) < statusCacheFor {
 		return c.html, c.jsonDoc, nil
 	}
-	title := h.Title
-	if title == "" {
-		title = strings.TrimSpace(strings.Split(host, ":")[0] + " status")
-	}
-	sp, err := h.app.statusPage(ctx, title, time.Now())
+	sp, err := h.app.statusPage(ctx, h.Title, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite: every package's tests under the race detector, then
-# each fuzz target on a bounded number of inputs (FUZZTIME, default 100000x), so that the
-# decoders of client requests and upstream streams meet fresh inputs on
-# every run. A fuzz failure writes its input under the package's
-# testdata/fuzz/; commit it with the fix.
+# The whole test suite: go vet and staticcheck, every package's tests under
+# the race detector, then each fuzz target on a bounded number of inputs
+# (FUZZTIME, default 100000x), so that the decoders of client requests and
+# upstream streams meet fresh inputs on every run. A fuzz failure writes
+# its input under the package's testdata/fuzz/; commit it with the fix.
 set -euo pipefail
 cd "$(dirname "$0")"
 # the browser tests keep their screenshots here
 export MODELGATE_SCREENSHOTS="${MODELGATE_SCREENSHOTS:-$PWD/screenshots}"
+
+# Static checks first: go vet, and staticcheck (a tool in go.mod), which
+# catches, among others, a value assigned and never used, such as an err
+# shadowed in an inner block (#17).
+go vet ./...
+go tool staticcheck ./...
 
 echo "go test -race ./...: the first run compiles Caddy and every dependency with the"
 echo "race detector (about 10 minutes on 2 cores, quiet but for a note every 30 s);"

@@ -34,7 +34,7 @@ func TestStripeWebhook(t *testing.T) {
 	acct, _ := g.account("1.00")
 	balance := func() ledger.Money { b, _ := g.balance(acct); return b }
 	now := time.Now()
-	paid := stripetest.CheckoutEvent("evt_1", "checkout.session.completed", "cs_test_1", acct, "usd", "paid", 1250)
+	paid := stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_1", "checkout.session.completed", "cs_test_1", acct, "usd", "paid", 1250)
 
 	if r := deliver(t, paid, stripetest.Signed(paid, testWebhookSecret, now)); r.status != 200 || !strings.Contains(r.body, "credited") {
 		t.Fatalf("valid delivery: %d %s", r.status, r.body)
@@ -51,7 +51,7 @@ func TestStripeWebhook(t *testing.T) {
 	}
 
 	// bad signatures: 400, nothing credited
-	other := stripetest.CheckoutEvent("evt_2", "checkout.session.completed", "cs_test_2", acct, "usd", "paid", 99900)
+	other := stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_2", "checkout.session.completed", "cs_test_2", acct, "usd", "paid", 99900)
 	for name, h := range map[string]http.Header{
 		"another secret":       stripetest.Signed(other, "whsec_attacker", now),
 		"another payload":      stripetest.Signed(paid, testWebhookSecret, now),
@@ -67,12 +67,21 @@ func TestStripeWebhook(t *testing.T) {
 		t.Fatalf("a forged delivery credited: %s", got)
 	}
 
-	// deliveries that credit nothing
+	// deliveries that credit nothing: not paid, another currency, an
+	// unknown account, and paid sessions the gateway did not start (a
+	// Payment Link whose payer named the account, metadata without the
+	// gateway's signature or with another account's, #17)
 	for _, ev := range [][]byte{
-		stripetest.CheckoutEvent("evt_3", "checkout.session.completed", "cs_test_3", acct, "usd", "unpaid", 500),
-		stripetest.CheckoutEvent("evt_4", "checkout.session.expired", "cs_test_4", acct, "usd", "unpaid", 500),
-		stripetest.CheckoutEvent("evt_5", "checkout.session.completed", "cs_test_5", acct, "eur", "paid", 500),
-		stripetest.CheckoutEvent("evt_6", "checkout.session.completed", "cs_test_6", "acct_nobody", "usd", "paid", 500),
+		stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_3", "checkout.session.completed", "cs_test_3", acct, "usd", "unpaid", 500),
+		stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_4", "checkout.session.expired", "cs_test_4", acct, "usd", "unpaid", 500),
+		stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_5", "checkout.session.completed", "cs_test_5", acct, "eur", "paid", 500),
+		stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_6", "checkout.session.completed", "cs_test_6", "acct_nobody", "usd", "paid", 500),
+		stripetest.CheckoutEvent("evt_9", "checkout.session.completed", "cs_test_link", acct, "usd", "paid", 50000),
+		stripetest.CheckoutEventWithMetadata("evt_10", "checkout.session.completed", "cs_test_forged", "", "usd", "paid", 50000,
+			map[string]string{"modelgate_account": acct}),
+		stripetest.CheckoutEventWithMetadata("evt_11", "checkout.session.completed", "cs_test_copied", "", "usd", "paid", 50000,
+			map[string]string{"modelgate_account": acct, "modelgate_signature": stripetest.GatewayMetadata(testWebhookSecret, "acct_other", "usd", 50000)["modelgate_signature"]}),
+		stripetest.GatewayCheckoutEvent("whsec_attacker", "evt_12", "checkout.session.completed", "cs_test_self_signed", acct, "usd", "paid", 50000),
 	} {
 		if r := deliver(t, ev, stripetest.Signed(ev, testWebhookSecret, now)); r.status != 200 {
 			t.Errorf("%s: %d %s", ev, r.status, r.body)
@@ -86,8 +95,8 @@ func TestStripeWebhook(t *testing.T) {
 	// async_payment_succeeded, both delivered many times at once with the
 	// completed-and-paid event a retry might send: credited once
 	events := [][]byte{
-		stripetest.CheckoutEvent("evt_7", "checkout.session.async_payment_succeeded", "cs_test_7", acct, "usd", "paid", 2000),
-		stripetest.CheckoutEvent("evt_8", "checkout.session.completed", "cs_test_7", acct, "usd", "paid", 2000),
+		stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_7", "checkout.session.async_payment_succeeded", "cs_test_7", acct, "usd", "paid", 2000),
+		stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_8", "checkout.session.completed", "cs_test_7", acct, "usd", "paid", 2000),
 	}
 	var wg sync.WaitGroup
 	statuses := make(chan int, 20)

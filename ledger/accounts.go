@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -81,9 +82,18 @@ func (s *Store) cachedAccount(id string) *account {
 	return nil
 }
 
+// NormalizeEmail is the form in which the ledger keeps and compares
+// emails: without surrounding white space, in lower case. Two emails that
+// differ only in case are one login name (#17).
+func NormalizeEmail(email string) string {
+	return strings.ToLower(strings.TrimSpace(email))
+}
+
 // CreateAccount creates an active account with a zero balance. email may be
-// empty; a non-empty email must be unique (ErrDuplicate).
+// empty; a non-empty email is kept normalized (NormalizeEmail) and must be
+// unique in that form (ErrDuplicate).
 func (s *Store) CreateAccount(ctx context.Context, email, plan string) (Account, error) {
+	email = NormalizeEmail(email)
 	id, err := newID("acct_")
 	if err != nil {
 		return Account{}, err

@@ -32,9 +32,10 @@ func (s *Store) execCommand(ctx context.Context, what string, fn func(ctx contex
 }
 
 // CreateLogin creates an active account that signs in to the console with
-// email and the password whose hash is passwordHash. The email must be
-// unused (ErrDuplicate).
+// email and the password whose hash is passwordHash. The email is kept
+// normalized (NormalizeEmail) and must be unused in that form (ErrDuplicate).
 func (s *Store) CreateLogin(ctx context.Context, email, plan, passwordHash string) (Account, error) {
+	email = NormalizeEmail(email)
 	if email == "" || passwordHash == "" {
 		return Account{}, errors.New("ledger: a login needs an email and a password hash")
 	}
@@ -85,9 +86,10 @@ func (s *Store) SetPassword(ctx context.Context, accountID, passwordHash string)
 	})
 }
 
-// Login returns the account and password hash of the login with email
-// (ErrNotFound if there is none).
+// Login returns the account and password hash of the login with email,
+// in any case (ErrNotFound if there is none).
 func (s *Store) Login(ctx context.Context, email string) (accountID, passwordHash string, err error) {
+	email = NormalizeEmail(email)
 	done, err := s.beginRead()
 	if err != nil {
 		return "", "", err

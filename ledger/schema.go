@@ -186,6 +186,25 @@ ALTER TABLE usage ADD COLUMN web_fetches INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE usage ADD COLUMN hosted_images INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE usage ADD COLUMN hosted_cost INTEGER NOT NULL DEFAULT 0;
 `,
+	// 6: emails are login names, kept trimmed and in lower case and unique in
+	// that form (#17). Existing rows are normalized; if two would then
+	// share an email (an operator-made Mixed@Case and a console sign-up
+	// mixed@case), the migration refuses, and with it the ledger, until the
+	// operator gives each a distinct email: which one is genuine is theirs
+	// to decide. The check raises from a trigger on a scratch table, since
+	// SQLite has no other way to fail a script with a message.
+	`
+CREATE TEMP TABLE email_check (x INTEGER);
+CREATE TEMP TRIGGER email_check_collisions BEFORE INSERT ON email_check
+WHEN EXISTS (SELECT 1 FROM main.accounts WHERE email <> '' GROUP BY lower(trim(email)) HAVING count(*) > 1)
+BEGIN
+	SELECT RAISE(ABORT, 'accounts share an email that differs only in case or surrounding spaces: give each account a distinct email, then start again (README.md, "Emails are login names")');
+END;
+INSERT INTO email_check VALUES (1);
+DROP TABLE email_check;
+UPDATE accounts SET email = lower(trim(email)) WHERE email <> lower(trim(email));
+CREATE UNIQUE INDEX accounts_email_nocase ON accounts (lower(email)) WHERE email <> '';
+`,
 }
 
 // migrate brings the schema up to date on conn (the writer connection).

@@ -205,6 +205,30 @@ func (s *Store) Refresh() {
 	}
 }
 
+// createPrivate creates the database file, if there is none, readable and
+// writable by its owner only: it holds emails, password hashes and
+// balances. SQLite gives the -wal and -shm files it creates beside it the
+// database file's mode (#17). An existing file keeps its mode (the
+// operator's choice), with a warning if others may read it.
+func createPrivate(path string, log *zap.Logger) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	fi, err := f.Stat()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		log.Warn("the ledger file may be read by other users; chmod 600 it and its -wal and -shm files",
+			zap.String("path", path), zap.String("mode", perm.String()))
+	}
+	return nil
+}
+
 // Open opens (creating if needed) the ledger at opts.Path, runs the schema
 // migrations, loads the live keys and starts the writer.
 func Open(ctx context.Context, opts Options) (*Store, error) {
@@ -244,6 +268,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("ledger: open: create directory: %w", err)
+	}
+	if err := createPrivate(abs, opts.Logger); err != nil {
+		return nil, err
 	}
 	var lock *filelock.File
 	if opts.ServerLock {

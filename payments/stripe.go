@@ -1,11 +1,16 @@
 package payments
 
 import (
+	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/stripe/stripe-go/v85"
@@ -30,12 +35,51 @@ type StripeConfig struct {
 // amount, and the checkout.session.completed (or, for payment methods that
 // settle later, checkout.session.async_payment_succeeded) notification,
 // signed with the endpoint's secret, credits it.
+//
+// Only Checkout Sessions the gateway started are credited (#17): the
+// Stripe account may sell other things, and a Payment Link lets the payer
+// set client_reference_id to any account. StartCheckout puts the account
+// in the session's metadata with an HMAC of the account, currency and
+// amount, keyed by a key derived from the webhook secret
+// (checkoutSignatureKey); a paid session whose metadata does not carry a
+// valid one is not credited. Rotating the webhook secret therefore leaves
+// sessions started before the rotation and paid after it uncredited (an
+// operator credits them by hand).
 type Stripe struct {
 	client        *stripe.Client
 	webhookSecret string
+	metaKey       []byte // signs the account in a session's metadata
 	currency      string
 	minimum       ledger.Money
 	unit          ledger.Money // nanos in the currency's smallest unit
+}
+
+// Metadata keys of the Checkout Sessions the gateway starts.
+const (
+	metadataAccount   = "modelgate_account"
+	metadataSignature = "modelgate_signature"
+)
+
+// ErrForeignCheckout is a paid Checkout Session that names an account but
+// that the gateway did not start (a Payment Link, a session made by other
+// software on the Stripe account, forged metadata): it is not credited.
+var ErrForeignCheckout = errors.New("payments: stripe: a checkout session this gateway did not start")
+
+// checkoutSignatureKey derives the key that signs the account in the
+// metadata of the Checkout Sessions the gateway starts from the webhook
+// endpoint's secret, which only the operator and Stripe know.
+func checkoutSignatureKey(webhookSecret string) []byte {
+	m := hmac.New(sha256.New, []byte(webhookSecret))
+	m.Write([]byte("modelgate checkout metadata v1"))
+	return m.Sum(nil)
+}
+
+// checkoutSignature is the signature of a session for account, of amount
+// in currency's smallest unit, with key (checkoutSignatureKey).
+func checkoutSignature(key []byte, account, currency string, amount int64) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(account + "\x00" + currency + "\x00" + strconv.FormatInt(amount, 10)))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // NewStripe checks cfg and returns the provider.
@@ -47,7 +91,8 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 	if len(cur) != 3 {
 		return nil, fmt.Errorf("payments: currency %q: want an ISO 4217 code such as usd", cfg.Currency)
 	}
-	s := &Stripe{webhookSecret: cfg.WebhookSecret, currency: cur, minimum: cfg.Minimum, unit: minorUnit(cur)}
+	s := &Stripe{webhookSecret: cfg.WebhookSecret, metaKey: checkoutSignatureKey(cfg.WebhookSecret), currency: cur,
+		minimum: cfg.Minimum, unit: minorUnit(cur)}
 	if cfg.Minimum < 0 || cfg.Minimum%s.unit != 0 {
 		return nil, fmt.Errorf("payments: minimum %s is not a whole number of %s's smallest unit", cfg.Minimum, cur)
 	}
@@ -88,22 +133,26 @@ func (s *Stripe) Currency() string { return s.currency }
 func (s *Stripe) Minimum() ledger.Money { return s.minimum }
 
 // StartCheckout creates a Checkout Session for the amount, tagged with the
-// account.
+// account and its signature.
 func (s *Stripe) StartCheckout(ctx context.Context, o CheckoutOptions) (Checkout, error) {
 	if o.Amount < s.minimum || o.Amount <= 0 || o.Amount%s.unit != 0 {
 		return Checkout{}, ErrAmount
 	}
+	amount := int64(o.Amount / s.unit)
 	p := &stripe.CheckoutSessionCreateParams{
 		Mode:              stripe.String(string(stripe.CheckoutSessionModePayment)),
 		ClientReferenceID: stripe.String(o.AccountID),
 		SuccessURL:        stripe.String(o.SuccessURL),
 		CancelURL:         stripe.String(o.CancelURL),
-		Metadata:          map[string]string{"modelgate_account": o.AccountID},
+		Metadata: map[string]string{
+			metadataAccount:   o.AccountID,
+			metadataSignature: checkoutSignature(s.metaKey, o.AccountID, s.currency, amount),
+		},
 		LineItems: []*stripe.CheckoutSessionCreateLineItemParams{{
 			Quantity: stripe.Int64(1),
 			PriceData: &stripe.CheckoutSessionCreateLineItemPriceDataParams{
 				Currency:   stripe.String(s.currency),
-				UnitAmount: stripe.Int64(int64(o.Amount / s.unit)),
+				UnitAmount: stripe.Int64(amount),
 				ProductData: &stripe.CheckoutSessionCreateLineItemPriceDataProductDataParams{
 					Name: stripe.String("Balance top-up"),
 				},
@@ -154,17 +203,19 @@ func (s *Stripe) ParsePayment(payload []byte, header http.Header) (Payment, bool
 	if ev.Data == nil || json.Unmarshal(ev.Data.Raw, &cs) != nil || cs.ID == "" {
 		return Payment{}, false, fmt.Errorf("payments: stripe: event %s carries no checkout session", ev.ID)
 	}
-	account := cs.ClientReferenceID
-	if account == "" {
-		account = cs.Metadata["modelgate_account"]
-	}
+	account := cs.Metadata[metadataAccount]
 	switch {
-	case cs.PaymentStatus != "paid" || cs.Mode != "payment" || account == "":
-		return Payment{}, false, nil // not (yet) a top-up of ours
+	case cs.PaymentStatus != "paid" || cs.Mode != "payment":
+		return Payment{}, false, nil // not (yet) a top-up
+	case account == "" && cs.ClientReferenceID == "":
+		return Payment{}, false, nil // a sale of something else
 	case cs.Currency != s.currency:
 		return Payment{}, false, fmt.Errorf("payments: stripe: checkout %s was paid in %q, not %q", cs.ID, cs.Currency, s.currency)
 	case cs.AmountTotal <= 0:
 		return Payment{}, false, fmt.Errorf("payments: stripe: checkout %s has amount %d", cs.ID, cs.AmountTotal)
+	case account == "" || (cs.ClientReferenceID != "" && cs.ClientReferenceID != account) ||
+		!hmac.Equal([]byte(cs.Metadata[metadataSignature]), []byte(checkoutSignature(s.metaKey, account, cs.Currency, cs.AmountTotal))):
+		return Payment{}, false, fmt.Errorf("%w: %s (account %q)", ErrForeignCheckout, cs.ID, cmp.Or(account, cs.ClientReferenceID))
 	}
 	return Payment{
 		Reference: "stripe:" + cs.ID,

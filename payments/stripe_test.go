@@ -29,6 +29,10 @@ func newTestStripe(t *testing.T, currency string, api string) *Stripe {
 func TestStripeParsePayment(t *testing.T) {
 	s := newTestStripe(t, "usd", "")
 	now := time.Now()
+	// ours is a session as the gateway starts them
+	ours := func(evt, typ, cs, acct, cur, status string, amount int64) []byte {
+		return stripetest.GatewayCheckoutEvent(testWebhookSecret, evt, typ, cs, acct, cur, status, amount)
+	}
 	for _, tc := range []struct {
 		name    string
 		payload []byte
@@ -38,21 +42,36 @@ func TestStripeParsePayment(t *testing.T) {
 		err     error
 		anyErr  bool
 	}{
-		{name: "paid", payload: stripetest.CheckoutEvent("evt_1", "checkout.session.completed", "cs_1", "acct_a", "usd", "paid", 1250),
+		{name: "paid", payload: ours("evt_1", "checkout.session.completed", "cs_1", "acct_a", "usd", "paid", 1250),
 			ok: true, want: Payment{Reference: "stripe:cs_1", AccountID: "acct_a", Amount: 12_500_000_000, Currency: "usd", Describe: "Stripe Checkout cs_1"}},
-		{name: "settled later", payload: stripetest.CheckoutEvent("evt_2", "checkout.session.async_payment_succeeded", "cs_2", "acct_a", "usd", "paid", 500),
+		{name: "settled later", payload: ours("evt_2", "checkout.session.async_payment_succeeded", "cs_2", "acct_a", "usd", "paid", 500),
 			ok: true, want: Payment{Reference: "stripe:cs_2", AccountID: "acct_a", Amount: 5_000_000_000, Currency: "usd", Describe: "Stripe Checkout cs_2"}},
-		{name: "not yet paid", payload: stripetest.CheckoutEvent("evt_3", "checkout.session.completed", "cs_3", "acct_a", "usd", "unpaid", 500)},
-		{name: "another event", payload: stripetest.CheckoutEvent("evt_4", "checkout.session.expired", "cs_4", "acct_a", "usd", "unpaid", 500)},
-		{name: "another currency", payload: stripetest.CheckoutEvent("evt_5", "checkout.session.completed", "cs_5", "acct_a", "eur", "paid", 500), anyErr: true},
-		{name: "bad signature", payload: stripetest.CheckoutEvent("evt_6", "checkout.session.completed", "cs_6", "acct_a", "usd", "paid", 500),
+		{name: "not yet paid", payload: ours("evt_3", "checkout.session.completed", "cs_3", "acct_a", "usd", "unpaid", 500)},
+		{name: "another event", payload: ours("evt_4", "checkout.session.expired", "cs_4", "acct_a", "usd", "unpaid", 500)},
+		{name: "another currency", payload: ours("evt_5", "checkout.session.completed", "cs_5", "acct_a", "eur", "paid", 500), anyErr: true},
+		{name: "bad signature", payload: ours("evt_6", "checkout.session.completed", "cs_6", "acct_a", "usd", "paid", 500),
 			header: stripetest.Signed([]byte("other"), testWebhookSecret, now), err: ErrBadSignature},
-		{name: "other secret", payload: stripetest.CheckoutEvent("evt_7", "checkout.session.completed", "cs_7", "acct_a", "usd", "paid", 500),
-			header: stripetest.Signed(stripetest.CheckoutEvent("evt_7", "checkout.session.completed", "cs_7", "acct_a", "usd", "paid", 500), "whsec_other", now), err: ErrBadSignature},
-		{name: "unsigned", payload: stripetest.CheckoutEvent("evt_8", "checkout.session.completed", "cs_8", "acct_a", "usd", "paid", 500),
+		{name: "other secret", payload: ours("evt_7", "checkout.session.completed", "cs_7", "acct_a", "usd", "paid", 500),
+			header: stripetest.Signed(ours("evt_7", "checkout.session.completed", "cs_7", "acct_a", "usd", "paid", 500), "whsec_other", now), err: ErrBadSignature},
+		{name: "unsigned", payload: ours("evt_8", "checkout.session.completed", "cs_8", "acct_a", "usd", "paid", 500),
 			header: http.Header{}, err: ErrBadSignature},
-		{name: "replayed later", payload: stripetest.CheckoutEvent("evt_9", "checkout.session.completed", "cs_9", "acct_a", "usd", "paid", 500),
-			header: stripetest.Signed(stripetest.CheckoutEvent("evt_9", "checkout.session.completed", "cs_9", "acct_a", "usd", "paid", 500), testWebhookSecret, now.Add(-time.Hour)), err: ErrBadSignature},
+		{name: "replayed later", payload: ours("evt_9", "checkout.session.completed", "cs_9", "acct_a", "usd", "paid", 500),
+			header: stripetest.Signed(ours("evt_9", "checkout.session.completed", "cs_9", "acct_a", "usd", "paid", 500), testWebhookSecret, now.Add(-time.Hour)), err: ErrBadSignature},
+		// sessions the gateway did not start (#17)
+		{name: "a payment link naming an account", payload: stripetest.CheckoutEvent("evt_10", "checkout.session.completed", "cs_10", "acct_a", "usd", "paid", 500),
+			err: ErrForeignCheckout},
+		{name: "metadata without a signature", payload: stripetest.CheckoutEventWithMetadata("evt_11", "checkout.session.completed", "cs_11", "", "usd", "paid", 500,
+			map[string]string{"modelgate_account": "acct_a"}), err: ErrForeignCheckout},
+		{name: "another account's signature", payload: stripetest.CheckoutEventWithMetadata("evt_12", "checkout.session.completed", "cs_12", "", "usd", "paid", 500,
+			map[string]string{"modelgate_account": "acct_b", "modelgate_signature": stripetest.GatewayMetadata(testWebhookSecret, "acct_a", "usd", 500)["modelgate_signature"]}),
+			err: ErrForeignCheckout},
+		{name: "another amount", payload: stripetest.CheckoutEventWithMetadata("evt_13", "checkout.session.completed", "cs_13", "acct_a", "usd", "paid", 99900,
+			stripetest.GatewayMetadata(testWebhookSecret, "acct_a", "usd", 500)), err: ErrForeignCheckout},
+		{name: "signed with another secret", payload: stripetest.GatewayCheckoutEvent("whsec_other", "evt_14", "checkout.session.completed", "cs_14", "acct_a", "usd", "paid", 500),
+			err: ErrForeignCheckout},
+		{name: "client reference of another account", payload: stripetest.CheckoutEventWithMetadata("evt_15", "checkout.session.completed", "cs_15", "acct_b", "usd", "paid", 500,
+			stripetest.GatewayMetadata(testWebhookSecret, "acct_a", "usd", 500)), err: ErrForeignCheckout},
+		{name: "a sale of something else", payload: stripetest.CheckoutEvent("evt_16", "checkout.session.completed", "cs_16", "", "usd", "paid", 500)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tc.header
@@ -70,7 +89,7 @@ func TestStripeParsePayment(t *testing.T) {
 	}
 	// a currency without minor units
 	jpy := newTestStripe(t, "jpy", "")
-	payload := stripetest.CheckoutEvent("evt_j", "checkout.session.completed", "cs_j", "acct_a", "jpy", "paid", 1500)
+	payload := stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_j", "checkout.session.completed", "cs_j", "acct_a", "jpy", "paid", 1500)
 	if p, ok, err := jpy.ParsePayment(payload, stripetest.Signed(payload, testWebhookSecret, now)); !ok || err != nil || p.Amount != 1500_000_000_000 {
 		t.Fatalf("jpy: %+v %v %v", p, ok, err)
 	}
@@ -99,10 +118,18 @@ func TestStripeStartCheckout(t *testing.T) {
 		"mode": "payment", "client_reference_id": "acct_a", "customer_email": "a@example.com",
 		"line_items[0][price_data][unit_amount]": "1234", "line_items[0][price_data][currency]": "usd",
 		"line_items[0][quantity]": "1", "metadata[modelgate_account]": "acct_a",
+		"metadata[modelgate_signature]": stripetest.GatewayMetadata(testWebhookSecret, "acct_a", "usd", 1234)["modelgate_signature"],
 	} {
 		if form.Get(k) != v {
 			t.Errorf("%s = %q, want %q", k, form.Get(k), v)
 		}
+	}
+	// the session Stripe then reports, with the metadata it was given, is
+	// credited
+	paid := stripetest.CheckoutEventWithMetadata("evt_1", "checkout.session.completed", "cs_test_1", form.Get("client_reference_id"), "usd", "paid", 1234,
+		map[string]string{"modelgate_account": form.Get("metadata[modelgate_account]"), "modelgate_signature": form.Get("metadata[modelgate_signature]")})
+	if p, ok, err := s.ParsePayment(paid, stripetest.Signed(paid, testWebhookSecret, time.Now())); !ok || err != nil || p.AccountID != "acct_a" || p.Amount != 12_340_000_000 {
+		t.Fatalf("the session started: %+v %v %v", p, ok, err)
 	}
 	for _, amount := range []ledger.Money{4_990_000_000, 5_000_000_001, 0} {
 		if _, err := s.StartCheckout(context.Background(), CheckoutOptions{AccountID: "a", Amount: amount}); !errors.Is(err, ErrAmount) {

@@ -75,7 +75,7 @@ func TestConsolePagesRender(t *testing.T) {
 			return RenderConsoleKeyDelete(b, &ConsoleKeyDelete{ConsoleFrame: f, Key: key})
 		},
 		"usage": func(b *strings.Builder) error {
-			return RenderConsoleUsage(b, &ConsoleUsage{ConsoleFrame: f, Keys: []ConsoleKey{key}, CSVQuery: "from=a&to=b",
+			return RenderConsoleUsage(b, &ConsoleUsage{ConsoleFrame: f, Keys: []ConsoleKey{key}, CSVHref: "/console/usage.csv?from=a&to=b",
 				Charts: []Chart{NewChart("requests", "Requests", days, func(v int64) string { return "3" }, one)},
 				Tables: []UsageTable{{Title: "By day", Column: "Day (UTC)", Name: "days", Lines: []UsageLine{{Name: "2026-11-01", Requests: "3"}}}}})
 		},

@@ -81,7 +81,10 @@ type ConsoleUsage struct {
 	Charts   []Chart
 	Tables   []UsageTable // by day (newest first), by key, by model
 	Total    UsageLine
-	CSVQuery string // the query string of the CSV export of this view
+	// CSVHref is the address of the CSV export of this view, its query
+	// included (a whole URL, so that the template escapes it as one and
+	// not as a value in a query, #17)
+	CSVHref string
 }
 
 // ConsoleTopUp is the top-up page: a form that starts a checkout with the

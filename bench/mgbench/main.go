@@ -75,7 +75,6 @@ type env struct {
 	gwT                      *target
 	gwAnthropic, gwGemini    string // models routed to those upstream formats
 	adminURL                 string
-	mu                       sync.Mutex
 	mockURL, floorURL, gwURL string
 	pooledURL                string
 }

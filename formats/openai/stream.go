@@ -115,7 +115,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			if noChoices { // the usage chunk: hold it
 				if t.wantUsage {
 					t.held = rawjson.Apply(t.held[:0], data, edits[:n]...)
-					if bytes.IndexAny(t.held, "\r\n") >= 0 {
+					if bytes.ContainsAny(t.held, "\r\n") {
 						t.held = rawjson.Compact(nil, t.held)
 					}
 					t.synth = false
@@ -148,7 +148,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	dst = append(dst, "data: "...)
 	mark := len(dst)
 	dst = rawjson.Apply(dst, data, edits[:n]...)
-	if bytes.IndexAny(dst[mark:], "\r\n") >= 0 {
+	if bytes.ContainsAny(dst[mark:], "\r\n") {
 		// a chunk spread over several data: lines upstream: one line here
 		// (line breaks in JSON are only whitespace; a chunk that cannot be
 		// compacted keeps its lines, each framed as data)

@@ -99,15 +99,6 @@ type tool struct {
 	Tools       json.RawMessage `json:"tools"` // a namespace's tools
 }
 
-// hostedTools are the tool types OpenAI runs itself; other upstreams cannot.
-func isHosted(typ string) bool {
-	switch typ {
-	case "function", "namespace":
-		return false
-	}
-	return true
-}
-
 // responsesNames are the Responses API's names for the IR fields.
 var responsesNames = formats.FieldNames{
 	formats.FieldModel:             "model",

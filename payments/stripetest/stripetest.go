@@ -4,20 +4,61 @@
 package stripetest
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/stripe/stripe-go/v85/webhook"
 )
 
 // CheckoutEvent is the JSON of a Stripe event of type typ about a one-off
-// Checkout Session.
+// Checkout Session that names accountID as its client_reference_id and
+// has no metadata: what a Payment Link makes, which the gateway must not
+// credit.
 func CheckoutEvent(eventID, typ, sessionID, accountID, currency, paymentStatus string, amountTotal int64) []byte {
+	return CheckoutEventWithMetadata(eventID, typ, sessionID, accountID, currency, paymentStatus, amountTotal, nil)
+}
+
+// GatewayCheckoutEvent is CheckoutEvent for a session as the gateway
+// starts them: its metadata names the account with the signature made from
+// webhookSecret.
+func GatewayCheckoutEvent(webhookSecret, eventID, typ, sessionID, accountID, currency, paymentStatus string, amountTotal int64) []byte {
+	return CheckoutEventWithMetadata(eventID, typ, sessionID, accountID, currency, paymentStatus, amountTotal,
+		GatewayMetadata(webhookSecret, accountID, currency, amountTotal))
+}
+
+// CheckoutEventWithMetadata is CheckoutEvent with the session's metadata.
+func CheckoutEventWithMetadata(eventID, typ, sessionID, clientReference, currency, paymentStatus string, amountTotal int64, metadata map[string]string) []byte {
+	if metadata == nil {
+		metadata = map[string]string{}
+	}
+	meta, err := json.Marshal(metadata)
+	if err != nil {
+		panic(err)
+	}
 	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2020-08-27","created":1700000000,"type":%q,"livemode":false,`+
 		`"data":{"object":{"id":%q,"object":"checkout.session","mode":"payment","client_reference_id":%q,`+
-		`"amount_total":%d,"currency":%q,"payment_status":%q,"metadata":{}}}}`,
-		eventID, typ, sessionID, accountID, amountTotal, currency, paymentStatus)
+		`"amount_total":%d,"currency":%q,"payment_status":%q,"metadata":%s}}}`,
+		eventID, typ, sessionID, clientReference, amountTotal, currency, paymentStatus, meta)
+}
+
+// GatewayMetadata is the metadata the gateway gives a Checkout Session it
+// starts for accountID, of amount in currency's smallest unit: the account,
+// and an HMAC-SHA256 of "account NUL currency NUL amount" keyed by the
+// HMAC-SHA256 of "modelgate checkout metadata v1" keyed by the webhook
+// secret. It is written here from that description, apart from the
+// gateway's code, so that the tests pin the scheme.
+func GatewayMetadata(webhookSecret, accountID, currency string, amount int64) map[string]string {
+	k := hmac.New(sha256.New, []byte(webhookSecret))
+	k.Write([]byte("modelgate checkout metadata v1"))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	m.Write([]byte(accountID + "\x00" + currency + "\x00" + strconv.FormatInt(amount, 10)))
+	return map[string]string{"modelgate_account": accountID, "modelgate_signature": hex.EncodeToString(m.Sum(nil))}
 }
 
 // Signed is the header of payload signed with secret at the time at.
