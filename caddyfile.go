@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/upstream"
 )
 
@@ -67,6 +68,9 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //		max_request_body <size>
 //		max_image_spool <size>
 //		max_attempts <n>
+//		keepalive_interval <duration>
+//		health_flush_interval <duration>
+//		health_scope <name>
 //		provider <name> {
 //			format openai|anthropic|gemini
 //			base_url <url>
@@ -227,6 +231,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.MaxAttempts = n
+		case "keepalive_interval", "health_flush_interval":
+			if err := once(opt); err != nil {
+				return err
+			}
+			dur, err := durationArg(d)
+			if err != nil {
+				return err
+			}
+			if opt == "keepalive_interval" {
+				a.KeepAliveInterval = dur
+			} else {
+				a.HealthFlushInterval = dur
+			}
+		case "health_scope":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.AllArgs(&a.HealthScope) {
+				return d.ArgErr()
+			}
 		case "max_request_body":
 			if err := once(opt); err != nil {
 				return err
@@ -438,7 +462,7 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 			if len(p.AnthropicBeta) == 0 {
 				return nil, d.ArgErr()
 			}
-			if _, err := anthropicBetas(p.AnthropicBeta); err != nil {
+			if _, err := relay.AnthropicBetas(p.AnthropicBeta); err != nil {
 				return nil, d.Errf("provider %s: %v", p.Name, err)
 			}
 		case "anthropic_version":
@@ -720,7 +744,7 @@ func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, err
 			}
 			for _, st := range m.AllowStateful {
 				if _, ok := formats.ParseState(st); !ok {
-					return nil, nil, d.Errf("model %s: allow_stateful: unknown state %q (want %s)", m.ID, st, stateNames())
+					return nil, nil, d.Errf("model %s: allow_stateful: unknown state %q (want %s)", m.ID, st, relay.StateNames())
 				}
 			}
 		default:

@@ -190,7 +190,7 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 	if (rel == "/signup" || rel == "/topup") && h.app.blockedRegion(r) {
 		// block_countries covers opening an account and paying, as it
 		// covers the API (#17)
-		h.app.metrics.refused("region")
+		h.app.metrics.Refused("region")
 		h.message(c, http.StatusForbidden, "Not available", regionBlocked().Message)
 		return nil
 	}

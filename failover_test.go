@@ -248,14 +248,11 @@ func TestAuthFailedKeyReturnsAfterProbe(t *testing.T) {
 // the history written; headless Chromium renders it on a phone and a
 // desktop, and the screenshots are kept.
 func TestStatusPage(t *testing.T) {
-	old := healthFlushInterval
-	healthFlushInterval = 50 * time.Millisecond
-	defer func() { healthFlushInterval = old }()
 	// duo-openai: its first key fails every time it is tried; steady: one
 	// good key
 	g := startGateway(t, gatewayOptions{
 		mock: mockupstream.Config{Keys: []string{upstreamKey, secondKey}, Faults: []mockupstream.Fault{{Key: upstreamKey, Mode: "status", Status: 500}}},
-		extra: "\t\tprovider duo-openai {\n\t\t\tformat openai\n\t\t\tbase_url {env.MG_TEST_MOCK_URL}\n\t\t\tkeys {env.MG_TEST_UPSTREAM_KEY} " + secondKey +
+		extra: "\t\thealth_flush_interval 50ms\n\t\tprovider duo-openai {\n\t\t\tformat openai\n\t\t\tbase_url {env.MG_TEST_MOCK_URL}\n\t\t\tkeys {env.MG_TEST_UPSTREAM_KEY} " + secondKey +
 			"\n\t\t\tfailure_cooldown 1ms\n\t\t}\n\t\tmodel duo-openai {\n\t\t\troute duo-openai up\n\t\t\tprice input 0.5 output 1.5\n\t\t}\n" +
 			"\t\tprovider steady {\n\t\t\tformat gemini\n\t\t\tbase_url {env.MG_TEST_MOCK_URL}\n\t\t\tkeys " + secondKey +
 			"\n\t\t}\n\t\tmodel steady {\n\t\t\troute steady up\n\t\t\tprice input 0.5 output 1.5\n\t\t}\n" +

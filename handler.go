@@ -1,24 +1,20 @@
 package modelgate
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/relay"
 )
 
 func init() {
@@ -84,7 +80,7 @@ const (
 type routeInfo struct {
 	route  apiRoute
 	arg    string       // the model of a model or Gemini route
-	format clientFormat // the format its errors are written in
+	format relay.Format // the format its errors are written in
 	method string       // the HTTP method it accepts
 }
 
@@ -96,19 +92,19 @@ func classify(path string) routeInfo {
 	case "/v1/models":
 		return routeInfo{route: routeModels, method: http.MethodGet}
 	case "/v1/chat/completions":
-		return routeInfo{route: routeChat, format: clientOpenAI, method: http.MethodPost}
+		return routeInfo{route: routeChat, format: relay.FormatChat, method: http.MethodPost}
 	case "/v1/responses":
-		return routeInfo{route: routeResponses, format: clientResponses, method: http.MethodPost}
+		return routeInfo{route: routeResponses, format: relay.FormatResponses, method: http.MethodPost}
 	case "/v1/images/generations":
-		return routeInfo{route: routeImageGenerations, format: clientImages, method: http.MethodPost}
+		return routeInfo{route: routeImageGenerations, format: relay.FormatImages, method: http.MethodPost}
 	case "/v1/images/edits":
-		return routeInfo{route: routeImageEdits, format: clientImages, method: http.MethodPost}
+		return routeInfo{route: routeImageEdits, format: relay.FormatImages, method: http.MethodPost}
 	case "/v1/messages":
-		return routeInfo{route: routeMessages, format: clientAnthropic, method: http.MethodPost}
+		return routeInfo{route: routeMessages, format: relay.FormatMessages, method: http.MethodPost}
 	case "/v1/messages/count_tokens":
-		return routeInfo{route: routeMessagesCount, format: clientAnthropic, method: http.MethodPost}
+		return routeInfo{route: routeMessagesCount, format: relay.FormatMessages, method: http.MethodPost}
 	case "/v1beta/models", "/v1beta/models/":
-		return routeInfo{route: routeGeminiModels, format: clientGemini, method: http.MethodGet}
+		return routeInfo{route: routeGeminiModels, format: relay.FormatGemini, method: http.MethodGet}
 	case "/api/usage":
 		return routeInfo{route: routeUsage, method: http.MethodGet}
 	case "/api/payments/stripe":
@@ -124,10 +120,10 @@ func classify(path string) routeInfo {
 		return routeInfo{route: routeModel, arg: rest, method: http.MethodGet}
 	}
 	if strings.HasPrefix(path, "/v1beta/") {
-		return routeInfo{route: routeUnknown, format: clientGemini}
+		return routeInfo{route: routeUnknown, format: relay.FormatGemini}
 	}
 	if strings.HasPrefix(path, "/v1/") {
-		return routeInfo{route: routeUnknown, format: clientOpenAI}
+		return routeInfo{route: routeUnknown, format: relay.FormatChat}
 	}
 	return routeInfo{route: routeNone}
 }
@@ -139,11 +135,11 @@ func classifyGemini(rest string, v1beta bool) routeInfo {
 	model, method, hasMethod := cutLast(rest, ':')
 	if !hasMethod {
 		if v1beta && rest != "" {
-			return routeInfo{route: routeGeminiModel, arg: rest, format: clientGemini, method: http.MethodGet}
+			return routeInfo{route: routeGeminiModel, arg: rest, format: relay.FormatGemini, method: http.MethodGet}
 		}
-		return routeInfo{route: routeUnknown, format: clientGemini}
+		return routeInfo{route: routeUnknown, format: relay.FormatGemini}
 	}
-	ri := routeInfo{arg: model, format: clientGemini, method: http.MethodPost}
+	ri := routeInfo{arg: model, format: relay.FormatGemini, method: http.MethodPost}
 	switch method {
 	case "generateContent":
 		ri.route = routeGeminiGenerate
@@ -187,7 +183,7 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	if h.app.ledgerInUse != nil {
 		// a server refused its ledger (#16), between the start of its HTTP
 		// app and its own refusal: nothing is held here
-		writeError(w, ri.format, &formats.Error{Kind: formats.KindOverloaded,
+		relay.WriteError(w, ri.format, &formats.Error{Kind: formats.KindOverloaded,
 			Message: "This gateway is not serving: its ledger is in use by another server."})
 		return nil
 	}
@@ -196,20 +192,20 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		// the same path serves three SDKs: answer in the one that asked
 		switch {
 		case r.Header.Get("Anthropic-Version") != "":
-			ri.format = clientAnthropic
+			ri.format = relay.FormatMessages
 		case cred.via == viaGoogHeader || cred.via == viaQuery:
-			ri.format = clientGemini
+			ri.format = relay.FormatGemini
 		}
 	}
 	if ri.route == routeIndex {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return methodNotAllowed(w, ri)
 		}
-		writeJSON(w, http.StatusOK, h.app.index)
+		relay.WriteJSON(w, http.StatusOK, h.app.index)
 		return nil
 	}
 	if ri.route == routeUnknown {
-		writeError(w, ri.format, &formats.Error{Kind: formats.KindNotFound, Code: "unknown_url",
+		relay.WriteError(w, ri.format, &formats.Error{Kind: formats.KindNotFound, Code: "unknown_url",
 			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."})
 		return nil
 	}
@@ -224,18 +220,18 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		return nil
 	}
 	if h.app.blockedRegion(r) {
-		h.app.metrics.refused("region")
-		writeError(w, ri.format, regionBlocked())
+		h.app.metrics.Refused("region")
+		relay.WriteError(w, ri.format, regionBlocked())
 		return nil
 	}
 	p, ferr := h.authenticate(cred)
 	if ferr != nil {
-		writeError(w, ri.format, ferr)
+		relay.WriteError(w, ri.format, ferr)
 		return nil
 	}
-	if ri.format == clientAnthropic && (ri.route == routeMessages || ri.route == routeMessagesCount) &&
+	if ri.format == relay.FormatMessages && (ri.route == routeMessages || ri.route == routeMessagesCount) &&
 		r.Header.Get("Anthropic-Version") == "" {
-		writeError(w, clientAnthropic, formats.InvalidRequest("anthropic-version", "anthropic-version: header is required"))
+		relay.WriteError(w, relay.FormatMessages, formats.InvalidRequest("anthropic-version", "anthropic-version: header is required"))
 		return nil
 	}
 
@@ -277,7 +273,7 @@ type credential struct {
 // Google's API does, and the model list and model of /v1, which answer
 // Gemini clients in their shape. Elsewhere ?key= is no credential (#17).
 func acceptsQueryKey(ri routeInfo) bool {
-	return ri.format == clientGemini || ri.route == routeModels || ri.route == routeModel
+	return ri.format == relay.FormatGemini || ri.route == routeModels || ri.route == routeModel
 }
 
 // takeCredential takes the API key from Authorization: Bearer, x-api-key,
@@ -319,48 +315,48 @@ func takeCredential(r *http.Request, queryKey bool) credential {
 // principal is an authenticated caller.
 type principal struct {
 	ledger.Principal
-	plan *plan
+	plan *relay.Plan
 }
 
 // authenticate checks the key and the account's state. The key itself never
 // appears in an error.
-func (h *APIHandler) authenticate(c credential) (principal, *formats.Error) {
+func (h *APIHandler) authenticate(c credential) (relay.Principal, *formats.Error) {
 	switch c.via {
 	case viaNone:
-		return principal{}, &formats.Error{Kind: formats.KindAuthentication,
+		return relay.Principal{}, &formats.Error{Kind: formats.KindAuthentication,
 			Message: "You didn't provide an API key. Send it as Authorization: Bearer <API_KEY> (or x-api-key: <API_KEY>)."}
 	case viaMalformedAuthorization:
-		return principal{}, &formats.Error{Kind: formats.KindAuthentication,
+		return relay.Principal{}, &formats.Error{Kind: formats.KindAuthentication,
 			Message: "Malformed Authorization header: expected Bearer <API_KEY>."}
 	}
 	if !ledger.WellFormedKey(c.key) {
-		return principal{}, &formats.Error{Kind: formats.KindAuthentication,
+		return relay.Principal{}, &formats.Error{Kind: formats.KindAuthentication,
 			Message: "Malformed API key: keys look like mg-… followed by at least 40 letters and digits."}
 	}
 	p, err := h.app.store.Authenticate(c.key)
 	if err != nil {
 		if !errors.Is(err, ledger.ErrUnauthorized) {
 			h.logger.Error("authenticating", zap.Error(err))
-			return principal{}, formats.NewError(formats.KindInternal, "The gateway could not check the API key; try again.")
+			return relay.Principal{}, formats.NewError(formats.KindInternal, "The gateway could not check the API key; try again.")
 		}
-		return principal{}, &formats.Error{Kind: formats.KindAuthentication,
+		return relay.Principal{}, &formats.Error{Kind: formats.KindAuthentication,
 			Message: "Incorrect API key provided, or the key was deleted."}
 	}
 	state, planName, err := h.app.store.AccountState(p.AccountID)
 	if err != nil {
 		h.logger.Error("reading account state", zap.String("account", p.AccountID), zap.Error(err))
-		return principal{}, formats.NewError(formats.KindInternal, "The gateway could not read the account; try again.")
+		return relay.Principal{}, formats.NewError(formats.KindInternal, "The gateway could not read the account; try again.")
 	}
 	if state != ledger.StateActive {
-		return principal{}, &formats.Error{Kind: formats.KindAccountSuspended,
+		return relay.Principal{}, &formats.Error{Kind: formats.KindAccountSuspended,
 			Message: "This account is suspended. Contact the operator of this gateway."}
 	}
-	return principal{Principal: p, plan: h.app.plan(planName)}, nil
+	return relay.Principal{Principal: p, Plan: h.app.plan(planName)}, nil
 }
 
 // serveUsage answers GET /api/usage with the key's totals and the account's
 // balance (SPEC §5.5).
-func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p principal) {
+func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.Principal) {
 	ku, err := h.app.store.KeyUsage(r.Context(), p.KeyID)
 	if err == nil {
 		var acct ledger.Account
@@ -390,104 +386,49 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p princi
 				Key: keyView{Label: p.Label, Prefix: p.Prefix, Requests: ku.Requests,
 					InputTokens: ku.InputTokens, OutputTokens: ku.OutputTokens, Spent: ku.Spent.String()},
 				Account: accountView{Balance: acct.Balance.String(), Held: acct.Held.String(),
-					Currency: h.app.Currency, Plan: p.plan.name, State: string(acct.State)},
+					Currency: h.app.Currency, Plan: p.Plan.Name, State: string(acct.State)},
 			})
 			w.Header().Set("Cache-Control", "no-store")
-			writeJSON(w, http.StatusOK, b)
+			relay.WriteJSON(w, http.StatusOK, b)
 			return
 		}
 	}
 	h.logger.Error("reading usage", zap.String("key_id", p.KeyID), zap.Error(err))
-	writeError(w, clientOpenAI, formats.NewError(formats.KindInternal, "The gateway could not read the usage; try again."))
+	relay.WriteError(w, relay.FormatChat, formats.NewError(formats.KindInternal, "The gateway could not read the usage; try again."))
 }
 
 // serveGeneration handles the generation and token-count routes of every
-// format: parse, then hold and proxy (generation) or count.
-func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p principal, ri routeInfo, reqID string) {
-	// the plan's limits come first: a refused request holds nothing and
-	// reaches no upstream; the slot is held until the answer ends
+// format: the plan's limits come first (a refused request holds nothing and
+// reaches no upstream; the slot is held until the answer ends), then the
+// relay parses, holds, proxies and settles.
+func (h *APIHandler) serveGeneration(w http.ResponseWriter, r *http.Request, p relay.Principal, ri routeInfo, reqID string) {
 	slot, ok := h.admit(w, r, p, ri.format)
 	if !ok {
 		return
 	}
 	defer slot.Release()
-	body, ferr := readBody(r, h.app.MaxRequestBody)
-	if ferr != nil {
-		writeError(w, ri.format, ferr)
-		return
-	}
-	var req *genRequest
-	count := false
-	switch ri.route {
-	case routeChat:
-		req, ferr = parseChat(body)
-	case routeResponses:
-		req, ferr = parseResponses(body)
-	case routeMessages:
-		req, ferr = parseMessages(body, false, r.Header)
-	case routeMessagesCount:
-		req, ferr = parseMessages(body, true, r.Header)
-		count = true
-	case routeGeminiGenerate:
-		req, ferr = parseGenerate(body, ri.arg, false, false, false)
-	case routeGeminiStream:
-		req, ferr = parseGenerate(body, ri.arg, true, r.URL.Query().Get("alt") == "sse", false)
-	case routeGeminiCount:
-		req, ferr = parseGenerate(body, ri.arg, false, false, true)
-		count = true
-	}
-	if ferr != nil {
-		writeError(w, ri.format, ferr)
-		return
-	}
-	m, ok := h.app.models[req.model]
-	if !ok {
-		writeError(w, ri.format, modelNotFound(req.model))
-		return
-	}
-	// hosted tools and upstream state: served as the model allows (#16)
-	if req.plan, ferr = m.admitGated(req); ferr != nil {
-		writeError(w, ri.format, ferr)
-		return
-	}
-	c := &call{
-		app:           h.app,
-		logger:        h.logger,
-		reqID:         reqID,
-		start:         time.Now(),
-		principal:     p,
-		model:         m,
-		route:         &m.routes[0],
-		format:        req.format,
-		stream:        req.stream,
-		includeUsage:  req.includeUsage,
-		sse:           req.sse,
-		inputEstimate: req.inputEstimate,
-		anthropicBeta: req.anthropicBeta,
-	}
-	c.req = req
-	if count {
-		// a token count: nothing held, nothing billed
-		c.count = true
-		c.run(w, r)
-		return
-	}
+	h.app.svc.Generate(w, r, p, generationKinds[ri.route], ri.arg, reqID)
+}
 
-	outputCap := m.maxOutput
-	if req.maxTokens > 0 && req.maxTokens < outputCap {
-		outputCap = req.maxTokens
-	}
-	outputCap, ferr = c.reserve(req.inputBound, outputCap, req.choices)
-	if ferr != nil {
-		writeError(w, c.format, ferr)
+// generationKinds are the relay's kinds of the generation routes.
+var generationKinds = map[apiRoute]relay.Kind{
+	routeChat:           relay.KindChat,
+	routeResponses:      relay.KindResponses,
+	routeMessages:       relay.KindMessages,
+	routeMessagesCount:  relay.KindMessagesCount,
+	routeGeminiGenerate: relay.KindGeminiGenerate,
+	routeGeminiStream:   relay.KindGeminiStream,
+	routeGeminiCount:    relay.KindGeminiCount,
+}
+
+// serveImages handles the images routes: limits first, then the relay.
+func (h *APIHandler) serveImages(w http.ResponseWriter, r *http.Request, p relay.Principal, ri routeInfo, reqID string) {
+	slot, ok := h.admit(w, r, p, ri.format)
+	if !ok {
 		return
 	}
-	defer c.release() // every path that does not settle gives the hold back
-	if c.outputCapped {
-		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
-	}
-	c.outputCap = outputCap
-	c.run(w, r)
+	defer slot.Release()
+	h.app.svc.Images(w, r, p, ri.route == routeImageEdits, reqID)
 }
 
 // methodNotAllowed answers a known route called with the wrong method.
@@ -497,75 +438,8 @@ func methodNotAllowed(w http.ResponseWriter, ri routeInfo) error {
 		allow = http.MethodGet
 	}
 	w.Header().Set("Allow", allow)
-	writeError(w, ri.format, &formats.Error{Kind: formats.KindMethodNotAllowed, Message: "This route accepts " + allow + " only."})
+	relay.WriteError(w, ri.format, &formats.Error{Kind: formats.KindMethodNotAllowed, Message: "This route accepts " + allow + " only."})
 	return nil
-}
-
-// modelNotFound is the 404 of an unknown model ID.
-func modelNotFound(id string) *formats.Error {
-	if len(id) > 200 {
-		id = id[:200] + "…"
-	}
-	return &formats.Error{Kind: formats.KindNotFound, Param: "model", Code: "model_not_found",
-		Message: "The model " + strconv.Quote(id) + " does not exist. GET /v1/models lists the models you can use."}
-}
-
-// readBody reads a request body up to limit bytes.
-func readBody(r *http.Request, limit int64) ([]byte, *formats.Error) {
-	tooLarge := &formats.Error{Kind: formats.KindRequestTooLarge,
-		Message: "The request body is larger than the limit of " + strconv.FormatInt(limit, 10) + " bytes."}
-	if r.ContentLength > limit {
-		return nil, tooLarge
-	}
-	size := r.ContentLength
-	if size < 0 || size > 1<<20 {
-		size = 512
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, formats.InvalidRequest("", "The request body could not be read.")
-	}
-	if n > limit {
-		return nil, tooLarge
-	}
-	return buf.Bytes(), nil
-}
-
-// writeJSON writes a JSON body.
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-// mulMoney multiplies a token count by a per-token price, saturating instead
-// of overflowing (a saturated hold is refused, never wrapped around).
-func mulMoney(tokens int64, price ledger.Money) ledger.Money {
-	if tokens <= 0 || price <= 0 {
-		return 0
-	}
-	if tokens > math.MaxInt64/int64(price) {
-		return math.MaxInt64
-	}
-	return ledger.Money(tokens) * price
-}
-
-// addMoney adds, saturating.
-func addMoney(a, b ledger.Money) ledger.Money {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
-// debugf logs a debug line when debug logging is on.
-func debugf(l *zap.Logger, msg string, fields ...zap.Field) {
-	if c := l.Check(zapcore.DebugLevel, msg); c != nil {
-		c.Write(fields...)
-	}
 }
 
 // queryInt reads a positive integer query parameter, or def.

@@ -186,6 +186,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 			price input 0.5 output 1.5 cache_read 0.05
 			max_output %d
 		}
+		health_scope %q
 %s	}
 }
 
@@ -195,9 +196,8 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	}
 	modelgate_api
 %s}
-`, adminHost, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, o.extra, address, g.logPath, logFilter, statusSite+o.site)
+`, adminHost, adminPort, gatewayPort, gatewayTLSPort, o.global, globalLog, g.dbPath, ledgerBlock(o.ledger), srv.URL, testModel, testUpstreamModel, testMaxOutput, srv.URL, srv.URL, testMaxOutput, testMaxOutput, t.Name(), o.extra, address, g.logPath, logFilter, statusSite+o.site)
 	g.cfg = cfg
-	registryKey = "upstream:" + t.Name() // fresh upstream health per test
 	g.tester = caddytest.NewTester(quietConfigTB{t}).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
 	g.tester.InitServer(cfg, "caddyfile")
 	if t.Failed() {

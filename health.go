@@ -2,18 +2,16 @@ package modelgate
 
 import (
 	"context"
-	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/upstream"
 )
 
@@ -26,9 +24,9 @@ const (
 	incidentLookback = 400 * 24 * time.Hour
 )
 
-// healthFlushInterval is how often availability counts and incidents go to
-// the ledger (a variable so that tests can shorten it).
-var healthFlushInterval = 10 * time.Second
+// defaultHealthFlushInterval is how often availability counts and
+// incidents go to the ledger (App.HealthFlushInterval).
+const defaultHealthFlushInterval = 10 * time.Second
 
 // probeSpec is a provider's active health check.
 type probeSpec struct {
@@ -103,25 +101,25 @@ func (a *App) probe(ctx context.Context, p *provider, k *upstream.Key) {
 		return
 	}
 	req.Host = p.Host
-	req.Header.Set("User-Agent", upstreamUserAgent)
+	req.Header.Set("User-Agent", relay.UserAgent)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	setUpstreamAuth(req.Header, p, k.Secret(), nil)
+	relay.SetUpstreamAuth(req.Header, p.Provider, k.Secret(), nil)
 	start := time.Now()
 	resp, err := p.transport.HTTPTransport.RoundTrip(req)
 	if err != nil {
-		cause := transportCause(err, ctx.Err() != nil)
+		cause := relay.TransportCause(err, ctx.Err() != nil)
 		p.ProbeFailed(k, cause, 0)
-		a.metrics.probe(p.Name, k.ID, cause.String())
-		debugf(a.logger, "probe failed", zap.String("provider", p.Name), zap.String("upstream_key", k.ID), zap.String("cause", cause.String()))
+		a.metrics.Probe(p.Name, k.ID, cause.String())
+		relay.Debugf(a.logger, "probe failed", zap.String("provider", p.Name), zap.String("upstream_key", k.ID), zap.String("cause", cause.String()))
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, relay.MaxErrorBody))
 	resp.Body.Close()
 	if resp.StatusCode == p.probe.expect {
 		p.ProbeSucceeded(k, time.Since(start))
-		a.metrics.probe(p.Name, k.ID, "ok")
+		a.metrics.Probe(p.Name, k.ID, "ok")
 		return
 	}
 	cause, failed := upstream.StatusCause(resp.StatusCode)
@@ -130,28 +128,15 @@ func (a *App) probe(ctx context.Context, p *provider, k *upstream.Key) {
 	}
 	hint, _ := upstream.RetryHint(resp.Header, time.Now())
 	p.ProbeFailed(k, cause, hint)
-	a.metrics.probe(p.Name, k.ID, cause.String())
+	a.metrics.Probe(p.Name, k.ID, cause.String())
 	a.logger.Warn("probe failed", zap.String("provider", p.Name), zap.String("upstream_key", k.ID), zap.Int("status", resp.StatusCode))
-}
-
-// transportCause classifies an error of an upstream round trip.
-func transportCause(err error, timedOut bool) upstream.Cause {
-	var op *net.OpError
-	var dial reverseproxy.DialError
-	switch {
-	case timedOut || errors.Is(err, context.DeadlineExceeded):
-		return upstream.CauseTimeout
-	case errors.As(err, &dial), errors.As(err, &op) && op.Op == "dial":
-		return upstream.CauseConnect
-	}
-	return upstream.CauseClosed
 }
 
 // flushHealth moves availability counts and incidents from the registry to
 // the ledger every few seconds, and once more when ctx ends; it prunes old
 // history every hour.
 func (a *App) flushHealth(ctx context.Context) {
-	t := time.NewTicker(healthFlushInterval)
+	t := time.NewTicker(durationOr(a.HealthFlushInterval, defaultHealthFlushInterval))
 	defer t.Stop()
 	lastPrune := time.Time{}
 	var pending []ledger.MinuteCount

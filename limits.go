@@ -21,6 +21,7 @@ import (
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/ratelimit"
+	"github.com/modelgate/modelgate/relay"
 )
 
 // RedisConfig shares rate limits and key and account changes between the
@@ -242,12 +243,12 @@ func (noSlot) Release() {}
 // upstream. It sets the rate-limit headers; on refusal it answers the 429
 // in the client's format and returns ok false. When admitted, the returned
 // slot (never nil) must be released when the request ends.
-func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p principal, f clientFormat) (slot ratelimit.Slot, ok bool) {
-	pl := p.plan
-	if pl == nil || (pl.rpm == 0 && pl.concurrency == 0) {
+func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p relay.Principal, f relay.Format) (slot ratelimit.Slot, ok bool) {
+	pl := p.Plan
+	if pl == nil || (pl.RPM == 0 && pl.Concurrency == 0) {
 		return noSlot{}, true
 	}
-	d, slot := h.app.limiter.Admit(r.Context(), p.AccountID, ratelimit.Limits{RPM: pl.rpm, Concurrency: pl.concurrency})
+	d, slot := h.app.limiter.Admit(r.Context(), p.AccountID, ratelimit.Limits{RPM: pl.RPM, Concurrency: pl.Concurrency})
 	setRateLimitHeaders(w.Header(), f, d)
 	if d.Allowed() {
 		if slot == nil {
@@ -255,27 +256,27 @@ func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p principal, 
 		}
 		return slot, true
 	}
-	h.app.metrics.refused(d.Reason.String())
+	h.app.metrics.Refused(d.Reason.String())
 	retry := max(1, int((d.RetryAfter+time.Second-1)/time.Second))
 	e := &formats.Error{Kind: formats.KindRateLimited, RetryAfter: retry}
 	switch d.Reason {
 	case ratelimit.RPM:
-		e.Message = fmt.Sprintf("Rate limit reached for requests per minute (limit %d on this account's plan). Try again in %ds.", pl.rpm, retry)
+		e.Message = fmt.Sprintf("Rate limit reached for requests per minute (limit %d on this account's plan). Try again in %ds.", pl.RPM, retry)
 	default:
-		e.Message = fmt.Sprintf("Too many requests in flight (limit %d concurrent requests on this account's plan). Try again when one has finished.", pl.concurrency)
+		e.Message = fmt.Sprintf("Too many requests in flight (limit %d concurrent requests on this account's plan). Try again when one has finished.", pl.Concurrency)
 	}
-	writeError(w, f, e)
+	relay.WriteError(w, f, e)
 	return nil, false
 }
 
 // setRateLimitHeaders reports the per-minute budget as the client's vendor
 // does: OpenAI's x-ratelimit-*-requests (also sent to Gemini clients, whose
 // API has none), Anthropic's anthropic-ratelimit-requests-*.
-func setRateLimitHeaders(h http.Header, f clientFormat, d ratelimit.Decision) {
+func setRateLimitHeaders(h http.Header, f relay.Format, d ratelimit.Decision) {
 	if d.Limit == 0 {
 		return
 	}
-	if f == clientAnthropic {
+	if f == relay.FormatMessages {
 		h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.Itoa(d.Limit))
 		h.Set("Anthropic-Ratelimit-Requests-Remaining", strconv.Itoa(d.Remaining))
 		h.Set("Anthropic-Ratelimit-Requests-Reset", time.Now().Add(d.Reset).UTC().Format(time.RFC3339))

@@ -92,7 +92,7 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 	status := http.StatusOK
 	if h.app.blockedRegion(r) {
 		// block_countries covers the lookup, as it covers the API (#17)
-		h.app.metrics.refused("region")
+		h.app.metrics.Refused("region")
 		page.Error = regionBlocked().Message
 		writePage(w, h.logger, http.StatusForbidden, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
 		return nil

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/modelgate/modelgate/relay"
 )
 
 // The model catalogue, in the three shapes the vendors' SDKs expect from
@@ -39,52 +41,52 @@ type geminiModel struct {
 	SupportedGenerationMethods []string `json:"supportedGenerationMethods"`
 }
 
-func (m *model) openAI() openAIModel {
-	return openAIModel{ID: m.id, Object: "model", Created: m.created, OwnedBy: m.ownedBy}
+func openAIOf(m *relay.Model) openAIModel {
+	return openAIModel{ID: m.ID, Object: "model", Created: m.Created, OwnedBy: m.OwnedBy}
 }
 
-func (m *model) anthropic() anthropicModel {
-	return anthropicModel{Type: "model", ID: m.id, DisplayName: m.id,
-		CreatedAt: time.Unix(m.created, 0).UTC().Format(time.RFC3339), MaxTokens: m.maxOutput}
+func anthropicOf(m *relay.Model) anthropicModel {
+	return anthropicModel{Type: "model", ID: m.ID, DisplayName: m.ID,
+		CreatedAt: time.Unix(m.Created, 0).UTC().Format(time.RFC3339), MaxTokens: m.MaxOutput}
 }
 
-func (m *model) gemini() geminiModel {
-	return geminiModel{Name: "models/" + m.id, Version: "001", DisplayName: m.id,
-		Description: "Served by modelgate (owned by " + m.ownedBy + ").", OutputTokenLimit: m.maxOutput,
+func geminiOf(m *relay.Model) geminiModel {
+	return geminiModel{Name: "models/" + m.ID, Version: "001", DisplayName: m.ID,
+		Description: "Served by modelgate (owned by " + m.OwnedBy + ").", OutputTokenLimit: m.MaxOutput,
 		SupportedGenerationMethods: []string{"generateContent", "streamGenerateContent", "countTokens"}}
 }
 
 // modelDoc renders the OpenAI model object of m.
-func modelDoc(m *model) []byte {
-	b, _ := json.Marshal(m.openAI())
+func modelDoc(m *relay.Model) []byte {
+	b, _ := json.Marshal(openAIOf(m))
 	return b
 }
 
 // sortedModels is the catalogue sorted by ID.
-func sortedModels(ms []*model) []*model {
+func sortedModels(ms []*relay.Model) []*relay.Model {
 	sorted := slices.Clone(ms)
-	slices.SortFunc(sorted, func(x, y *model) int { return strings.Compare(x.id, y.id) })
+	slices.SortFunc(sorted, func(x, y *relay.Model) int { return strings.Compare(x.ID, y.ID) })
 	return sorted
 }
 
 // modelListDoc renders the OpenAI model list.
-func modelListDoc(ms []*model) []byte {
+func modelListDoc(ms []*relay.Model) []byte {
 	b := []byte(`{"object":"list","data":[`)
 	for i, m := range ms {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, m.doc...)
+		b = append(b, m.Doc...)
 	}
 	return append(b, "]}"...)
 }
 
 // serveModelList answers a model list in the client's shape.
-func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f clientFormat) {
+func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f relay.Format) {
 	ms := h.app.modelList // sorted by ID
 	q := r.URL.Query()
 	switch f {
-	case clientAnthropic:
+	case relay.FormatMessages:
 		// pages of limit models after after_id or before before_id
 		limit := queryInt(q, "limit", 20, 1000)
 		var start, end int
@@ -108,15 +110,15 @@ func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f cl
 			LastID  *string          `json:"last_id"`
 		}{Data: make([]anthropicModel, 0, len(page))}
 		for _, m := range page {
-			out.Data = append(out.Data, m.anthropic())
+			out.Data = append(out.Data, anthropicOf(m))
 		}
 		out.HasMore = hasMore
 		if len(page) > 0 {
-			out.FirstID, out.LastID = &page[0].id, &page[len(page)-1].id
+			out.FirstID, out.LastID = &page[0].ID, &page[len(page)-1].ID
 		}
 		b, _ := json.Marshal(out)
-		writeJSON(w, http.StatusOK, b)
-	case clientGemini:
+		relay.WriteJSON(w, http.StatusOK, b)
+	case relay.FormatGemini:
 		size := queryInt(q, "pageSize", 50, 1000)
 		start := 0
 		if tok := q.Get("pageToken"); tok != "" {
@@ -128,41 +130,41 @@ func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f cl
 			NextPageToken string        `json:"nextPageToken,omitempty"`
 		}{Models: make([]geminiModel, 0, end-start)}
 		for _, m := range ms[start:end] {
-			out.Models = append(out.Models, m.gemini())
+			out.Models = append(out.Models, geminiOf(m))
 		}
 		if end < len(ms) {
-			out.NextPageToken = ms[end-1].id
+			out.NextPageToken = ms[end-1].ID
 		}
 		b, _ := json.Marshal(out)
-		writeJSON(w, http.StatusOK, b)
+		relay.WriteJSON(w, http.StatusOK, b)
 	default:
-		writeJSON(w, http.StatusOK, h.app.modelsDoc)
+		relay.WriteJSON(w, http.StatusOK, h.app.modelsDoc)
 	}
 }
 
 // serveModel answers one model in the client's shape.
-func (h *APIHandler) serveModel(w http.ResponseWriter, f clientFormat, id string) {
+func (h *APIHandler) serveModel(w http.ResponseWriter, f relay.Format, id string) {
 	m, ok := h.app.models[id]
 	if !ok {
-		writeError(w, f, modelNotFound(id))
+		relay.WriteError(w, f, relay.ModelNotFound(id))
 		return
 	}
 	switch f {
-	case clientAnthropic:
-		b, _ := json.Marshal(m.anthropic())
-		writeJSON(w, http.StatusOK, b)
-	case clientGemini:
-		b, _ := json.Marshal(m.gemini())
-		writeJSON(w, http.StatusOK, b)
+	case relay.FormatMessages:
+		b, _ := json.Marshal(anthropicOf(m))
+		relay.WriteJSON(w, http.StatusOK, b)
+	case relay.FormatGemini:
+		b, _ := json.Marshal(geminiOf(m))
+		relay.WriteJSON(w, http.StatusOK, b)
 	default:
-		writeJSON(w, http.StatusOK, m.doc)
+		relay.WriteJSON(w, http.StatusOK, m.Doc)
 	}
 }
 
 // indexAfter is the position just after the model with id (or where it
 // would sort).
-func indexAfter(ms []*model, id string) int {
-	i, found := slices.BinarySearchFunc(ms, id, func(m *model, id string) int { return strings.Compare(m.id, id) })
+func indexAfter(ms []*relay.Model, id string) int {
+	i, found := slices.BinarySearchFunc(ms, id, func(m *relay.Model, id string) int { return strings.Compare(m.ID, id) })
 	if found {
 		return i + 1
 	}
@@ -170,8 +172,8 @@ func indexAfter(ms []*model, id string) int {
 }
 
 // indexBefore is the position of the model with id (or where it would sort).
-func indexBefore(ms []*model, id string) int {
-	i, _ := slices.BinarySearchFunc(ms, id, func(m *model, id string) int { return strings.Compare(m.id, id) })
+func indexBefore(ms []*relay.Model, id string) int {
+	i, _ := slices.BinarySearchFunc(ms, id, func(m *relay.Model, id string) int { return strings.Compare(m.ID, id) })
 	return i
 }
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -25,11 +26,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments"
 	"github.com/modelgate/modelgate/ratelimit"
+	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/upstream"
 )
 
@@ -90,6 +91,20 @@ type App struct {
 	// may make before the first byte reaches the client. Default: 3.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 
+	// KeepAliveInterval is how long an upstream may be silent before an
+	// Anthropic client of a translated stream gets a ping. Default: 15s.
+	KeepAliveInterval caddy.Duration `json:"keepalive_interval,omitempty"`
+
+	// HealthFlushInterval is how often availability counts and incidents
+	// go from memory to the ledger. Default: 10s.
+	HealthFlushInterval caddy.Duration `json:"health_flush_interval,omitempty"`
+
+	// HealthScope names the upstream health (requests in flight, key
+	// cooldowns, breakers, availability counts) that configurations share
+	// across reloads: one per process by default. Configurations with
+	// different scopes keep apart (the tests give each test its own).
+	HealthScope string `json:"health_scope,omitempty"`
+
 	// Redis, if set, shares rate limits and key and account changes with
 	// every instance using the same Redis. Without it, limits are this
 	// instance's own.
@@ -122,16 +137,16 @@ type App struct {
 	store     *ledger.Store
 	storeKey  string
 	providers map[string]*provider
-	models    map[string]*model
-	modelList []*model
-	plans     map[string]*plan
+	models    map[string]*relay.Model
+	modelList []*relay.Model
+	plans     map[string]*relay.Plan
 	index     []byte // the body of GET / and GET /v1
 	modelsDoc []byte // the body of GET /v1/models
 
 	// registry holds the upstreams' health (in flight, cooldowns,
 	// breakers, availability counts), shared by every config.
 	registry       *upstream.Registry
-	metrics        *metrics
+	metrics        *relay.Metrics
 	stopBackground context.CancelFunc
 	background     *sync.WaitGroup
 
@@ -144,17 +159,19 @@ type App struct {
 	blocked    map[string]bool
 
 	// signatures keeps Gemini thought signatures for the tool calls the
-	// gateway handed to non-Gemini clients (wire/translation.md §4.6).
-	signatures *signatureCache
+	// gateway handed to non-Gemini clients (docs/translation.md, "Thought
+	// signatures").
+	signatures *relay.SignatureCache
+
+	// svc is the request layer every API request goes through.
+	svc *relay.Service
 
 	// ledgerInUse, when another server process holds the ledger, is why
 	// this one must not start or serve (#16).
 	ledgerInUse error
 
-	// imageModels are the models with an OpenAI-format route; imageSpool
-	// bounds the uploads spooled by edits (#16).
-	imageModels []*model
-	imageSpool  *images.Spool
+	// imageSpool bounds the uploads spooled by image edits (#16).
+	imageSpool *images.Spool
 }
 
 // LedgerConfig selects the ledger store.
@@ -349,19 +366,14 @@ type PlanConfig struct {
 	Discount string `json:"discount,omitempty"`
 }
 
-// provider is a configured upstream with its reverse proxy.
+// provider is a configured upstream: what a request sees of it (relay),
+// its probes, and its reverse proxy with the modelgate transport.
 type provider struct {
-	*upstream.Provider
-	anthropicVersion string
-	anthropicBetas   map[string]bool // the anthropic-beta values it receives
-	responsesAPI     bool            // an openai-format provider with POST /v1/responses
-	connectTimeout   time.Duration
-	firstByteTimeout time.Duration
-	responseTimeout  time.Duration
-	drainTimeout     time.Duration
-	probe            probeSpec
-	proxy            *reverseproxy.Handler
-	transport        *Transport
+	*relay.Provider
+	connectTimeout time.Duration
+	probe          probeSpec
+	proxy          *reverseproxy.Handler
+	transport      *Transport
 }
 
 // The model features a configuration may declare.
@@ -376,45 +388,6 @@ const defaultAnthropicVersion = "2023-06-01"
 // datedVersion is the shape of an anthropic-version.
 var datedVersion = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
 
-// model is a configured model, ready to serve.
-type model struct {
-	id        string
-	ownedBy   string
-	created   int64
-	price     ledger.Price
-	maxOutput int
-	routes    []route
-	doc       []byte // the body of GET /v1/models/{id}
-
-	candidates []upstream.Candidate // the routes, for the scheduler
-
-	imagePrice      ledger.Money         // one image; 0 when not configured
-	imageRoutes     []int                // the routes to OpenAI-format providers, which serve images
-	imageCandidates []upstream.Candidate // those routes, for the scheduler
-
-	reasoning         bool // the model takes reasoning effort / thinking
-	structuredOutputs bool // the model takes native JSON schema output
-
-	hostedPrice  ledger.HostedPrice                // one use of each hosted tool
-	hostedPriced [formats.HostedUnmetered + 1]bool // by kind: a price is set
-	stateful     [formats.StateBackground]bool     // by state: allowed
-}
-
-// route is one way to serve a model.
-type route struct {
-	provider      *provider
-	upstreamModel string
-	weight        int
-}
-
-// plan is a configured plan.
-type plan struct {
-	name        string
-	rpm         int
-	concurrency int
-	discountBps int
-}
-
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -427,10 +400,8 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // requests in flight, cooldowns, breakers and uncounted availability.
 var registries = caddy.NewUsagePool()
 
-// registryKey names the registry in the pool: one per process. (The tests
-// give each test gateway its own, so that one test's injected failures do
-// not cool down the next one's keys.)
-var registryKey = "upstream"
+// registryKey names the app's registry in the pool: one per HealthScope.
+func (a *App) registryKey() string { return "upstream:" + a.HealthScope }
 
 // Default timeouts of a provider.
 const (
@@ -466,7 +437,7 @@ type ledgerHandle struct {
 	// which provisions a config but never starts it, still works beside a
 	// running server, and Start refuses with this error.
 	inUse   error
-	metrics atomic.Pointer[metrics]
+	metrics atomic.Pointer[relay.Metrics]
 	redis   atomic.Pointer[redis.Client]
 }
 
@@ -492,7 +463,7 @@ func (l *ledgerHandle) Destruct() error { return l.Close() }
 // committed observes one ledger write transaction.
 func (l *ledgerHandle) committed(commands int, took time.Duration) {
 	if m := l.metrics.Load(); m != nil {
-		m.committed(commands, took)
+		m.Committed(commands, took)
 	}
 }
 
@@ -554,14 +525,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ledgerInUse = handle.inUse
 
 	for _, m := range a.modelList {
-		created, err := a.store.RegisterModel(ctx, m.id)
+		created, err := a.store.RegisterModel(ctx, m.ID)
 		if err != nil {
-			return fmt.Errorf("registering model %s: %w", m.id, err)
+			return fmt.Errorf("registering model %s: %w", m.ID, err)
 		}
-		m.created = created.Unix()
-		m.doc = modelDoc(m)
+		m.Created = created.Unix()
+		m.Doc = modelDoc(m)
 	}
-	reg, loaded, _ := registries.LoadOrNew(registryKey, func() (caddy.Destructor, error) {
+	reg, loaded, _ := registries.LoadOrNew(a.registryKey(), func() (caddy.Destructor, error) {
 		return upstream.NewRegistry(nil), nil
 	})
 	a.registry = reg.(*upstream.Registry)
@@ -571,7 +542,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		// ledger now, when this one is refused or only validating)
 		a.closeStaleIncidents(ctx)
 	}
-	m, err := newMetrics(ctx.GetMetricsRegistry(), a)
+	m, err := relay.NewMetrics(ctx.GetMetricsRegistry(), a.store, breakerCollector{a})
 	if err != nil {
 		return err
 	}
@@ -585,9 +556,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	handle.redis.Store(a.limiter.(*limiterHandle).rdb)
 	sc, _, _ := signatureCaches.LoadOrNew("signatures", func() (caddy.Destructor, error) {
-		return newSignatureCache(signatureCacheSize, signatureTTL), nil
+		return relay.NewSignatureCache(relay.SignatureCacheSize, relay.SignatureTTL), nil
 	})
-	a.signatures = sc.(*signatureCache)
+	a.signatures = sc.(*relay.SignatureCache)
 	a.modelList = sortedModels(a.modelList)
 	a.modelsDoc = modelListDoc(a.modelList)
 	a.index = indexDoc()
@@ -598,19 +569,49 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
-	for _, m := range a.models {
-		m.candidates = make([]upstream.Candidate, len(m.routes))
-		for i := range m.routes {
-			m.routes[i].provider = a.providers[m.routes[i].provider.Name]
-			m.candidates[i] = upstream.Candidate{Provider: m.routes[i].provider.Provider, Weight: m.routes[i].weight}
-			if m.routes[i].provider.Format == upstream.FormatOpenAI {
-				m.imageRoutes = append(m.imageRoutes, i)
-				m.imageCandidates = append(m.imageCandidates, m.candidates[i])
-			}
-		}
-	}
 	a.provisionImages()
+	a.svc = &relay.Service{
+		Store:          a.store,
+		Metrics:        a.metrics,
+		Logger:         a.logger,
+		Models:         a.models,
+		Signatures:     a.signatures,
+		ImageSpool:     a.imageSpool,
+		Currency:       a.Currency,
+		MinOutput:      a.MinOutput,
+		MaxAttempts:    a.MaxAttempts,
+		MaxRequestBody: a.MaxRequestBody,
+		KeepAlive:      time.Duration(a.KeepAliveInterval),
+	}
+	a.svc.Prepare()
 	return nil
+}
+
+// signatureCaches holds the one thought-signature cache, so that a config
+// reload keeps the signatures of conversations in progress.
+var signatureCaches = caddy.NewUsagePool()
+
+// defaultMaxImageSpool is App.MaxImageSpool's default.
+const defaultMaxImageSpool = 256 << 20
+
+// imageSpools holds the instance's one bound on spooled uploads, so that a
+// reload keeps counting the uploads in flight.
+var imageSpools = caddy.NewUsagePool()
+
+// spoolHandle adapts the bound to the usage pool.
+type spoolHandle struct{ *images.Spool }
+
+// Destruct implements caddy.Destructor: there is nothing to free.
+func (spoolHandle) Destruct() error { return nil }
+
+// provisionImages sets the bound on spooled uploads (the newest config's
+// limit applies).
+func (a *App) provisionImages() {
+	v, _, _ := imageSpools.LoadOrNew("spool", func() (caddy.Destructor, error) {
+		return spoolHandle{images.NewSpool(a.MaxImageSpool)}, nil
+	})
+	a.imageSpool = v.(spoolHandle).Spool
+	a.imageSpool.SetLimit(a.MaxImageSpool)
 }
 
 // parsePublicURL checks a public_url: an absolute http or https URL with a
@@ -690,40 +691,40 @@ func (a *App) buildCatalogue() error {
 		if pc.AnthropicVersion != "" && f != upstream.FormatAnthropic {
 			return fmt.Errorf("provider %s: anthropic_version applies to anthropic providers only", pc.Name)
 		}
-		betas, err := anthropicBetas(pc.AnthropicBeta)
+		betas, err := relay.AnthropicBetas(pc.AnthropicBeta)
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", pc.Name, err)
 		}
 		if len(pc.AnthropicBeta) > 0 && f != upstream.FormatAnthropic {
 			return fmt.Errorf("provider %s: anthropic_beta applies to anthropic providers only", pc.Name)
 		}
-		a.providers[pc.Name] = &provider{Provider: &upstream.Provider{Name: pc.Name, Format: f}, anthropicVersion: version,
-			anthropicBetas: betas, responsesAPI: f == upstream.FormatOpenAI && !pc.ChatOnly}
+		a.providers[pc.Name] = &provider{Provider: &relay.Provider{Provider: &upstream.Provider{Name: pc.Name, Format: f},
+			AnthropicVersion: version, AnthropicBetas: betas, ResponsesAPI: f == upstream.FormatOpenAI && !pc.ChatOnly}}
 	}
 
-	a.models = make(map[string]*model, len(a.Models))
+	a.models = make(map[string]*relay.Model, len(a.Models))
 	for _, mc := range a.Models {
 		m, err := a.buildModel(mc)
 		if err != nil {
 			return err
 		}
-		if _, dup := a.models[m.id]; dup {
-			return fmt.Errorf("model %s: defined twice", m.id)
+		if _, dup := a.models[m.ID]; dup {
+			return fmt.Errorf("model %s: defined twice", m.ID)
 		}
-		a.models[m.id] = m
+		a.models[m.ID] = m
 		a.modelList = append(a.modelList, m)
 	}
 
-	a.plans = make(map[string]*plan, len(a.Plans))
+	a.plans = make(map[string]*relay.Plan, len(a.Plans))
 	for _, pc := range a.Plans {
 		p, err := buildPlan(pc)
 		if err != nil {
 			return err
 		}
-		if _, dup := a.plans[p.name]; dup {
-			return fmt.Errorf("plan %s: defined twice", p.name)
+		if _, dup := a.plans[p.Name]; dup {
+			return fmt.Errorf("plan %s: defined twice", p.Name)
 		}
-		a.plans[p.name] = p
+		a.plans[p.Name] = p
 	}
 	if _, ok := a.plans[a.DefaultPlan]; !ok {
 		return fmt.Errorf("default_plan %s: no such plan", a.DefaultPlan)
@@ -732,57 +733,58 @@ func (a *App) buildCatalogue() error {
 }
 
 // buildModel checks one model's settings.
-func (a *App) buildModel(mc *ModelConfig) (*model, error) {
+func (a *App) buildModel(mc *ModelConfig) (*relay.Model, error) {
 	if mc.ID == "" {
 		return nil, errors.New("model without an id")
 	}
-	m := &model{id: mc.ID, ownedBy: mc.OwnedBy, maxOutput: mc.MaxOutput}
-	if m.maxOutput == 0 {
-		m.maxOutput = defaultMaxOutput
+	m := &relay.Model{ID: mc.ID, OwnedBy: mc.OwnedBy, MaxOutput: mc.MaxOutput}
+	if m.MaxOutput == 0 {
+		m.MaxOutput = defaultMaxOutput
 	}
-	if m.maxOutput < 1 {
-		return nil, fmt.Errorf("model %s: max_output must be at least 1", m.id)
+	if m.MaxOutput < 1 {
+		return nil, fmt.Errorf("model %s: max_output must be at least 1", m.ID)
 	}
 	if len(mc.Routes) == 0 {
-		return nil, fmt.Errorf("model %s: no route", m.id)
+		return nil, fmt.Errorf("model %s: no route", m.ID)
 	}
 	for _, rc := range mc.Routes {
 		p, ok := a.providers[rc.Provider]
 		if !ok {
-			return nil, fmt.Errorf("model %s: route to unknown provider %q", m.id, rc.Provider)
+			return nil, fmt.Errorf("model %s: route to unknown provider %q", m.ID, rc.Provider)
 		}
 		if rc.Model == "" {
-			return nil, fmt.Errorf("model %s: route to %s without an upstream model name", m.id, rc.Provider)
+			return nil, fmt.Errorf("model %s: route to %s without an upstream model name", m.ID, rc.Provider)
 		}
 		if rc.Weight < 0 {
-			return nil, fmt.Errorf("model %s: negative route weight", m.id)
+			return nil, fmt.Errorf("model %s: negative route weight", m.ID)
 		}
-		m.routes = append(m.routes, route{provider: p, upstreamModel: rc.Model, weight: rc.Weight})
+		m.Routes = append(m.Routes, relay.Route{Provider: p.Provider, UpstreamModel: rc.Model, Weight: rc.Weight})
 	}
-	if m.ownedBy == "" {
-		m.ownedBy = mc.Routes[0].Provider
+	if m.OwnedBy == "" {
+		m.OwnedBy = mc.Routes[0].Provider
 	}
 	price, err := parsePrice(mc.Price)
 	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", m.id, err)
+		return nil, fmt.Errorf("model %s: %w", m.ID, err)
 	}
-	m.price = price
+	m.Price = price
 	if mc.Price.Image != "" {
-		if m.imagePrice, err = ledger.ParseMoney(mc.Price.Image); err != nil || m.imagePrice < 0 {
-			return nil, fmt.Errorf("model %s: price image %s: want an amount of at least 0", m.id, mc.Price.Image)
+		if m.ImagePrice, err = ledger.ParseMoney(mc.Price.Image); err != nil || m.ImagePrice < 0 {
+			return nil, fmt.Errorf("model %s: price image %s: want an amount of at least 0", m.ID, mc.Price.Image)
 		}
 	}
-	if err := m.setHosted(mc); err != nil {
-		return nil, fmt.Errorf("model %s: %w", m.id, err)
+	hosted := relay.HostedPrices{WebSearch: mc.Price.WebSearch, WebFetch: mc.Price.WebFetch, ImageGeneration: mc.Price.ImageGeneration}
+	if err := m.SetHosted(hosted, mc.AllowStateful); err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.ID, err)
 	}
 	for _, f := range mc.Features {
 		switch f {
 		case featureReasoning:
-			m.reasoning = true
+			m.Reasoning = true
 		case featureStructuredOutputs:
-			m.structuredOutputs = true
+			m.StructuredOutputs = true
 		default:
-			return nil, fmt.Errorf("model %s: unknown feature %q (want %s or %s)", m.id, f, featureReasoning, featureStructuredOutputs)
+			return nil, fmt.Errorf("model %s: unknown feature %q (want %s or %s)", m.ID, f, featureReasoning, featureStructuredOutputs)
 		}
 	}
 	return m, nil
@@ -857,20 +859,20 @@ func (a *App) provisionPayments() error {
 }
 
 // buildPlan checks one plan.
-func buildPlan(pc *PlanConfig) (*plan, error) {
+func buildPlan(pc *PlanConfig) (*relay.Plan, error) {
 	if pc.Name == "" {
 		return nil, errors.New("plan without a name")
 	}
 	if pc.RPM < 0 || pc.Concurrency < 0 {
 		return nil, fmt.Errorf("plan %s: limits must not be negative", pc.Name)
 	}
-	p := &plan{name: pc.Name, rpm: pc.RPM, concurrency: pc.Concurrency}
+	p := &relay.Plan{Name: pc.Name, RPM: pc.RPM, Concurrency: pc.Concurrency}
 	if pc.Discount != "" {
 		bps, err := ledger.ParseDiscount(pc.Discount)
 		if err != nil {
 			return nil, fmt.Errorf("plan %s: discount %s: %w", pc.Name, pc.Discount, err)
 		}
-		p.discountBps = bps
+		p.DiscountBps = bps
 	}
 	return p, nil
 }
@@ -907,13 +909,13 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	if err != nil {
 		return err
 	}
-	p.Provider = up
+	p.Provider.Provider = up
 	p.connectTimeout = durationOr(pc.ConnectTimeout, defaultConnectTimeout)
-	p.firstByteTimeout = durationOr(pc.FirstByteTimeout, defaultFirstByteTimeout)
-	p.responseTimeout = durationOr(pc.ResponseTimeout, defaultResponseTimeout)
-	p.drainTimeout = durationOr(pc.DrainTimeout, defaultDrainTimeout)
+	p.FirstByteTimeout = durationOr(pc.FirstByteTimeout, defaultFirstByteTimeout)
+	p.ResponseTimeout = durationOr(pc.ResponseTimeout, defaultResponseTimeout)
+	p.DrainTimeout = durationOr(pc.DrainTimeout, defaultDrainTimeout)
 	p.probe = newProbeSpec(pc.HealthCheck, p.Format)
-	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), app: a, provider: p}
+	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), provider: p}
 	t.DialTimeout = caddy.Duration(p.connectTimeout)
 	// An LLM gateway keeps many requests open to few upstream hosts (long
 	// streams): Caddy's default of 32 idle connections per host would close
@@ -926,6 +928,7 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 		return fmt.Errorf("provider %s: transport: %w", pc.Name, err)
 	}
 	p.transport = t
+	p.Upstream = dialMarking{t.HTTPTransport}
 	rp := &reverseproxy.Handler{
 		Transport: t,
 		Upstreams: reverseproxy.UpstreamPool{{Dial: up.DialAddress}},
@@ -934,6 +937,7 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 		return fmt.Errorf("provider %s: proxy: %w", pc.Name, err)
 	}
 	p.proxy = rp
+	p.Proxy = func(w http.ResponseWriter, r *http.Request) error { return rp.ServeHTTP(w, r, noNext{}) }
 	return nil
 }
 
@@ -946,7 +950,7 @@ func (a *App) Start() error {
 	}
 	live := make([]*upstream.Provider, 0, len(a.providers))
 	for _, p := range a.providers {
-		live = append(live, p.Provider)
+		live = append(live, p.Provider.Provider)
 	}
 	a.registry.Retain(live)
 	ctx, cancel := context.WithCancel(a.ctx)
@@ -996,7 +1000,7 @@ func (a *App) Cleanup() error {
 		errs = append(errs, err)
 	}
 	if a.registry != nil {
-		_, err := registries.Delete(registryKey)
+		_, err := registries.Delete(a.registryKey())
 		errs = append(errs, err)
 	}
 	if a.signatures != nil {
@@ -1013,7 +1017,7 @@ func (a *App) Cleanup() error {
 
 // plan returns an account's plan, or the default plan when the account names
 // one the configuration no longer has.
-func (a *App) plan(name string) *plan {
+func (a *App) plan(name string) *relay.Plan {
 	if p, ok := a.plans[name]; ok {
 		return p
 	}

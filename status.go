@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/web"
 )
 
@@ -99,7 +100,7 @@ func (h *StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 	hdr.Set("Cache-Control", "public, max-age=10")
 	if strings.HasSuffix(r.URL.Path, ".json") {
 		hdr.Set("Access-Control-Allow-Origin", "*")
-		writeJSON(w, http.StatusOK, doc)
+		relay.WriteJSON(w, http.StatusOK, doc)
 		return nil
 	}
 	hdr.Set("Content-Type", "text/html; charset=utf-8")

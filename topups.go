@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments"
+	"github.com/modelgate/modelgate/relay"
 )
 
 // maxWebhookBody bounds a payment notification.
@@ -24,7 +26,7 @@ const maxWebhookBody = 1 << 20
 // that the provider delivers it again.
 func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request) {
 	answer := func(status int, msg string) {
-		writeJSON(w, status, []byte(`{"received":`+strconv.FormatBool(status == http.StatusOK)+`,"message":"`+msg+`"}`))
+		relay.WriteJSON(w, status, []byte(`{"received":`+strconv.FormatBool(status == http.StatusOK)+`,"message":"`+msg+`"}`))
 	}
 	p := h.app.payments
 	if p == nil {
@@ -52,7 +54,7 @@ func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request)
 		answer(http.StatusOK, "ignored")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), creditTimeout)
 	defer cancel()
 	balance, err := h.app.store.Credit(ctx, ledger.CreditRequest{AccountID: pay.AccountID, Amount: pay.Amount,
 		Reference: pay.Reference, Reason: pay.Describe})
@@ -71,3 +73,6 @@ func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request)
 		answer(http.StatusOK, "credited")
 	}
 }
+
+// creditTimeout bounds the wait for the ledger to credit a payment.
+const creditTimeout = 30 * time.Second

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -777,10 +776,7 @@ func TestThoughtSignatures(t *testing.T) {
 // TestAnthropicKeepAlive: while a translated upstream is silent, an
 // Anthropic client gets ping events, and its SDK still reads the answer.
 func TestAnthropicKeepAlive(t *testing.T) {
-	old := keepAliveInterval
-	keepAliveInterval = 50 * time.Millisecond
-	defer func() { keepAliveInterval = old }()
-	g := startGateway(t, gatewayOptions{})
+	g := startGateway(t, gatewayOptions{extra: "\t\tkeepalive_interval 50ms\n"})
 	_, key := g.account("1.00")
 	for _, model := range []string{testModel, "gemini-test"} {
 		r := g.do("POST", "/v1/messages", `{"model":"`+model+`","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"slowly mock:tokens=3 mock:delay=200ms"}]}`,

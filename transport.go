@@ -2,10 +2,13 @@ package modelgate
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/modelgate/modelgate/relay"
 )
 
 func init() {
@@ -23,7 +26,6 @@ func init() {
 type Transport struct {
 	*reverseproxy.HTTPTransport
 
-	app      *App
 	provider *provider
 }
 
@@ -46,11 +48,7 @@ func (t *Transport) Provision(ctx caddy.Context) error {
 // RoundTrip sends one attempt of the call the handler put in the request's
 // context.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c, _ := req.Context().Value(callKey{}).(*call)
-	if c == nil {
-		return nil, errors.New("modelgate transport: request without a modelgate call")
-	}
-	return c.roundTrip(t, req)
+	return relay.RoundTrip(req)
 }
 
 // Interface guards
@@ -60,3 +58,23 @@ var (
 	_ http.RoundTripper         = (*Transport)(nil)
 	_ reverseproxy.TLSTransport = (*Transport)(nil)
 )
+
+// dialMarking is the provider's HTTP transport as the relay uses it: a
+// failure to connect is marked relay.ErrConnect, so that the relay tells it
+// from a broken connection without knowing reverse_proxy's error types.
+type dialMarking struct{ rt http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper.
+func (d dialMarking) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := d.rt.RoundTrip(req)
+	var dial reverseproxy.DialError
+	if err != nil && errors.As(err, &dial) {
+		err = fmt.Errorf("%w: %w", relay.ErrConnect, err)
+	}
+	return resp, err
+}
+
+// noNext is the next handler of the providers' proxies: never reached.
+type noNext struct{}
+
+func (noNext) ServeHTTP(http.ResponseWriter, *http.Request) error { return nil }

@@ -1,4 +1,4 @@
-package modelgate
+package relay
 
 import (
 	"context"
@@ -34,8 +34,8 @@ var pendingSettles atomic.Int64
 // both are durable. If the ledger cannot take it within settleRetryInline,
 // the hold is released and the error returned: for an answer that will not
 // be delivered.
-func (a *App) settleRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord) error {
-	err := a.settleRetrying(logger, hold, rec, settleRetryInline)
+func (s *Service) settleRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord) error {
+	err := s.settleRetrying(logger, hold, rec, settleRetryInline)
 	if errors.Is(err, ledger.ErrWriteFailed) {
 		hold.Release()
 	}
@@ -47,8 +47,8 @@ func (a *App) settleRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.Us
 // if the ledger cannot take it within settleRetryInline, the hold stays
 // reserved and a goroutine keeps trying until the ledger takes it or the
 // store closes. The error says the debit is not durable yet.
-func (a *App) collectRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord) error {
-	err := a.settleRetrying(logger, hold, rec, settleRetryInline)
+func (s *Service) collectRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord) error {
+	err := s.settleRetrying(logger, hold, rec, settleRetryInline)
 	if !errors.Is(err, ledger.ErrWriteFailed) {
 		return err
 	}
@@ -61,7 +61,7 @@ func (a *App) collectRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.U
 		zap.String("cost", rec.Cost.String()), zap.Error(err))
 	go func() {
 		defer pendingSettles.Add(-1)
-		err := a.settleRetrying(logger, hold, rec, -1)
+		err := s.settleRetrying(logger, hold, rec, -1)
 		if err != nil {
 			logger.Error("a held bill was never taken by the ledger",
 				zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID),
@@ -76,7 +76,7 @@ func (a *App) collectRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.U
 // settleRetrying settles, trying again with backoff while the ledger fails
 // with ErrWriteFailed, for at most within (forever when negative, until
 // the store closes). It records the metrics of a settled bill.
-func (a *App) settleRetrying(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord, within time.Duration) error {
+func (s *Service) settleRetrying(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord, within time.Duration) error {
 	start := time.Now()
 	wait := settleRetryFirst
 	for tries := 1; ; tries++ {
@@ -84,7 +84,7 @@ func (a *App) settleRetrying(logger *zap.Logger, hold *ledger.Hold, rec *ledger.
 		err := hold.Settle(ctx, rec)
 		cancel()
 		if err == nil {
-			a.metrics.settled(rec)
+			s.Metrics.Settled(rec)
 			if rec.OverHold {
 				logger.Warn("usage exceeded the hold",
 					zap.String("request_id", rec.RequestID), zap.String("model", rec.Model),
@@ -98,7 +98,7 @@ func (a *App) settleRetrying(logger *zap.Logger, hold *ledger.Hold, rec *ledger.
 				zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID), zap.Error(err))
 			return err
 		}
-		a.metrics.settleRetries.Inc()
+		s.Metrics.settleRetries.Inc()
 		if tries == 1 {
 			logger.Warn("the ledger could not take a bill; retrying",
 				zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID), zap.Error(err))

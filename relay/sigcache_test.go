@@ -1,4 +1,4 @@
-package modelgate
+package relay
 
 import (
 	"strconv"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestSignatureCache(t *testing.T) {
-	c := newSignatureCache(3, time.Hour)
+	c := NewSignatureCache(3, time.Hour)
 	for i := range 5 {
 		c.Put("call_"+strconv.Itoa(i), "sig"+strconv.Itoa(i))
 	}
@@ -24,7 +24,7 @@ func TestSignatureCache(t *testing.T) {
 	if sig, _ := c.Get("call_4"); sig != "again" || len(c.items) != 3 {
 		t.Fatalf("update: %q, %d items", sig, len(c.items))
 	}
-	old := newSignatureCache(10, -time.Second)
+	old := NewSignatureCache(10, -time.Second)
 	old.Put("x", "y")
 	if _, ok := old.Get("x"); ok {
 		t.Fatal("an expired signature was returned")

@@ -1,4 +1,4 @@
-package modelgate
+package relay
 
 import (
 	"time"
@@ -8,10 +8,10 @@ import (
 	"github.com/modelgate/modelgate/ledger"
 )
 
-// metrics are the gateway's Prometheus collectors, registered on each
+// Metrics are the gateway's Prometheus collectors, registered on each
 // config's registry (Caddy serves them with its metrics). Labels name
 // providers by name and keys by ID, never by secret.
-type metrics struct {
+type Metrics struct {
 	attempts *prometheus.CounterVec   // provider, upstream_key
 	failures *prometheus.CounterVec   // provider, upstream_key, cause
 	probes   *prometheus.CounterVec   // provider, upstream_key, result
@@ -31,11 +31,13 @@ type metrics struct {
 	batch         prometheus.Histogram   // commands per ledger write transaction
 }
 
-// newMetrics builds and registers the collectors.
-func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
+// NewMetrics builds the collectors and registers them on reg, with extra
+// collectors of the caller's (the breakers' states) and a gauge of the
+// money store holds.
+func NewMetrics(reg prometheus.Registerer, store *ledger.Store, extra ...prometheus.Collector) (*Metrics, error) {
 	const ns = "modelgate"
 	buckets := []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
-	m := &metrics{
+	m := &Metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_attempts_total",
 			Help: "Upstream attempts, by provider and key ID."}, []string{"provider", "upstream_key"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_failures_total",
@@ -71,9 +73,9 @@ func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "settles_pending",
 			Help: "Bills of answers already made that the ledger has not taken yet (their holds stay reserved)."}, func() float64 { return float64(pendingSettles.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "holds_outstanding_nanos",
-			Help: "Money reserved by requests in flight, in nanos."}, func() float64 { return float64(a.store.Outstanding()) }),
-		breakerCollector{a},
+			Help: "Money reserved by requests in flight, in nanos."}, func() float64 { return float64(store.Outstanding()) }),
 	}
+	collectors = append(collectors, extra...)
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -82,31 +84,31 @@ func newMetrics(reg prometheus.Registerer, a *App) (*metrics, error) {
 	return m, nil
 }
 
-// attempt counts one upstream attempt.
-func (m *metrics) attempt(provider, key string) { m.attempts.WithLabelValues(provider, key).Inc() }
+// Attempt counts one upstream attempt.
+func (m *Metrics) Attempt(provider, key string) { m.attempts.WithLabelValues(provider, key).Inc() }
 
-// failure counts a failed upstream attempt.
-func (m *metrics) failure(provider, key, cause string) {
+// Failure counts a failed upstream attempt.
+func (m *Metrics) Failure(provider, key, cause string) {
 	m.failures.WithLabelValues(provider, key, cause).Inc()
 }
 
-// probe counts a probe's result.
-func (m *metrics) probe(provider, key, result string) {
+// Probe counts a probe's result.
+func (m *Metrics) Probe(provider, key, result string) {
 	m.probes.WithLabelValues(provider, key, result).Inc()
 }
 
-// headers observes the time to an upstream's response headers.
-func (m *metrics) headers(provider, key string, d time.Duration) {
+// Headers observes the time to an upstream's response headers.
+func (m *Metrics) Headers(provider, key string, d time.Duration) {
 	m.latency.WithLabelValues(provider, key).Observe(d.Seconds())
 }
 
-// firstEvent observes the time to a stream's first event.
-func (m *metrics) firstEvent(provider, key string, d time.Duration) {
+// FirstEvent observes the time to a stream's first event.
+func (m *Metrics) FirstEvent(provider, key string, d time.Duration) {
 	m.ttft.WithLabelValues(provider, key).Observe(d.Seconds())
 }
 
-// settled counts a settled request.
-func (m *metrics) settled(rec *ledger.UsageRecord) {
+// Settled counts a settled request.
+func (m *Metrics) Settled(rec *ledger.UsageRecord) {
 	m.requests.WithLabelValues(rec.Model, rec.Provider, rec.ClientFormat, rec.Outcome).Inc()
 	m.tokens.WithLabelValues(rec.Model, rec.Provider, "input").Add(float64(rec.Tokens.Input))
 	m.tokens.WithLabelValues(rec.Model, rec.Provider, "output").Add(float64(rec.Tokens.Output))
@@ -119,36 +121,11 @@ func (m *metrics) settled(rec *ledger.UsageRecord) {
 	}
 }
 
-// refused counts a request refused by a plan limit or the region check.
-func (m *metrics) refused(reason string) { m.limited.WithLabelValues(reason).Inc() }
+// Refused counts a request refused by a plan limit or the region check.
+func (m *Metrics) Refused(reason string) { m.limited.WithLabelValues(reason).Inc() }
 
-// committed observes a ledger write transaction.
-func (m *metrics) committed(commands int, took time.Duration) {
+// Committed observes a ledger write transaction.
+func (m *Metrics) Committed(commands int, took time.Duration) {
 	m.commits.Observe(took.Seconds())
 	m.batch.Observe(float64(commands))
-}
-
-// breakerCollector reports the breakers' states when scraped: 0 closed,
-// 1 open, 2 half-open; the provider's own breaker has an empty key.
-type breakerCollector struct{ a *App }
-
-var breakerDesc = prometheus.NewDesc("modelgate_breaker_state",
-	"Circuit breaker state: 0 closed, 1 open, 2 half-open (upstream_key empty: the provider's).",
-	[]string{"provider", "upstream_key"}, nil)
-
-// Describe implements prometheus.Collector.
-func (breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerDesc }
-
-// Collect implements prometheus.Collector.
-func (b breakerCollector) Collect(ch chan<- prometheus.Metric) {
-	now := time.Now()
-	for _, p := range b.a.providers {
-		if p.Provider == nil || p.proxy == nil {
-			continue
-		}
-		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(p.Breaker(now)), p.Name, "")
-		for _, k := range p.Keys() {
-			ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(k.Breaker(now)), p.Name, k.ID)
-		}
-	}
 }

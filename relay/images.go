@@ -1,4 +1,4 @@
-package modelgate
+package relay
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/formats"
@@ -34,12 +33,12 @@ const inputImageTokens = 6000
 
 // imageCall is one images request on its way through the gateway.
 type imageCall struct {
-	app       *App
+	svc       *Service
 	logger    *zap.Logger
 	reqID     string
 	start     time.Time
-	principal principal
-	model     *model
+	principal Principal
+	model     *Model
 	req       *images.Request
 	body      []byte       // a generation's JSON body
 	form      *images.Form // an edit's form
@@ -48,24 +47,20 @@ type imageCall struct {
 
 	attempts []*upstream.Attempt
 	attempt  *upstream.Attempt
-	route    *route
+	route    *Route
 }
 
-// serveImages serves POST /v1/images/generations and /v1/images/edits.
-func (h *APIHandler) serveImages(w http.ResponseWriter, r *http.Request, p principal, ri routeInfo, reqID string) {
-	slot, ok := h.admit(w, r, p, ri.format)
-	if !ok {
-		return
-	}
-	defer slot.Release()
-	ic := &imageCall{app: h.app, logger: h.logger, reqID: reqID, start: time.Now(), principal: p}
-	if ri.route == routeImageGenerations {
-		body, ferr := readBody(r, h.app.MaxRequestBody)
+// Images serves POST /v1/images/generations, or /v1/images/edits when
+// edit is set, for p (authenticated and admitted by the caller).
+func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, edit bool, reqID string) {
+	ic := &imageCall{svc: s, logger: s.Logger, reqID: reqID, start: time.Now(), principal: p}
+	if !edit {
+		body, ferr := ReadBody(r, s.MaxRequestBody)
 		if ferr == nil {
 			ic.req, ferr = images.ParseGeneration(body)
 		}
 		if ferr != nil {
-			writeError(w, clientImages, ferr)
+			WriteError(w, FormatImages, ferr)
 			return
 		}
 		ic.body = body
@@ -73,31 +68,31 @@ func (h *APIHandler) serveImages(w http.ResponseWriter, r *http.Request, p princ
 		boundary, ferr := formBoundary(r.Header.Get("Content-Type"))
 		if ferr == nil {
 			ic.form, ferr = images.ReadForm(r.Body, boundary, images.FormOptions{
-				Limit:       h.app.imageBodyLimit(),
-				Spool:       h.app.imageSpool,
-				BeforeSpool: func() *formats.Error { return h.app.beforeSpool(r.Context(), p) },
+				Limit:       s.imageBodyLimit(),
+				Spool:       s.ImageSpool,
+				BeforeSpool: func() *formats.Error { return s.beforeSpool(r.Context(), p) },
 			})
 		}
 		if ferr != nil {
-			writeError(w, clientImages, ferr)
+			WriteError(w, FormatImages, ferr)
 			return
 		}
 		defer ic.form.Close()
 		ic.req = &ic.form.Request
 	}
-	m, ok := h.app.models[ic.req.Model]
+	m, ok := s.Models[ic.req.Model]
 	if !ok {
-		writeError(w, clientImages, modelNotFound(ic.req.Model))
+		WriteError(w, FormatImages, ModelNotFound(ic.req.Model))
 		return
 	}
 	if len(m.imageRoutes) == 0 {
-		writeError(w, clientImages, formats.InvalidRequest("model", "The model "+strconv.Quote(m.id)+
+		WriteError(w, FormatImages, formats.InvalidRequest("model", "The model "+strconv.Quote(m.ID)+
 			" is not served by an OpenAI-format provider, so it cannot make images. Use an image model such as one routed to OpenAI."))
 		return
 	}
 	ic.model = m
 	if ferr := ic.reserve(); ferr != nil {
-		writeError(w, clientImages, ferr)
+		WriteError(w, FormatImages, ferr)
 		return
 	}
 	defer ic.release()
@@ -110,17 +105,17 @@ func (h *APIHandler) serveImages(w http.ResponseWriter, r *http.Request, p princ
 // beforeSpool lets an edit form spool the files it sends before its model
 // only if the balance covers the cheapest edit any image model could be
 // held for: the model is not known yet, the account is (#16).
-func (a *App) beforeSpool(ctx context.Context, p principal) *formats.Error {
-	if len(a.imageModels) == 0 {
+func (s *Service) beforeSpool(ctx context.Context, p Principal) *formats.Error {
+	if len(s.imageModels) == 0 {
 		return formats.InvalidRequest("model", "No model of this gateway makes images.")
 	}
-	acct, err := a.store.GetAccount(ctx, p.AccountID)
+	acct, err := s.Store.GetAccount(ctx, p.AccountID)
 	if err != nil {
-		a.logger.Error("reading a balance", zap.String("account", p.AccountID), zap.Error(err))
+		s.Logger.Error("reading a balance", zap.String("account", p.AccountID), zap.Error(err))
 		return formats.NewError(formats.KindInternal, "The gateway could not read your balance; try again.")
 	}
-	least := a.imageModels[0].leastEdit()
-	for _, m := range a.imageModels[1:] {
+	least := s.imageModels[0].leastEdit()
+	for _, m := range s.imageModels[1:] {
 		least = min(least, m.leastEdit())
 	}
 	if acct.Balance-acct.Held < least {
@@ -142,43 +137,14 @@ func formBoundary(contentType string) (string, *formats.Error) {
 
 // imageBodyLimit is the largest edit form accepted: twice the request body
 // limit (64 MiB by default, SPEC §3).
-func (a *App) imageBodyLimit() int64 { return 2 * a.MaxRequestBody }
-
-// defaultMaxImageSpool is App.MaxImageSpool's default.
-const defaultMaxImageSpool = 256 << 20
-
-// imageSpools holds the instance's one bound on spooled uploads, so that a
-// reload keeps counting the uploads in flight.
-var imageSpools = caddy.NewUsagePool()
-
-// spoolHandle adapts the bound to the usage pool.
-type spoolHandle struct{ *images.Spool }
-
-// Destruct implements caddy.Destructor: there is nothing to free.
-func (spoolHandle) Destruct() error { return nil }
-
-// provisionImages finds the image models and sets the bound on spooled
-// uploads (the newest config's limit applies).
-func (a *App) provisionImages() {
-	a.imageModels = a.imageModels[:0]
-	for _, m := range a.modelList {
-		if len(m.imageRoutes) > 0 {
-			a.imageModels = append(a.imageModels, m)
-		}
-	}
-	v, _, _ := imageSpools.LoadOrNew("spool", func() (caddy.Destructor, error) {
-		return spoolHandle{images.NewSpool(a.MaxImageSpool)}, nil
-	})
-	a.imageSpool = v.(spoolHandle).Spool
-	a.imageSpool.SetLimit(a.MaxImageSpool)
-}
+func (s *Service) imageBodyLimit() int64 { return 2 * s.MaxRequestBody }
 
 // perImage is the most one image of q can cost: the per-image price, or the
 // output tokens of its size and quality, whichever is dearer (a size or
 // quality not given, or not known, is taken at its dearest).
 func (ic *imageCall) perImage() ledger.Money {
-	tokens := mulMoney(images.OutputTokens(ic.req.Size, ic.req.Quality), ic.model.price.Output)
-	return max(ic.model.imagePrice, tokens)
+	tokens := mulMoney(images.OutputTokens(ic.req.Size, ic.req.Quality), ic.model.Price.Output)
+	return max(ic.model.ImagePrice, tokens)
 }
 
 // bound is the most a request of n images, a prompt of promptBytes and, for
@@ -186,7 +152,7 @@ func (ic *imageCall) perImage() ledger.Money {
 // (the prompt's bytes and a fixed allowance per input file) at the dearest
 // input price and n images at perImage.
 func (ic *imageCall) bound(n, promptBytes, files int) ledger.Money {
-	price := ic.model.price
+	price := ic.model.Price
 	tokens := int64(promptBytes)
 	if ic.form != nil {
 		tokens += int64(max(files, 1)) * inputImageTokens
@@ -206,10 +172,10 @@ func (ic *imageCall) current() ledger.Money {
 
 // leastEdit is the least an edit of m can be held for: one input image, one
 // image out at the cheapest size and quality, no prompt.
-func (m *model) leastEdit() ledger.Money {
-	price := m.price
+func (m *Model) leastEdit() ledger.Money {
+	price := m.Price
 	in := mulMoney(inputImageTokens, max(price.Input, price.CacheRead, price.CacheWrite))
-	return addMoney(in, max(m.imagePrice, mulMoney(images.MinOutputTokens, price.Output)))
+	return addMoney(in, max(m.ImagePrice, mulMoney(images.MinOutputTokens, price.Output)))
 }
 
 // reserve holds the cost of the images asked for. An edit whose form goes
@@ -232,7 +198,7 @@ func (ic *imageCall) reserve() *formats.Error {
 		}
 		most = ic.bound(n, prompt, images.MaxInputFiles)
 	}
-	hold, err := ic.app.store.Reserve(ic.principal.AccountID, least, most)
+	hold, err := ic.svc.Store.Reserve(ic.principal.AccountID, least, most)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInsufficientFunds) {
 			return &formats.Error{Kind: formats.KindInsufficientQuota,
@@ -256,7 +222,7 @@ func (ic *imageCall) late(name string) *formats.Error {
 	}
 	return formats.InvalidRequest(name, "The form field '"+name+"' came after the first image file that follows the model, "+
 		"when this request's funds were already held, and asks for more than was held ("+ic.hold.Amount().String()+
-		" "+ic.app.Currency+"). Send model, n, size, quality and prompt before the image files, or top up your balance.")
+		" "+ic.svc.Currency+"). Send model, n, size, quality and prompt before the image files, or top up your balance.")
 }
 
 // release gives the hold back if the call was not settled.
@@ -277,7 +243,7 @@ func (ic *imageCall) run(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	var last *formats.Error
-	for len(ic.attempts) < ic.app.MaxAttempts {
+	for len(ic.attempts) < ic.svc.MaxAttempts {
 		if ic.form != nil && !ic.form.Replayable() {
 			break
 		}
@@ -286,13 +252,13 @@ func (ic *imageCall) run(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		ic.attempts = append(ic.attempts, att)
-		ic.attempt, ic.route = att, &ic.model.routes[ic.model.imageRoutes[i]]
+		ic.attempt, ic.route = att, &ic.model.Routes[ic.model.imageRoutes[i]]
 		done, cause, ferr := ic.once(w, r)
 		if done {
 			return
 		}
 		last = ferr
-		logAttemptFailed(ic.logger, ic.reqID, ic.route.provider.Name, att.Key.ID, len(ic.attempts), cause)
+		logAttemptFailed(ic.logger, ic.reqID, ic.route.Provider.Name, att.Key.ID, len(ic.attempts), cause)
 		if r.Context().Err() != nil {
 			return // nobody to answer
 		}
@@ -300,7 +266,7 @@ func (ic *imageCall) run(w http.ResponseWriter, r *http.Request) {
 	if last == nil {
 		last = noUpstreamAvailable()
 	}
-	writeError(w, clientImages, last)
+	WriteError(w, FormatImages, last)
 }
 
 // errAttemptOver ends the forwarding of a form once its attempt is over.
@@ -310,9 +276,9 @@ var errAttemptOver = errors.New("the upstream attempt is over")
 // gone); otherwise the attempt failed for cause, ferr being what the client
 // sees if no attempt succeeds.
 func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, cause upstream.Cause, ferr *formats.Error) {
-	p := ic.route.provider
+	p := ic.route.Provider
 	keyID := ic.attempt.Key.ID
-	ic.app.metrics.attempt(p.Name, keyID)
+	ic.svc.Metrics.Attempt(p.Name, keyID)
 
 	// Once sent, the upstream call outlives a client that goes away: the
 	// provider makes (and charges for) the images whether or not anyone
@@ -322,7 +288,7 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 	if r.Context().Err() != nil {
 		return true, 0, nil // nothing sent: nothing made
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.responseTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.ResponseTimeout)
 	defer cancel()
 	path := "/v1/images/generations"
 	var body io.Reader
@@ -332,10 +298,10 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 	// side of it
 	formDone := func() *formats.Error { return nil }
 	if ic.form == nil {
-		out, err := images.RewriteGeneration(make([]byte, 0, len(ic.body)+32), ic.body, ic.route.upstreamModel)
+		out, err := images.RewriteGeneration(make([]byte, 0, len(ic.body)+32), ic.body, ic.route.UpstreamModel)
 		if err != nil {
 			// validated already: cannot happen
-			writeError(w, clientImages, formats.InvalidRequest("", "The request body is not a JSON object."))
+			WriteError(w, FormatImages, formats.InvalidRequest("", "The request body is not a JSON object."))
 			return true, 0, nil
 		}
 		body = bytes.NewReader(out)
@@ -345,7 +311,7 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 		mw := multipart.NewWriter(pw)
 		contentType = mw.FormDataContentType()
 		written := make(chan error, 1)
-		upstreamModel := ic.route.upstreamModel
+		upstreamModel := ic.route.UpstreamModel
 		go func() {
 			err := ic.form.WriteTo(mw, upstreamModel)
 			if err == nil {
@@ -375,30 +341,30 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 	// failed: that is the client's answer, and the upstream is not to blame
 	fail := func(c upstream.Cause, retryAfter time.Duration, e *formats.Error) (bool, upstream.Cause, *formats.Error) {
 		if ce := formDone(); ce != nil {
-			writeError(w, clientImages, ce)
+			WriteError(w, FormatImages, ce)
 			return true, 0, nil
 		}
 		ic.attempt.Failed(c, retryAfter)
-		ic.app.metrics.failure(p.Name, keyID, c.String())
+		ic.svc.Metrics.Failure(p.Name, keyID, c.String())
 		return false, c, e
 	}
 	u := &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: p.PathPrefix + path}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
 	if err != nil {
 		ic.logger.Error("building an upstream request", zap.String("provider", p.Name), zap.Error(err))
-		writeError(w, clientImages, formats.NewError(formats.KindInternal, "The gateway could not build the upstream request."))
+		WriteError(w, FormatImages, formats.NewError(formats.KindInternal, "The gateway could not build the upstream request."))
 		return true, 0, nil
 	}
 	req.Host = p.Host
 	req.Header = http.Header{
 		"Content-Type": {contentType},
 		"Accept":       {"application/json"},
-		"User-Agent":   {upstreamUserAgent},
+		"User-Agent":   {UserAgent},
 	}
-	setUpstreamAuth(req.Header, p, ic.attempt.Key.Secret(), nil)
+	SetUpstreamAuth(req.Header, p, ic.attempt.Key.Secret(), nil)
 
 	sent := time.Now()
-	resp, err := p.transport.HTTPTransport.RoundTrip(req)
+	resp, err := p.Upstream.RoundTrip(req)
 	timedOut := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -408,15 +374,15 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 		return fail(transportFailure(err, timedOut()))
 	}
 	defer resp.Body.Close()
-	ic.app.metrics.headers(p.Name, keyID, time.Since(sent))
+	ic.svc.Metrics.Headers(p.Name, keyID, time.Since(sent))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		uerr, c, hint, failed := ic.app.classifyUpstreamError(ic.logger, ic.reqID, p, keyID, resp)
+		uerr, c, hint, failed := ic.svc.classifyUpstreamError(ic.logger, ic.reqID, p, keyID, resp)
 		if !failed {
 			ic.attempt.Succeeded(0) // the upstream is fine; the request was not
 			if ce := formDone(); ce != nil {
 				uerr = ce // it was the client's broken form
 			}
-			writeError(w, clientImages, uerr)
+			WriteError(w, FormatImages, uerr)
 			return true, 0, nil
 		}
 		return fail(c, hint, uerr)
@@ -441,10 +407,10 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 		return true, 0, nil
 	}
 	if err := ic.settle(ans, false); err != nil {
-		writeError(w, clientImages, billingFailed())
+		WriteError(w, FormatImages, billingFailed())
 		return true, 0, nil
 	}
-	writeJSON(w, http.StatusOK, data)
+	WriteJSON(w, http.StatusOK, data)
 	return true, 0, nil
 }
 
@@ -462,31 +428,31 @@ func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
 	var err error
 	switch {
 	case ans.HasUsage:
-		cost, err = m.price.Cost(tokens)
-	case m.imagePrice > 0:
+		cost, err = m.Price.Cost(tokens)
+	case m.ImagePrice > 0:
 		tokens, source = ledger.Tokens{}, "image_price"
-		cost = mulMoney(int64(ans.Images), m.imagePrice)
+		cost = mulMoney(int64(ans.Images), m.ImagePrice)
 	default:
 		tokens = ledger.Tokens{Input: formats.EstimateTokens(int64(len(ic.req.Prompt))),
 			Output: int64(ans.Images) * images.OutputTokens(ic.req.Size, ic.req.Quality)}
 		source = "estimated"
-		cost, err = m.price.Cost(tokens)
+		cost, err = m.Price.Cost(tokens)
 	}
 	if err != nil {
 		ic.logger.Error("usage does not price", zap.String("request_id", ic.reqID), zap.Error(err))
 		cost = mulMoney(int64(max(ans.Images, 1)), ic.perImage())
 	}
-	discount := ic.principal.plan.discountBps
+	discount := ic.principal.Plan.DiscountBps
 	took := time.Since(ic.start)
 	rec := &ledger.UsageRecord{
 		RequestID:     ic.reqID,
 		AccountID:     ic.principal.AccountID,
 		KeyID:         ic.principal.KeyID,
-		Model:         m.id,
-		Provider:      ic.route.provider.Name,
-		UpstreamModel: ic.route.upstreamModel,
+		Model:         m.ID,
+		Provider:      ic.route.Provider.Name,
+		UpstreamModel: ic.route.UpstreamModel,
 		UpstreamKeyID: ic.attempt.Key.ID,
-		ClientFormat:  clientImages.String(),
+		ClientFormat:  FormatImages.String(),
 		Tokens:        tokens,
 		Cost:          ledger.Discounted(cost, discount),
 		DiscountBps:   discount,
@@ -496,18 +462,18 @@ func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
 		Latency:       took,
 		TTFT:          took, // an image answer arrives whole
 	}
-	settle := ic.app.settleRecord
+	settle := ic.svc.settleRecord
 	if clientGone {
 		rec.Status, rec.Outcome = statusClientClosed, "client_closed"
-		settle = ic.app.collectRecord
+		settle = ic.svc.collectRecord
 	}
 	if err := settle(ic.logger, ic.hold, rec); err != nil {
 		return err
 	}
-	debugf(ic.logger, "settled",
+	Debugf(ic.logger, "settled",
 		zap.String("request_id", ic.reqID),
 		zap.String("key_id", ic.principal.KeyID),
-		zap.String("model", m.id),
+		zap.String("model", m.ID),
 		zap.Int("images", ans.Images),
 		zap.String("charged", rec.Charged.String()))
 	return nil

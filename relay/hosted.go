@@ -1,4 +1,4 @@
-package modelgate
+package relay
 
 import (
 	"fmt"
@@ -58,9 +58,9 @@ var defaultAnthropicBetas = []string{
 	"web-fetch-2025-09-10",
 }
 
-// anthropicBetas builds a provider's allow-list from its anthropic_beta
+// AnthropicBetas builds a provider's allow-list from its anthropic_beta
 // setting: "default" stands for defaultAnthropicBetas, "none" for nothing.
-func anthropicBetas(list []string) (map[string]bool, error) {
+func AnthropicBetas(list []string) (map[string]bool, error) {
 	if len(list) == 0 {
 		list = []string{"default"}
 	}
@@ -103,16 +103,23 @@ func splitBetas(values []string, allowed map[string]bool) (keep, dropped []strin
 	return keep, dropped
 }
 
-// setHosted reads the model's hosted-tool prices and allowed state.
-func (m *model) setHosted(mc *ModelConfig) error {
+// HostedPrices are the fees of a model's hosted tools, in currency units
+// per 1,000 uses as vendors publish them ("" when the tool is not served).
+type HostedPrices struct {
+	WebSearch, WebFetch, ImageGeneration string
+}
+
+// SetHosted reads the model's hosted-tool prices and the upstream state it
+// allows (allow_stateful).
+func (m *Model) SetHosted(prices HostedPrices, allowStateful []string) error {
 	for _, p := range []struct {
 		kind formats.HostedKind
 		in   string
 		out  *ledger.Money
 	}{
-		{formats.HostedWebSearch, mc.Price.WebSearch, &m.hostedPrice.WebSearch},
-		{formats.HostedWebFetch, mc.Price.WebFetch, &m.hostedPrice.WebFetch},
-		{formats.HostedImageGeneration, mc.Price.ImageGeneration, &m.hostedPrice.ImageGeneration},
+		{formats.HostedWebSearch, prices.WebSearch, &m.hostedPrice.WebSearch},
+		{formats.HostedWebFetch, prices.WebFetch, &m.hostedPrice.WebFetch},
+		{formats.HostedImageGeneration, prices.ImageGeneration, &m.hostedPrice.ImageGeneration},
 	} {
 		if p.in == "" {
 			continue
@@ -123,18 +130,18 @@ func (m *model) setHosted(mc *ModelConfig) error {
 		}
 		*p.out, m.hostedPriced[p.kind] = v, true
 	}
-	for _, name := range mc.AllowStateful {
+	for _, name := range allowStateful {
 		s, ok := formats.ParseState(name)
 		if !ok {
-			return fmt.Errorf("allow_stateful: unknown state %q (want %s)", name, stateNames())
+			return fmt.Errorf("allow_stateful: unknown state %q (want %s)", name, StateNames())
 		}
 		m.stateful[s] = true
 	}
 	return nil
 }
 
-// stateNames lists the states a model may allow, for messages.
-func stateNames() string {
+// StateNames lists the states a model may allow, for messages.
+func StateNames() string {
 	var b strings.Builder
 	for s := formats.StateStore; s < formats.StateBackground; s++ {
 		if b.Len() > 0 {
@@ -146,7 +153,7 @@ func stateNames() string {
 }
 
 // hostedUsePrice is the fee of one use of a kind (0 when unpriced).
-func (m *model) hostedUsePrice(k formats.HostedKind) ledger.Money {
+func (m *Model) hostedUsePrice(k formats.HostedKind) ledger.Money {
 	switch k {
 	case formats.HostedWebSearch:
 		return m.hostedPrice.WebSearch
@@ -176,17 +183,17 @@ type hostedPlan struct {
 // admitGated applies the model's prices and allowed state to a request's
 // hosted tools and state (see the top of this file). A refusal is a 400
 // naming the field; nothing is held or sent upstream.
-func (m *model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
+func (m *Model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 	plan := &hostedPlan{}
-	if req.format == clientResponses {
+	if req.format == FormatResponses {
 		// OpenAI stores responses unless told not to (#16)
 		plan.edits.AddTop(formats.Member{Name: "store", Value: []byte("false")})
 	}
-	inPrice := max(m.price.Input, m.price.CacheRead, m.price.CacheWrite)
+	inPrice := max(m.Price.Input, m.Price.CacheRead, m.Price.CacheWrite)
 	for i := range req.gated {
 		g := &req.gated[i]
 		if g.State != formats.StateNone && (!g.State.Configurable() || !m.stateful[g.State]) {
-			return nil, stateRefused(g, m.id)
+			return nil, stateRefused(g, m.ID)
 		}
 		if g.Hosted == formats.HostedNone || req.count {
 			continue
@@ -194,7 +201,7 @@ func (m *model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 		if !m.hostedPriced[g.Hosted] {
 			if g.Forced {
 				return nil, formats.InvalidRequest("tool_choice", "Unsupported value for 'tool_choice': it forces the hosted tool "+
-					g.Label+" ("+g.Param+"), which the model "+m.id+" does not serve (the operator has set no price for "+
+					g.Label+" ("+g.Param+"), which the model "+m.ID+" does not serve (the operator has set no price for "+
 					g.Hosted.String()+").")
 			}
 			plan.drop(g)

@@ -1,4 +1,4 @@
-package modelgate
+package relay
 
 import (
 	"net/http"
@@ -17,28 +17,28 @@ import (
 // formats onto the vendor packages of formats/: which parser, renderer,
 // stream translator and error envelope serve a (client, upstream) pair.
 
-// clientFormat is the wire format a client speaks.
-type clientFormat uint8
+// Format is the wire format a client speaks.
+type Format uint8
 
 // The client formats.
 const (
-	clientOpenAI    clientFormat = iota // Chat Completions
-	clientAnthropic                     // Messages
-	clientGemini                        // generateContent
-	clientResponses                     // OpenAI Responses
-	clientImages                        // OpenAI Images (generations and edits)
+	FormatChat      Format = iota // Chat Completions
+	FormatMessages                // Messages
+	FormatGemini                  // generateContent
+	FormatResponses               // OpenAI Responses
+	FormatImages                  // OpenAI Images (generations and edits)
 )
 
 // String names the format in usage rows and logs.
-func (f clientFormat) String() string {
+func (f Format) String() string {
 	switch f {
-	case clientAnthropic:
+	case FormatMessages:
 		return "anthropic"
-	case clientGemini:
+	case FormatGemini:
 		return "gemini"
-	case clientResponses:
+	case FormatResponses:
 		return "openai.responses"
-	case clientImages:
+	case FormatImages:
 		return "openai.images"
 	}
 	return "openai.chat"
@@ -46,41 +46,41 @@ func (f clientFormat) String() string {
 
 // toolIDPrefix is how the format's tool call ids start, for ids the gateway
 // makes (wire/translation.md §4.5).
-func (f clientFormat) toolIDPrefix() string {
-	if f == clientAnthropic {
+func (f Format) toolIDPrefix() string {
+	if f == FormatMessages {
 		return "toolu_"
 	}
 	return "call_"
 }
 
 // upstreamFormat is the provider format that speaks like the client.
-func (f clientFormat) upstreamFormat() upstream.Format {
+func (f Format) upstreamFormat() upstream.Format {
 	switch f {
-	case clientAnthropic:
+	case FormatMessages:
 		return upstream.FormatAnthropic
-	case clientGemini:
+	case FormatGemini:
 		return upstream.FormatGemini
 	}
 	return upstream.FormatOpenAI
 }
 
-// writeError writes e in the client's error envelope.
-func writeError(w http.ResponseWriter, f clientFormat, e *formats.Error) {
+// WriteError writes e in the client's error envelope.
+func WriteError(w http.ResponseWriter, f Format, e *formats.Error) {
 	if e.RequestID == "" {
 		e.RequestID = w.Header().Get("X-Request-Id")
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(w, errorStatus(f, e), appendError(nil, f, e))
+	WriteJSON(w, errorStatus(f, e), appendError(nil, f, e))
 }
 
 // appendError renders e in the client's error envelope.
-func appendError(dst []byte, f clientFormat, e *formats.Error) []byte {
+func appendError(dst []byte, f Format, e *formats.Error) []byte {
 	switch f {
-	case clientAnthropic:
+	case FormatMessages:
 		return anthropic.AppendError(dst, e)
-	case clientGemini:
+	case FormatGemini:
 		return gemini.AppendError(dst, e)
 	}
 	return openai.AppendError(dst, e)
@@ -88,11 +88,11 @@ func appendError(dst []byte, f clientFormat, e *formats.Error) []byte {
 
 // errorStatus is the HTTP status of e for the client's format (Anthropic
 // clients get 529 when overloaded; Gemini clients never see 413 or 502).
-func errorStatus(f clientFormat, e *formats.Error) int {
+func errorStatus(f Format, e *formats.Error) int {
 	switch f {
-	case clientAnthropic:
+	case FormatMessages:
 		return anthropic.Status(e)
-	case clientGemini:
+	case FormatGemini:
 		return gemini.Status(e)
 	}
 	return e.Status()
@@ -101,7 +101,7 @@ func errorStatus(f clientFormat, e *formats.Error) int {
 // genRequest is a parsed generation (or token count) request, whatever the
 // client's format: what the gateway needs to route, hold and forward it.
 type genRequest struct {
-	format        clientFormat
+	format        Format
 	model         string
 	stream        bool
 	includeUsage  bool // OpenAI: the client wants the usage chunk
@@ -125,7 +125,7 @@ func parseChat(body []byte) (*genRequest, *formats.Error) {
 	if ferr != nil {
 		return nil, ferr
 	}
-	g := &genRequest{format: clientOpenAI, model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage,
+	g := &genRequest{format: FormatChat, model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage,
 		choices: req.N, inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
 		gated: req.Gated()}
 	if n, ok := req.MaxTokens(); ok {
@@ -140,7 +140,7 @@ func parseResponses(body []byte) (*genRequest, *formats.Error) {
 	if ferr != nil {
 		return nil, ferr
 	}
-	g := &genRequest{format: clientResponses, model: req.Model, stream: req.Stream, choices: 1,
+	g := &genRequest{format: FormatResponses, model: req.Model, stream: req.Stream, choices: 1,
 		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR, responses: req,
 		gated: req.Gated()}
 	if n, ok := req.MaxTokens(); ok {
@@ -160,7 +160,7 @@ func parseMessages(body []byte, count bool, h http.Header) (*genRequest, *format
 	if ferr != nil {
 		return nil, ferr
 	}
-	g := &genRequest{format: clientAnthropic, model: req.Model, stream: req.Stream, choices: 1,
+	g := &genRequest{format: FormatMessages, model: req.Model, stream: req.Stream, choices: 1,
 		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
 		anthropicBeta: h.Values("Anthropic-Beta"), count: count, gated: req.Gated()}
 	if !count {
@@ -182,7 +182,7 @@ func parseGenerate(body []byte, model string, stream, sse, count bool) (*genRequ
 	if ferr != nil {
 		return nil, ferr
 	}
-	g := &genRequest{format: clientGemini, model: model, stream: stream, sse: sse, choices: req.Choices(),
+	g := &genRequest{format: FormatGemini, model: model, stream: stream, sse: sse, choices: req.Choices(),
 		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
 		count: count, gated: req.Gated()}
 	if n, ok := req.MaxTokens(); ok {
@@ -194,9 +194,9 @@ func parseGenerate(body []byte, model string, stream, sse, count bool) (*genRequ
 // samePath reports whether a client's request goes to the provider as it
 // came (model and cap rewritten): same format, and for Responses clients an
 // OpenAI provider that has the Responses API.
-func samePath(f clientFormat, p *provider) bool {
-	if f == clientResponses {
-		return p.Format == upstream.FormatOpenAI && p.responsesAPI
+func samePath(f Format, p *Provider) bool {
+	if f == FormatResponses {
+		return p.Format == upstream.FormatOpenAI && p.ResponsesAPI
 	}
 	return p.Format == f.upstreamFormat()
 }
@@ -206,9 +206,9 @@ func samePath(f clientFormat, p *provider) bool {
 // match (and the hosted-tool plan's edits made, #16), a translation through
 // the IR otherwise. It returns the names of what was dropped, for
 // x-modelgate-dropped.
-func upstreamBody(req *genRequest, m *model, rt *route, outputCap int, sigs gemini.SignatureStore) (body []byte, dropped string, passThrough bool, ferr *formats.Error) {
-	uf := rt.provider.Format
-	if samePath(req.format, rt.provider) {
+func upstreamBody(req *genRequest, m *Model, rt *Route, outputCap int, sigs gemini.SignatureStore) (body []byte, dropped string, passThrough bool, ferr *formats.Error) {
+	uf := rt.Provider.Format
+	if samePath(req.format, rt.Provider) {
 		var err error
 		src := req.body
 		var names []string
@@ -221,21 +221,21 @@ func upstreamBody(req *genRequest, m *model, rt *route, outputCap int, sigs gemi
 			names = append(names, req.plan.dropped...)
 		}
 		if uf == upstream.FormatAnthropic {
-			_, betas := splitBetas(req.anthropicBeta, rt.provider.anthropicBetas)
+			_, betas := splitBetas(req.anthropicBeta, rt.Provider.AnthropicBetas)
 			for _, b := range betas {
 				names = append(names, "anthropic-beta:"+b)
 			}
 		}
 		dst := make([]byte, 0, len(src)+64)
 		switch {
-		case req.format == clientResponses:
-			body, err = responses.Rewrite(dst, src, rt.upstreamModel, outputCap)
+		case req.format == FormatResponses:
+			body, err = responses.Rewrite(dst, src, rt.UpstreamModel, outputCap)
 		case uf == upstream.FormatAnthropic:
-			body, err = anthropic.RewriteMessagesRequest(dst, src, rt.upstreamModel, outputCap)
+			body, err = anthropic.RewriteMessagesRequest(dst, src, rt.UpstreamModel, outputCap)
 		case uf == upstream.FormatGemini:
 			body, err = gemini.RewriteGenerateRequest(dst, src, outputCap)
 		default:
-			body, err = openai.RewriteChatRequest(dst, src, rt.upstreamModel, outputCap, req.stream)
+			body, err = openai.RewriteChatRequest(dst, src, rt.UpstreamModel, outputCap, req.stream)
 		}
 		if err != nil {
 			return nil, "", false, formats.InvalidRequest("", "The request could not be prepared for the upstream: "+err.Error())
@@ -251,19 +251,19 @@ func upstreamBody(req *genRequest, m *model, rt *route, outputCap int, sigs gemi
 	if len(req.anthropicBeta) > 0 {
 		ir.Drop("anthropic-beta")
 	}
-	if ir.Reasoning != nil && !m.reasoning {
+	if ir.Reasoning != nil && !m.Reasoning {
 		// a model without reasoning refuses thinking settings: drop them
 		ir.Reasoning = nil
 		ir.DropField(formats.FieldReasoning)
 	}
-	ir.StructuredOutputs = m.structuredOutputs
+	ir.StructuredOutputs = m.StructuredOutputs
 	switch uf {
 	case upstream.FormatAnthropic:
-		body, ferr = anthropic.RenderMessagesRequest(ir, rt.upstreamModel)
+		body, ferr = anthropic.RenderMessagesRequest(ir, rt.UpstreamModel)
 	case upstream.FormatGemini:
 		body, ferr = gemini.RenderGenerateRequest(ir, sigs)
 	default:
-		body, ferr = openai.RenderChatRequest(ir, rt.upstreamModel)
+		body, ferr = openai.RenderChatRequest(ir, rt.UpstreamModel)
 	}
 	if ferr != nil {
 		return nil, "", false, ferr
@@ -273,16 +273,16 @@ func upstreamBody(req *genRequest, m *model, rt *route, outputCap int, sigs gemi
 
 // countBody renders a token-count request for the route's upstream, which
 // has a count API (Anthropic, Gemini).
-func countBody(req *genRequest, rt *route) ([]byte, *formats.Error) {
-	uf := rt.provider.Format
-	if uf == upstream.FormatAnthropic && req.format == clientAnthropic {
-		body, err := anthropic.RewriteCountTokensRequest(make([]byte, 0, len(req.body)+32), req.body, rt.upstreamModel)
+func countBody(req *genRequest, rt *Route) ([]byte, *formats.Error) {
+	uf := rt.Provider.Format
+	if uf == upstream.FormatAnthropic && req.format == FormatMessages {
+		body, err := anthropic.RewriteCountTokensRequest(make([]byte, 0, len(req.body)+32), req.body, rt.UpstreamModel)
 		if err != nil {
 			return nil, formats.InvalidRequest("", "The request could not be prepared for the upstream: "+err.Error())
 		}
 		return body, nil
 	}
-	if uf == upstream.FormatGemini && req.format == clientGemini {
+	if uf == upstream.FormatGemini && req.format == FormatGemini {
 		// the client's own countTokens body: the model is in the URL
 		return req.body, nil
 	}
@@ -291,9 +291,9 @@ func countBody(req *genRequest, rt *route) ([]byte, *formats.Error) {
 		return nil, ferr
 	}
 	if uf == upstream.FormatAnthropic {
-		return anthropic.RenderCountTokensRequest(ir, rt.upstreamModel)
+		return anthropic.RenderCountTokensRequest(ir, rt.UpstreamModel)
 	}
-	return gemini.RenderCountTokensRequest(ir, rt.upstreamModel)
+	return gemini.RenderCountTokensRequest(ir, rt.UpstreamModel)
 }
 
 // upstreamURL is the path and query of a call at the provider.
@@ -320,14 +320,14 @@ func upstreamURL(p *upstream.Provider, upstreamModel string, stream, count, resp
 	return p.PathPrefix + "/v1/chat/completions", ""
 }
 
-// setUpstreamAuth adds the provider's credentials in its vendor's way, and
+// SetUpstreamAuth adds the provider's credentials in its vendor's way, and
 // the client's anthropic-beta values that the provider allows (#16).
-func setUpstreamAuth(h http.Header, p *provider, secret string, beta []string) {
+func SetUpstreamAuth(h http.Header, p *Provider, secret string, beta []string) {
 	switch p.Format {
 	case upstream.FormatAnthropic:
 		h["X-Api-Key"] = []string{secret}
-		h["Anthropic-Version"] = []string{p.anthropicVersion}
-		betaHeader(h, beta, p.anthropicBetas)
+		h["Anthropic-Version"] = []string{p.AnthropicVersion}
+		betaHeader(h, beta, p.AnthropicBetas)
 	case upstream.FormatGemini:
 		h["X-Goog-Api-Key"] = []string{secret}
 	default:
@@ -349,28 +349,28 @@ func parseUpstreamError(f upstream.Format, status int, body []byte) *formats.Err
 // translateResponse turns a whole upstream answer into the client's format.
 // hasUsage is false when the upstream reported no usage.
 func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasUsage bool, outputBytes int64, ferr *formats.Error) {
-	uf := c.route.provider.Format
+	uf := c.route.Provider.Format
 	dst := make([]byte, 0, len(data)+64)
 	if c.passThrough {
 		switch {
-		case c.format == clientResponses:
-			out, u, ferr = responses.PassThrough(dst, data, c.model.id)
+		case c.format == FormatResponses:
+			out, u, ferr = responses.PassThrough(dst, data, c.model.ID)
 		case uf == upstream.FormatAnthropic:
-			out, u, ferr = anthropic.PassThroughResponse(dst, data, c.model.id)
+			out, u, ferr = anthropic.PassThroughResponse(dst, data, c.model.ID)
 		case uf == upstream.FormatGemini:
-			out, u, ferr = gemini.PassThroughResponse(dst, data, c.model.id)
+			out, u, ferr = gemini.PassThroughResponse(dst, data, c.model.ID)
 		default:
-			out, u, ferr = openai.PassThroughResponse(dst, data, c.model.id)
+			out, u, ferr = openai.PassThroughResponse(dst, data, c.model.ID)
 		}
 		if ferr != nil {
 			return nil, u, false, 0, ferr
 		}
 		c.hosted.answer = u.Hosted
 		hasUsage = u.Tokens() != (formats.Usage{})
-		if !hasUsage && c.format == clientResponses {
+		if !hasUsage && c.format == FormatResponses {
 			outputBytes = int64(len(data))
 		} else if !hasUsage {
-			if r, err := decodeResponse(uf, data, c.app.signatures, c.format.toolIDPrefix()); err == nil {
+			if r, err := decodeResponse(uf, data, c.svc.Signatures, c.format.toolIDPrefix()); err == nil {
 				outputBytes = r.OutputBytes()
 			} else {
 				outputBytes = int64(len(data))
@@ -378,20 +378,20 @@ func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasU
 		}
 		return out, u, hasUsage, outputBytes, nil
 	}
-	resp, ferr := decodeResponse(uf, data, c.app.signatures, c.format.toolIDPrefix())
+	resp, ferr := decodeResponse(uf, data, c.svc.Signatures, c.format.toolIDPrefix())
 	if ferr != nil {
 		return nil, u, false, 0, ferr
 	}
 	c.hosted.answer = resp.Usage.Hosted
 	switch c.format {
-	case clientAnthropic:
-		out = anthropic.RenderMessagesResponse(dst, resp, c.model.id)
-	case clientGemini:
-		out = gemini.RenderGenerateResponse(dst, resp, c.model.id)
-	case clientResponses:
-		out = responses.Render(dst, resp, c.model.id, c.req.responses)
+	case FormatMessages:
+		out = anthropic.RenderMessagesResponse(dst, resp, c.model.ID)
+	case FormatGemini:
+		out = gemini.RenderGenerateResponse(dst, resp, c.model.ID)
+	case FormatResponses:
+		out = responses.Render(dst, resp, c.model.ID, c.req.responses)
 	default:
-		out = openai.RenderChatResponse(dst, resp, c.model.id)
+		out = openai.RenderChatResponse(dst, resp, c.model.ID)
 	}
 	return out, resp.Usage, resp.HasUsage, resp.OutputBytes(), nil
 }
@@ -417,44 +417,44 @@ func (c *call) streamTranslator() formats.StreamTranslator {
 
 // newStreamTranslator picks the translator of a streamed answer.
 func (c *call) newStreamTranslator() formats.StreamTranslator {
-	uf := c.route.provider.Format
+	uf := c.route.Provider.Format
 	if c.passThrough {
 		switch {
-		case c.format == clientResponses:
-			return responses.NewPassThroughStream(c.model.id)
+		case c.format == FormatResponses:
+			return responses.NewPassThroughStream(c.model.ID)
 		case uf == upstream.FormatAnthropic:
-			return anthropic.NewPassThroughStream(c.model.id)
+			return anthropic.NewPassThroughStream(c.model.ID)
 		case uf == upstream.FormatGemini:
-			return gemini.NewPassThroughStream(c.model.id, c.sse)
+			return gemini.NewPassThroughStream(c.model.ID, c.sse)
 		}
-		return openai.NewPassThroughStream(c.model.id, c.includeUsage)
+		return openai.NewPassThroughStream(c.model.ID, c.includeUsage)
 	}
 	var dec formats.StreamDecoder
 	switch uf {
 	case upstream.FormatAnthropic:
 		dec = anthropic.NewStreamDecoder()
 	case upstream.FormatGemini:
-		dec = gemini.NewStreamDecoder(c.app.signatures, c.format.toolIDPrefix())
+		dec = gemini.NewStreamDecoder(c.svc.Signatures, c.format.toolIDPrefix())
 	default:
 		dec = openai.NewStreamDecoder()
 	}
 	var enc formats.StreamEncoder
 	switch c.format {
-	case clientAnthropic:
-		enc = anthropic.NewStreamEncoder(c.model.id)
-	case clientGemini:
-		enc = gemini.NewStreamEncoder(c.model.id, c.sse)
-	case clientResponses:
-		enc = responses.NewStreamEncoder(c.model.id, c.req.responses)
+	case FormatMessages:
+		enc = anthropic.NewStreamEncoder(c.model.ID)
+	case FormatGemini:
+		enc = gemini.NewStreamEncoder(c.model.ID, c.sse)
+	case FormatResponses:
+		enc = responses.NewStreamEncoder(c.model.ID, c.req.responses)
 	default:
-		enc = openai.NewStreamEncoder(c.model.id, c.includeUsage)
+		enc = openai.NewStreamEncoder(c.model.ID, c.includeUsage)
 	}
 	return formats.Translate(dec, enc)
 }
 
 // streamContentType is the Content-Type of a streamed answer to the client.
 func (c *call) streamContentType() string {
-	if c.format == clientGemini && !c.sse {
+	if c.format == FormatGemini && !c.sse {
 		return "application/json"
 	}
 	return "text/event-stream"
@@ -464,7 +464,7 @@ func (c *call) streamContentType() string {
 func (c *call) countResponse(data []byte) ([]byte, *formats.Error) {
 	var n int64
 	var ferr *formats.Error
-	if c.route.provider.Format == upstream.FormatAnthropic {
+	if c.route.Provider.Format == upstream.FormatAnthropic {
 		n, ferr = anthropic.ParseCountTokensResponse(data)
 	} else {
 		n, ferr = gemini.ParseCountTokensResponse(data)
@@ -476,8 +476,8 @@ func (c *call) countResponse(data []byte) ([]byte, *formats.Error) {
 }
 
 // appendCount renders a token count in the client's format.
-func appendCount(dst []byte, f clientFormat, n int64) []byte {
-	if f == clientGemini {
+func appendCount(dst []byte, f Format, n int64) []byte {
+	if f == FormatGemini {
 		return gemini.AppendCountTokensResponse(dst, n)
 	}
 	return anthropic.AppendCountTokensResponse(dst, n)

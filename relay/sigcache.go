@@ -1,27 +1,21 @@
-package modelgate
+package relay
 
 import (
 	"sync"
 	"time"
-
-	"github.com/caddyserver/caddy/v2"
 )
 
 // Limits of the thought-signature cache.
 const (
-	signatureCacheSize = 100_000
-	signatureTTL       = 24 * time.Hour
+	SignatureCacheSize = 100_000
+	SignatureTTL       = 24 * time.Hour
 )
 
-// signatureCaches holds the one signature cache, so that a config reload
-// keeps the signatures of conversations in progress.
-var signatureCaches = caddy.NewUsagePool()
-
-// signatureCache keeps the Gemini thought signature of each tool call the
+// SignatureCache keeps the Gemini thought signature of each tool call the
 // gateway gave to a client that cannot carry it, so that it can be put back
 // when the call returns in the conversation's history (wire/translation.md
 // §4.6). It is bounded: the oldest entries go first, and entries expire.
-type signatureCache struct {
+type SignatureCache struct {
 	mu    sync.Mutex
 	max   int
 	ttl   time.Duration
@@ -35,12 +29,14 @@ type signatureEntry struct {
 	expires time.Time
 }
 
-func newSignatureCache(max int, ttl time.Duration) *signatureCache {
-	return &signatureCache{max: max, ttl: ttl, items: make(map[string]signatureEntry)}
+// NewSignatureCache returns a cache of at most max signatures, each kept
+// for ttl.
+func NewSignatureCache(max int, ttl time.Duration) *SignatureCache {
+	return &SignatureCache{max: max, ttl: ttl, items: make(map[string]signatureEntry)}
 }
 
 // Put remembers the signature of a call.
-func (c *signatureCache) Put(callID, signature string) {
+func (c *SignatureCache) Put(callID, signature string) {
 	if callID == "" || signature == "" {
 		return
 	}
@@ -56,7 +52,7 @@ func (c *signatureCache) Put(callID, signature string) {
 }
 
 // Get returns the signature of a call, if it is known and fresh.
-func (c *signatureCache) Get(callID string) (string, bool) {
+func (c *SignatureCache) Get(callID string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.items[callID]
@@ -67,7 +63,7 @@ func (c *signatureCache) Get(callID string) (string, bool) {
 }
 
 // evictOldest drops the oldest entry; c.mu is held.
-func (c *signatureCache) evictOldest() {
+func (c *SignatureCache) evictOldest() {
 	for c.head < len(c.order) {
 		id := c.order[c.head]
 		c.order[c.head] = ""
@@ -84,4 +80,4 @@ func (c *signatureCache) evictOldest() {
 }
 
 // Destruct implements caddy.Destructor.
-func (c *signatureCache) Destruct() error { return nil }
+func (c *SignatureCache) Destruct() error { return nil }

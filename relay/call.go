@@ -1,10 +1,11 @@
-package modelgate
+package relay
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,10 +24,10 @@ import (
 // Limits of one call.
 const (
 	settleTimeout     = 30 * time.Second // how long a settle may wait for the ledger
-	maxErrorBody      = 1 << 20          // upstream error bodies read at most
+	MaxErrorBody      = 1 << 20          // upstream error bodies read at most
 	maxResponseBody   = 64 << 20         // non-streamed upstream answers read at most
 	maxStreamEvent    = 8 << 20          // one upstream SSE event at most
-	upstreamUserAgent = "modelgate/1"
+	UserAgent = "modelgate/1"
 )
 
 // callKey carries the *call from the handler to the transport.
@@ -36,15 +37,15 @@ type callKey struct{}
 // decided (model, route, hold, upstream body) and what the transport learns
 // (upstream key, timings). It settles the bill exactly once.
 type call struct {
-	app       *App
+	svc       *Service
 	logger    *zap.Logger
 	reqID     string
 	start     time.Time
-	principal principal
-	model     *model
-	route     *route
+	principal Principal
+	model     *Model
+	route     *Route
 
-	format        clientFormat
+	format        Format
 	stream        bool
 	includeUsage  bool // OpenAI client: wants the usage chunk
 	sse           bool // Gemini client: SSE rather than a JSON array
@@ -76,14 +77,14 @@ type call struct {
 // but not the whole cap, the cap is lowered to what the balance covers
 // (SPEC §5.3).
 func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.Error) {
-	price := c.model.price
+	price := c.model.Price
 	inPrice := max(price.Input, price.CacheRead, price.CacheWrite)
 	inCost := addMoney(mulMoney(inputBound, inPrice), c.hostedHold())
 	outPrice := mulMoney(int64(max(choices, 1)), price.Output) // per token of every choice
-	minOut := min(c.app.MinOutput, outputCap)
+	minOut := min(c.svc.MinOutput, outputCap)
 	minCost := addMoney(inCost, mulMoney(int64(minOut), outPrice))
 	maxCost := addMoney(inCost, mulMoney(int64(outputCap), outPrice))
-	hold, err := c.app.store.Reserve(c.principal.AccountID, minCost, maxCost)
+	hold, err := c.svc.Store.Reserve(c.principal.AccountID, minCost, maxCost)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInsufficientFunds) {
 			return 0, &formats.Error{Kind: formats.KindInsufficientQuota,
@@ -114,13 +115,13 @@ func (c *call) run(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	var last *formats.Error
-	for len(c.attempts) < c.app.MaxAttempts {
+	for len(c.attempts) < c.svc.MaxAttempts {
 		i, att, ok := upstream.Choose(c.model.candidates, c.attempts, nil)
 		if !ok {
 			break
 		}
 		c.attempts = append(c.attempts, att)
-		c.attempt, c.route = att, &c.model.routes[i]
+		c.attempt, c.route = att, &c.model.Routes[i]
 		c.upstreamKeyID = att.Key.ID
 		if done := c.prepare(w, i); done {
 			return
@@ -136,7 +137,7 @@ func (c *call) run(w http.ResponseWriter, r *http.Request) {
 			ae = &attemptError{err: formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")}
 		}
 		last = ae.err
-		logAttemptFailed(c.logger, c.reqID, c.route.provider.Name, c.upstreamKeyID, len(c.attempts), ae.cause)
+		logAttemptFailed(c.logger, c.reqID, c.route.Provider.Name, c.upstreamKeyID, len(c.attempts), ae.cause)
 		if r.Context().Err() != nil {
 			return // nobody to answer
 		}
@@ -145,7 +146,7 @@ func (c *call) run(w http.ResponseWriter, r *http.Request) {
 		last = noUpstreamAvailable()
 	}
 	w.Header().Del("X-Modelgate-Dropped")
-	writeError(w, c.format, last)
+	WriteError(w, c.format, last)
 }
 
 // prepare renders the request for route i (once per route) and reports
@@ -153,22 +154,22 @@ func (c *call) run(w http.ResponseWriter, r *http.Request) {
 // count, or a request this route's format cannot carry).
 func (c *call) prepare(w http.ResponseWriter, i int) (done bool) {
 	if c.bodies == nil {
-		c.bodies = make([]preparedBody, len(c.model.routes))
+		c.bodies = make([]preparedBody, len(c.model.Routes))
 	}
 	pb := &c.bodies[i]
 	if !pb.ready {
 		pb.ready = true
 		switch {
-		case c.count && c.route.provider.Format == upstream.FormatOpenAI:
+		case c.count && c.route.Provider.Format == upstream.FormatOpenAI:
 			pb.local = true
 		case c.count:
 			pb.body, pb.err = countBody(c.req, c.route)
 		default:
-			pb.body, pb.dropped, pb.passThrough, pb.err = upstreamBody(c.req, c.model, c.route, c.outputCap, c.app.signatures)
+			pb.body, pb.dropped, pb.passThrough, pb.err = upstreamBody(c.req, c.model, c.route, c.outputCap, c.svc.Signatures)
 		}
 	}
 	if pb.err != nil {
-		writeError(w, c.format, pb.err)
+		WriteError(w, c.format, pb.err)
 		return true
 	}
 	if pb.local {
@@ -199,17 +200,17 @@ type preparedBody struct {
 func (c *call) localCount(w http.ResponseWriter) {
 	ir, ferr := c.req.toIR()
 	if ferr != nil {
-		writeError(w, c.format, ferr)
+		WriteError(w, c.format, ferr)
 		return
 	}
 	n, err := tokencount.Count(ir)
 	if err != nil {
 		c.logger.Error("counting tokens", zap.Error(err))
-		writeError(w, c.format, formats.NewError(formats.KindInternal, "The gateway could not count the tokens; try again."))
+		WriteError(w, c.format, formats.NewError(formats.KindInternal, "The gateway could not count the tokens; try again."))
 		return
 	}
 	w.Header().Set("X-Modelgate-Token-Count", "estimate")
-	writeJSON(w, http.StatusOK, appendCount(nil, c.format, n))
+	WriteJSON(w, http.StatusOK, appendCount(nil, c.format, n))
 }
 
 // attemptError is an upstream attempt that failed before anything reached
@@ -233,19 +234,41 @@ func (c *call) proxyOnce(w http.ResponseWriter, r *http.Request) error {
 	pr.Body = http.NoBody
 	pr.ContentLength = 0
 	pr.Trailer = nil
-	return c.route.provider.proxy.ServeHTTP(w, pr, noNext{})
+	return c.route.Provider.Proxy(w, pr)
 }
 
-// noNext is the next handler of the proxies: never reached.
-type noNext struct{}
+// RoundTrip sends one attempt of the call that Generate put in the
+// request's context: the provider's reverse proxy calls it through its
+// transport.
+func RoundTrip(req *http.Request) (*http.Response, error) {
+	c, _ := req.Context().Value(callKey{}).(*call)
+	if c == nil {
+		return nil, errors.New("modelgate transport: request without a modelgate call")
+	}
+	return c.roundTrip(req)
+}
 
-func (noNext) ServeHTTP(http.ResponseWriter, *http.Request) error { return nil }
+// ErrConnect marks a failure to connect to an upstream (the transport
+// wraps its dial errors with it).
+var ErrConnect = errors.New("could not connect")
+
+// TransportCause classifies an error of an upstream round trip.
+func TransportCause(err error, timedOut bool) upstream.Cause {
+	var op *net.OpError
+	switch {
+	case timedOut || errors.Is(err, context.DeadlineExceeded):
+		return upstream.CauseTimeout
+	case errors.Is(err, ErrConnect), errors.As(err, &op) && op.Op == "dial":
+		return upstream.CauseConnect
+	}
+	return upstream.CauseClosed
+}
 
 // fail reports the attempt's failure and returns the error that lets the
 // call try again.
 func (c *call) fail(cause upstream.Cause, retryAfter time.Duration, e *formats.Error) error {
 	c.attempt.Failed(cause, retryAfter)
-	c.app.metrics.failure(c.route.provider.Name, c.upstreamKeyID, cause.String())
+	c.svc.Metrics.Failure(c.route.Provider.Name, c.upstreamKeyID, cause.String())
 	return &attemptError{err: e, cause: cause}
 }
 
@@ -255,9 +278,9 @@ func (c *call) fail(cause upstream.Cause, retryAfter time.Duration, e *formats.E
 // (connection, timeout, 5xx, 429, 401/403, a stream that breaks before its
 // first event) come back as an attemptError, written to nobody, so that the
 // call can fail over.
-func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
-	p := t.provider
-	c.app.metrics.attempt(p.Name, c.upstreamKeyID)
+func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
+	p := c.route.Provider
+	c.svc.Metrics.Attempt(p.Name, c.upstreamKeyID)
 
 	// A client that left before anything was sent costs nothing.
 	if err := req.Context().Err(); err != nil {
@@ -268,9 +291,9 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	// reads it, so the gateway reads it too, to bill it (#16). Only the
 	// provider's timeouts bound it.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
-	timeout := p.responseTimeout
+	timeout := p.ResponseTimeout
 	if c.stream {
-		timeout = p.firstByteTimeout
+		timeout = p.FirstByteTimeout
 	}
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
@@ -283,7 +306,7 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	}()
 
 	out := req.WithContext(ctx)
-	path, query := upstreamURL(p.Provider, c.route.upstreamModel, c.stream, c.count, c.passThrough && c.format == clientResponses)
+	path, query := upstreamURL(p.Provider, c.route.UpstreamModel, c.stream, c.count, c.passThrough && c.format == FormatResponses)
 	out.URL = &url.URL{Scheme: p.Scheme, Host: req.URL.Host, Path: path, RawQuery: query}
 	out.Host = p.Host
 	accept := "application/json"
@@ -293,13 +316,13 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	out.Header = http.Header{
 		"Content-Type": {"application/json"},
 		"Accept":       {accept},
-		"User-Agent":   {upstreamUserAgent},
+		"User-Agent":   {UserAgent},
 	}
 	var beta []string
-	if c.passThrough && c.format == clientAnthropic {
+	if c.passThrough && c.format == FormatMessages {
 		beta = c.anthropicBeta // beta features are for Anthropic upstreams only
 	}
-	setUpstreamAuth(out.Header, p, c.attempt.Key.Secret(), beta)
+	SetUpstreamAuth(out.Header, p, c.attempt.Key.Secret(), beta)
 	body := c.upstreamBody
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -308,11 +331,11 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	out.Close = false
 
 	sent := time.Now()
-	resp, err := t.HTTPTransport.RoundTrip(out)
+	resp, err := p.Upstream.RoundTrip(out)
 	if err != nil {
 		return nil, c.fail(transportFailure(err, timedOut.Load()))
 	}
-	c.app.metrics.headers(p.Name, c.upstreamKeyID, time.Since(sent))
+	c.svc.Metrics.Headers(p.Name, c.upstreamKeyID, time.Since(sent))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return c.upstreamError(req, resp)
 	}
@@ -355,7 +378,7 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	}
 	timer.Stop()
 	c.attempt.Succeeded(time.Since(sent))
-	c.app.metrics.firstEvent(p.Name, c.upstreamKeyID, time.Since(c.start))
+	c.svc.Metrics.FirstEvent(p.Name, c.upstreamKeyID, time.Since(c.start))
 	keep = true
 	s.out = first
 	if len(first) > 0 {
@@ -364,7 +387,7 @@ func (c *call) roundTrip(t *Transport, req *http.Request) (*http.Response, error
 	if done {
 		s.finish()
 	}
-	if c.format == clientAnthropic && !c.passThrough {
+	if c.format == FormatMessages && !c.passThrough {
 		s.keepAlive = anthropicPing
 	}
 	resp.Body = s
@@ -414,7 +437,7 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 
 // countAnswer turns an upstream's token count into the client's format.
 func (c *call) countAnswer(req *http.Request, resp *http.Response, timedOut *atomic.Bool) (*http.Response, error) {
-	data, err := readAll(resp.Body, maxErrorBody)
+	data, err := readAll(resp.Body, MaxErrorBody)
 	resp.Body.Close()
 	if err != nil {
 		cause := upstream.CauseClosed
@@ -450,7 +473,7 @@ func okResponse(req *http.Request, resp *http.Response, body []byte) *http.Respo
 // a failure of the upstream fails over; an error caused by the request is
 // the client's answer, in its format. Nothing is billed.
 func (c *call) upstreamError(req *http.Request, resp *http.Response) (*http.Response, error) {
-	ferr, cause, hint, failed := c.app.classifyUpstreamError(c.logger, c.reqID, c.route.provider, c.upstreamKeyID, resp)
+	ferr, cause, hint, failed := c.svc.classifyUpstreamError(c.logger, c.reqID, c.route.Provider, c.upstreamKeyID, resp)
 	if !failed {
 		c.attempt.Succeeded(0) // the upstream is fine; the request was not
 		return c.errorResponse(req, ferr), nil
@@ -462,9 +485,9 @@ func (c *call) upstreamError(req *http.Request, resp *http.Response) (*http.Resp
 // of the upstream (5xx, 429, 401/403, and a 400 about the gateway's own key)
 // are failed, with the cause and the retry hint the answer gave; an error
 // caused by the request itself (400, 404, 413…) is not.
-func (a *App) classifyUpstreamError(logger *zap.Logger, reqID string, p *provider, keyID string, resp *http.Response) (
+func (s *Service) classifyUpstreamError(logger *zap.Logger, reqID string, p *Provider, keyID string, resp *http.Response) (
 	ferr *formats.Error, cause upstream.Cause, hint time.Duration, failed bool) {
-	data, _ := readAll(resp.Body, maxErrorBody)
+	data, _ := readAll(resp.Body, MaxErrorBody)
 	resp.Body.Close()
 	ferr = parseUpstreamError(p.Format, resp.StatusCode, data)
 	cause, failed = upstream.StatusCause(resp.StatusCode)
@@ -494,7 +517,7 @@ func (a *App) classifyUpstreamError(logger *zap.Logger, reqID string, p *provide
 // transportFailure classifies a failed round trip to an upstream, with what
 // the client sees if no attempt succeeds.
 func transportFailure(err error, timedOut bool) (upstream.Cause, time.Duration, *formats.Error) {
-	cause := transportCause(err, timedOut)
+	cause := TransportCause(err, timedOut)
 	if cause == upstream.CauseTimeout {
 		return cause, 0, formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
 	}
@@ -586,24 +609,24 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		return nil
 	}
 	tokens := ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
-	cost, err := c.model.price.Cost(tokens)
+	cost, err := c.model.Price.Cost(tokens)
 	if err != nil {
 		// impossible counts (cache above input, overflow): bill the input
 		// as uncached, the dearer reading, and say so
 		c.logger.Error("usage does not price", zap.String("request_id", c.reqID), zap.Error(err))
 		tokens.CacheRead, tokens.CacheWrite = 0, 0
-		cost, _ = c.model.price.Cost(tokens)
+		cost, _ = c.model.Price.Cost(tokens)
 	}
 	hosted, hostedCost := c.hostedCost(u) // hosted tools, per use (#16)
 	cost = addMoney(cost, hostedCost)
-	discount := c.principal.plan.discountBps
+	discount := c.principal.Plan.DiscountBps
 	rec := &ledger.UsageRecord{
 		RequestID:     c.reqID,
 		AccountID:     c.principal.AccountID,
 		KeyID:         c.principal.KeyID,
-		Model:         c.model.id,
-		Provider:      c.route.provider.Name,
-		UpstreamModel: c.route.upstreamModel,
+		Model:         c.model.ID,
+		Provider:      c.route.Provider.Name,
+		UpstreamModel: c.route.UpstreamModel,
 		UpstreamKeyID: c.upstreamKeyID,
 		ClientFormat:  c.format.String(),
 		Stream:        c.stream,
@@ -618,17 +641,17 @@ func (c *call) settle(u formats.Usage, source string, status int, outcome string
 		Hosted:        hosted,
 		HostedCost:    hostedCost,
 	}
-	settle := c.app.settleRecord
+	settle := c.svc.settleRecord
 	if collect {
-		settle = c.app.collectRecord
+		settle = c.svc.collectRecord
 	}
 	if err := settle(c.logger, c.hold, rec); err != nil {
 		return err
 	}
-	debugf(c.logger, "settled",
+	Debugf(c.logger, "settled",
 		zap.String("request_id", c.reqID),
 		zap.String("key_id", c.principal.KeyID),
-		zap.String("model", c.model.id),
+		zap.String("model", c.model.ID),
 		zap.String("upstream_key", c.upstreamKeyID),
 		zap.Int64("input_tokens", tokens.Input),
 		zap.Int64("output_tokens", tokens.Output),
@@ -683,7 +706,7 @@ type meteredStream struct {
 
 	// With keepAlive set, upstream events are read on a goroutine so that
 	// Read can send the keep-alive bytes to the client whenever the
-	// upstream is silent for keepAliveInterval (Anthropic clients expect a
+	// upstream is silent for Service.KeepAlive (Anthropic clients expect a
 	// ping; an Anthropic upstream sends its own).
 	keepAlive []byte
 	ka        *eventPump
@@ -753,7 +776,7 @@ func (s *meteredStream) end(outcome string, e *formats.Error) {
 	u, source := s.c.billedUsage(u, final, s.tr.OutputBytes())
 	s.c.logger.Warn("stream ended early",
 		zap.String("request_id", s.c.reqID),
-		zap.String("provider", s.c.route.provider.Name),
+		zap.String("provider", s.c.route.Provider.Name),
 		zap.String("upstream_key", s.c.upstreamKeyID),
 		zap.String("outcome", outcome))
 	_ = s.c.settle(u, source, http.StatusOK, outcome, true)
@@ -796,7 +819,7 @@ const drainBytesPerToken = 64
 // the stream, after the provider's drain_timeout, or once the output read
 // goes far past the call's output cap; the upstream is then cut off.
 func (s *meteredStream) drain() {
-	timer := time.AfterFunc(s.c.route.provider.drainTimeout, s.cancel)
+	timer := time.AfterFunc(s.c.route.Provider.DrainTimeout, s.cancel)
 	defer timer.Stop()
 	limit := int64(max(s.c.outputCap, 1)+formats.BaseTokens) * drainBytesPerToken
 	var scratch []byte
@@ -814,9 +837,8 @@ func (s *meteredStream) drain() {
 	}
 }
 
-// keepAliveInterval is how long an upstream may be silent before an
-// Anthropic client gets a ping (wire/translation.md §6.3).
-var keepAliveInterval = 15 * time.Second
+// DefaultKeepAlive is Service.KeepAlive's default.
+const DefaultKeepAlive = 15 * time.Second
 
 // anthropicPing is the keep-alive event of an Anthropic stream.
 var anthropicPing = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
@@ -831,10 +853,10 @@ func (s *meteredStream) next() (event, data []byte, err error, idle bool) {
 	}
 	if s.ka == nil {
 		s.ka = startEventPump(s.events)
-		s.kaTimer = time.NewTimer(keepAliveInterval)
+		s.kaTimer = time.NewTimer(s.c.svc.keepAlive())
 	}
 	s.ka.release()
-	s.kaTimer.Reset(keepAliveInterval)
+	s.kaTimer.Reset(s.c.svc.keepAlive())
 	select {
 	case r := <-s.ka.results:
 		s.ka.pending = r.err == nil
@@ -851,7 +873,7 @@ func (s *meteredStream) nextEvent() (event, data []byte, err error) {
 	}
 	if s.ka == nil {
 		s.ka = startEventPump(s.events)
-		s.kaTimer = time.NewTimer(keepAliveInterval)
+		s.kaTimer = time.NewTimer(s.c.svc.keepAlive())
 	}
 	s.ka.release()
 	r := <-s.ka.results

@@ -1,4 +1,4 @@
-package modelgate
+package relay
 
 import (
 	"net/http"
@@ -11,7 +11,7 @@ import (
 )
 
 func TestAnthropicBetas(t *testing.T) {
-	def, err := anthropicBetas(nil)
+	def, err := AnthropicBetas(nil)
 	if err != nil || len(def) != len(defaultAnthropicBetas) || !def["claude-code-20250219"] || def["context-1m-2025-08-07"] {
 		t.Fatalf("default list %v, %v", def, err)
 	}
@@ -27,7 +27,7 @@ func TestAnthropicBetas(t *testing.T) {
 		{in: []string{"none", "x"}, err: true},
 		{in: []string{"a, b"}, err: true},
 	} {
-		got, err := anthropicBetas(tc.in)
+		got, err := AnthropicBetas(tc.in)
 		if (err != nil) != tc.err {
 			t.Errorf("%v: error %v", tc.in, err)
 			continue
@@ -57,11 +57,11 @@ func TestAnthropicBetas(t *testing.T) {
 // TestAdmitGated: the plan a model makes of a request's hosted tools and
 // state, request by request (#16).
 func TestAdmitGated(t *testing.T) {
-	m := &model{id: "m", price: ledger.Price{Input: 500, Output: 1500, CacheRead: 50, CacheWrite: 500}}
-	if err := m.setHosted(&ModelConfig{Price: PriceConfig{WebSearch: "10", ImageGeneration: "40"}, AllowStateful: []string{"files"}}); err != nil {
+	m := &Model{ID: "m", Price: ledger.Price{Input: 500, Output: 1500, CacheRead: 50, CacheWrite: 500}}
+	if err := m.SetHosted(HostedPrices{WebSearch: "10", ImageGeneration: "40"}, []string{"files"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.setHosted(&ModelConfig{AllowStateful: []string{"background"}}); err == nil {
+	if err := m.SetHosted(HostedPrices{}, []string{"background"}); err == nil {
 		t.Error("background may not be allowed")
 	}
 	search := ledger.Money(10_000_000) + formats.SearchResultTokens*500

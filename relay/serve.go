@@ -1,0 +1,195 @@
+package relay
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/ledger"
+)
+
+// Kind is what a generation route asks for.
+type Kind uint8
+
+// The generation routes.
+const (
+	KindChat           Kind = iota // POST /v1/chat/completions
+	KindResponses                  // POST /v1/responses
+	KindMessages                   // POST /v1/messages
+	KindMessagesCount              // POST /v1/messages/count_tokens
+	KindGeminiGenerate             // POST …/models/{model}:generateContent
+	KindGeminiStream               // POST …/models/{model}:streamGenerateContent
+	KindGeminiCount                // POST …/models/{model}:countTokens
+)
+
+// Format is the wire format of a kind's answers and errors.
+func (k Kind) Format() Format {
+	switch k {
+	case KindChat:
+		return FormatChat
+	case KindResponses:
+		return FormatResponses
+	case KindMessages, KindMessagesCount:
+		return FormatMessages
+	}
+	return FormatGemini
+}
+
+// Generate serves a generation or token-count request of kind for p: it
+// reads and parses the body, finds the model (model is the one a Gemini
+// path names), then holds, proxies and settles (a generation) or counts.
+// The caller has authenticated p and admitted the request under its plan.
+func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, kind Kind, model, reqID string) {
+	format := kind.Format()
+	body, ferr := ReadBody(r, s.MaxRequestBody)
+	if ferr != nil {
+		WriteError(w, format, ferr)
+		return
+	}
+	var req *genRequest
+	count := false
+	switch kind {
+	case KindChat:
+		req, ferr = parseChat(body)
+	case KindResponses:
+		req, ferr = parseResponses(body)
+	case KindMessages:
+		req, ferr = parseMessages(body, false, r.Header)
+	case KindMessagesCount:
+		req, ferr = parseMessages(body, true, r.Header)
+		count = true
+	case KindGeminiGenerate:
+		req, ferr = parseGenerate(body, model, false, false, false)
+	case KindGeminiStream:
+		req, ferr = parseGenerate(body, model, true, r.URL.Query().Get("alt") == "sse", false)
+	case KindGeminiCount:
+		req, ferr = parseGenerate(body, model, false, false, true)
+		count = true
+	}
+	if ferr != nil {
+		WriteError(w, format, ferr)
+		return
+	}
+	m, ok := s.Models[req.model]
+	if !ok {
+		WriteError(w, format, ModelNotFound(req.model))
+		return
+	}
+	// hosted tools and upstream state: served as the model allows (#16)
+	if req.plan, ferr = m.admitGated(req); ferr != nil {
+		WriteError(w, format, ferr)
+		return
+	}
+	c := &call{
+		svc:           s,
+		logger:        s.Logger,
+		reqID:         reqID,
+		start:         time.Now(),
+		principal:     p,
+		model:         m,
+		route:         &m.Routes[0],
+		format:        req.format,
+		stream:        req.stream,
+		includeUsage:  req.includeUsage,
+		sse:           req.sse,
+		inputEstimate: req.inputEstimate,
+		anthropicBeta: req.anthropicBeta,
+	}
+	c.req = req
+	if count {
+		// a token count: nothing held, nothing billed
+		c.count = true
+		c.run(w, r)
+		return
+	}
+
+	outputCap := m.MaxOutput
+	if req.maxTokens > 0 && req.maxTokens < outputCap {
+		outputCap = req.maxTokens
+	}
+	outputCap, ferr = c.reserve(req.inputBound, outputCap, req.choices)
+	if ferr != nil {
+		WriteError(w, c.format, ferr)
+		return
+	}
+	defer c.release() // every path that does not settle gives the hold back
+	if c.outputCapped {
+		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
+	}
+	c.outputCap = outputCap
+	c.run(w, r)
+}
+
+// ModelNotFound is the 404 of an unknown model ID.
+func ModelNotFound(id string) *formats.Error {
+	if len(id) > 200 {
+		id = id[:200] + "…"
+	}
+	return &formats.Error{Kind: formats.KindNotFound, Param: "model", Code: "model_not_found",
+		Message: "The model " + strconv.Quote(id) + " does not exist. GET /v1/models lists the models you can use."}
+}
+
+// ReadBody reads a request body up to limit bytes.
+func ReadBody(r *http.Request, limit int64) ([]byte, *formats.Error) {
+	tooLarge := &formats.Error{Kind: formats.KindRequestTooLarge,
+		Message: "The request body is larger than the limit of " + strconv.FormatInt(limit, 10) + " bytes."}
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	size := r.ContentLength
+	if size < 0 || size > 1<<20 {
+		size = 512
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+1))
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, formats.InvalidRequest("", "The request body could not be read.")
+	}
+	if n > limit {
+		return nil, tooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteJSON writes a JSON body.
+func WriteJSON(w http.ResponseWriter, status int, body []byte) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// mulMoney multiplies a token count by a per-token price, saturating instead
+// of overflowing (a saturated hold is refused, never wrapped around).
+func mulMoney(tokens int64, price ledger.Money) ledger.Money {
+	if tokens <= 0 || price <= 0 {
+		return 0
+	}
+	if tokens > math.MaxInt64/int64(price) {
+		return math.MaxInt64
+	}
+	return ledger.Money(tokens) * price
+}
+
+// addMoney adds, saturating.
+func addMoney(a, b ledger.Money) ledger.Money {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// Debugf logs a debug line when debug logging is on.
+func Debugf(l *zap.Logger, msg string, fields ...zap.Field) {
+	if c := l.Check(zapcore.DebugLevel, msg); c != nil {
+		c.Write(fields...)
+	}
+}

@@ -1,0 +1,155 @@
+// Package relay is one API request's life in the gateway, in plain Go: the
+// client's request parsed and rendered for the route's upstream format, the
+// hold taken before the upstream call, the failover loop over keys and
+// routes, the answer translated event by event while its usage is metered,
+// and the bill settled exactly once (bill.go), however the call ends
+// (docs/billing.md). The Caddy modules of package gateway route requests
+// here and plug in the providers' reverse proxies; nothing here imports
+// Caddy.
+package relay
+
+import (
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/images"
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/upstream"
+)
+
+// Service is what every request of one configuration shares: the ledger,
+// the catalogue, the metrics and the limits.
+type Service struct {
+	Store      *ledger.Store
+	Metrics    *Metrics
+	Logger     *zap.Logger
+	Models     map[string]*Model // by ID
+	Signatures *SignatureCache
+	// ImageSpool bounds the image edit uploads spooled to temporary files.
+	ImageSpool *images.Spool
+	// Currency names the money unit.
+	Currency string
+	// MinOutput is the least number of output tokens a balance must cover
+	// for a request to go ahead with a lowered output cap.
+	MinOutput int
+	// MaxAttempts is how many upstream attempts a request may make before
+	// the first byte reaches the client.
+	MaxAttempts int
+	// MaxRequestBody is the largest request body accepted, in bytes (twice
+	// that for an image edit form).
+	MaxRequestBody int64
+	// KeepAlive is how long an upstream may be silent before an Anthropic
+	// client of a translated stream gets a ping; 0: DefaultKeepAlive.
+	KeepAlive time.Duration
+
+	imageModels []*Model // the models with an OpenAI-format route
+}
+
+// Prepare derives what the service needs from its models; call it once
+// the catalogue is complete and its providers are set up.
+func (s *Service) Prepare() {
+	s.imageModels = s.imageModels[:0]
+	for _, m := range s.Models {
+		m.prepare()
+		if len(m.imageRoutes) > 0 {
+			s.imageModels = append(s.imageModels, m)
+		}
+	}
+}
+
+// keepAlive is the ping interval of Anthropic streams.
+func (s *Service) keepAlive() time.Duration {
+	if s.KeepAlive > 0 {
+		return s.KeepAlive
+	}
+	return DefaultKeepAlive
+}
+
+// Provider is an upstream provider as a request sees it.
+type Provider struct {
+	*upstream.Provider
+	// AnthropicVersion is the anthropic-version header an Anthropic
+	// provider receives.
+	AnthropicVersion string
+	// AnthropicBetas are the anthropic-beta values it receives from
+	// clients; others are dropped and named.
+	AnthropicBetas map[string]bool
+	// ResponsesAPI marks an OpenAI-format provider with POST /v1/responses.
+	ResponsesAPI bool
+	// FirstByteTimeout bounds the wait for a stream's first event;
+	// ResponseTimeout a non-streamed answer; DrainTimeout the reading of a
+	// stream whose client left.
+	FirstByteTimeout, ResponseTimeout, DrainTimeout time.Duration
+	// Proxy sends a request through the provider's reverse proxy, whose
+	// transport calls RoundTrip with it.
+	Proxy func(w http.ResponseWriter, r *http.Request) error
+	// Upstream sends one HTTP request to the provider (dialing, TLS,
+	// connection pools).
+	Upstream http.RoundTripper
+}
+
+// Route is one way to serve a model: a provider and its name for the model.
+type Route struct {
+	Provider      *Provider
+	UpstreamModel string
+	Weight        int // a share of traffic among routes; 0: failover order only
+}
+
+// Model is a model customers may call, with its routes and prices.
+type Model struct {
+	ID        string
+	OwnedBy   string
+	Created   int64 // Unix time it was first served
+	Price     ledger.Price
+	MaxOutput int // the default and the cap of a request's output tokens
+	Routes    []Route
+	// Doc is its OpenAI model object, for GET /v1/models.
+	Doc []byte
+
+	// ImagePrice is what one image costs when the upstream reports no
+	// token usage; 0 when not configured.
+	ImagePrice ledger.Money
+	// Reasoning and StructuredOutputs say what the upstream model can do
+	// beyond plain generation, so that a translated request keeps them.
+	Reasoning, StructuredOutputs bool
+
+	candidates      []upstream.Candidate // the routes, for the scheduler
+	imageRoutes     []int                // the routes to OpenAI-format providers, which make images
+	imageCandidates []upstream.Candidate // those routes, for the scheduler
+
+	hostedPrice  ledger.HostedPrice                // one use of each hosted tool
+	hostedPriced [formats.HostedUnmetered + 1]bool // by kind: a price is set
+	stateful     [formats.StateBackground]bool     // by state: allowed
+}
+
+// prepare derives the scheduler's candidates from the routes.
+func (m *Model) prepare() {
+	m.candidates = make([]upstream.Candidate, len(m.Routes))
+	m.imageRoutes, m.imageCandidates = m.imageRoutes[:0], m.imageCandidates[:0]
+	for i := range m.Routes {
+		m.candidates[i] = upstream.Candidate{Provider: m.Routes[i].Provider.Provider, Weight: m.Routes[i].Weight}
+		if m.Routes[i].Provider.Format == upstream.FormatOpenAI {
+			m.imageRoutes = append(m.imageRoutes, i)
+			m.imageCandidates = append(m.imageCandidates, m.candidates[i])
+		}
+	}
+}
+
+// MakesImages reports whether the model has a route that makes images.
+func (m *Model) MakesImages() bool { return len(m.imageRoutes) > 0 }
+
+// Plan is a set of per-account limits and a discount.
+type Plan struct {
+	Name             string
+	RPM, Concurrency int // 0: unlimited
+	DiscountBps      int // taken off every request, in basis points
+}
+
+// Principal is an authenticated caller: the key, its account and plan.
+type Principal struct {
+	ledger.Principal
+	Plan *Plan
+}
