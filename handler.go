@@ -312,12 +312,6 @@ func takeCredential(r *http.Request, queryKey bool) credential {
 	return c
 }
 
-// principal is an authenticated caller.
-type principal struct {
-	ledger.Principal
-	plan *relay.Plan
-}
-
 // authenticate checks the key and the account's state. The key itself never
 // appears in an error.
 func (h *APIHandler) authenticate(c credential) (relay.Principal, *formats.Error) {

@@ -23,11 +23,11 @@ import (
 
 // Limits of one call.
 const (
-	settleTimeout     = 30 * time.Second // how long a settle may wait for the ledger
-	MaxErrorBody      = 1 << 20          // upstream error bodies read at most
-	maxResponseBody   = 64 << 20         // non-streamed upstream answers read at most
-	maxStreamEvent    = 8 << 20          // one upstream SSE event at most
-	UserAgent = "modelgate/1"
+	settleTimeout   = 30 * time.Second // how long a settle may wait for the ledger
+	MaxErrorBody    = 1 << 20          // upstream error bodies read at most
+	maxResponseBody = 64 << 20         // non-streamed upstream answers read at most
+	maxStreamEvent  = 8 << 20          // one upstream SSE event at most
+	UserAgent       = "modelgate/1"
 )
 
 // callKey carries the *call from the handler to the transport.
