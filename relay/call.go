@@ -55,7 +55,7 @@ type call struct {
 	upstreamBody  []byte
 	passThrough   bool // client and upstream speak the same format
 
-	hold         *ledger.Hold
+	bill         *Bill // the money side, once reserve has held
 	outputCapped bool
 
 	req       *genRequest
@@ -66,7 +66,6 @@ type call struct {
 
 	upstreamKeyID string
 	ttft          time.Duration
-	done          atomic.Bool // settled or released
 	hosted        hostedTally // what the answer showed of its hosted-tool uses (#16)
 }
 
@@ -84,18 +83,14 @@ func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.
 	minOut := min(c.svc.MinOutput, outputCap)
 	minCost := addMoney(inCost, mulMoney(int64(minOut), outPrice))
 	maxCost := addMoney(inCost, mulMoney(int64(outputCap), outPrice))
-	hold, err := c.svc.Store.Reserve(c.principal.AccountID, minCost, maxCost)
-	if err != nil {
-		if errors.Is(err, ledger.ErrInsufficientFunds) {
-			return 0, &formats.Error{Kind: formats.KindInsufficientQuota,
-				Message: "Your balance does not cover this request (its input and at least " + strconv.Itoa(minOut) +
-					" output tokens at this model's price). Top up your balance and try again."}
-		}
-		c.logger.Error("reserving a hold", zap.String("account", c.principal.AccountID), zap.Error(err))
-		return 0, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
+	bill, ferr := c.svc.openBill(billSpec{requestID: c.reqID, principal: c.principal, model: c.model, format: c.format,
+		stream: c.stream, start: c.start, inputEstimate: c.inputEstimate, min: minCost, max: maxCost,
+		short: "its input and at least " + strconv.Itoa(minOut) + " output tokens"})
+	if ferr != nil {
+		return 0, ferr
 	}
-	c.hold = hold
-	if got := hold.Amount(); got < maxCost && outPrice > 0 {
+	c.bill = bill
+	if got := bill.Held(); got < maxCost && outPrice > 0 {
 		outputCap = int(min(int64(outputCap), int64((got-inCost)/outPrice)))
 		c.outputCapped = true
 	}
@@ -422,14 +417,13 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 	}
 	// an upstream that reports no usage (some OpenAI-compatible servers) is
 	// billed the estimate of its text rather than nothing
-	usage, source := c.billedUsage(usage, hasUsage, outputBytes)
 	if req.Context().Err() != nil {
 		// the client left while the upstream answered: the answer was made
 		// and is billed, though nobody will read it (#16)
-		_ = c.settle(usage, source, statusClientClosed, "client_closed", true)
+		_ = c.settle(usage, hasUsage, outputBytes, statusClientClosed, outcomeClientClosed, true)
 		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The client closed the request.")), nil
 	}
-	if err := c.settle(usage, source, http.StatusOK, "ok", false); err != nil {
+	if err := c.settle(usage, hasUsage, outputBytes, http.StatusOK, outcomeOK, false); err != nil {
 		return c.errorResponse(req, billingFailed()), nil
 	}
 	return okResponse(req, resp, out), nil
@@ -565,106 +559,14 @@ func (c *call) errorResponse(req *http.Request, e *formats.Error) *http.Response
 	}
 }
 
-// billingFailed is what the client sees when its bill could not be written:
-// an answer that cannot be billed is not delivered.
-func billingFailed() *formats.Error {
-	return formats.NewError(formats.KindInternal, "The gateway could not record this request's cost; nothing was charged. Try again.")
-}
-
-// billingDelayed ends a delivered stream whose bill the ledger could not
-// take yet: the gateway keeps trying, so the client must not think it free.
-func billingDelayed() *formats.Error {
-	return formats.NewError(formats.KindInternal, "The gateway could not record this request's cost yet; it will be charged when the ledger is back.")
-}
-
-// statusClientClosed is the status of a usage row whose client left before
-// it got any answer (nginx's 499).
-const statusClientClosed = 499
-
-// billedUsage decides what a call is billed, for every way a call can end
-// (docs/billing.md, "When a usage figure is final"): the upstream's own
-// count when it is final; otherwise at least the estimate of every output
-// byte read from the upstream, with the input the upstream reported on the
-// way (Anthropic's message_start) or else the request's estimate, marked
-// "estimated". A placeholder such as message_start's output of 1 token is
-// never a bill.
-func (c *call) billedUsage(u formats.Usage, final bool, outputBytes int64) (formats.Usage, string) {
-	if final {
-		return u, "upstream"
-	}
-	if u.Input <= 0 {
-		u.Input = c.inputEstimate
-	}
-	u.Output = max(u.Output, formats.EstimateTokens(outputBytes))
-	return u, "estimated"
-}
-
-// settle debits the exact cost of usage and writes the usage row, once. It
-// returns when the debit is durable. When the ledger cannot take the debit
-// yet, a collect settle (a delivered answer, or one the client left after
-// the upstream made it) keeps its hold and is retried in the background
-// until the ledger takes it; any other returns the error and releases.
-func (c *call) settle(u formats.Usage, source string, status int, outcome string, collect bool) error {
-	if !c.done.CompareAndSwap(false, true) {
-		return nil
-	}
-	tokens := ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
-	cost, err := c.model.Price.Cost(tokens)
-	if err != nil {
-		// impossible counts (cache above input, overflow): bill the input
-		// as uncached, the dearer reading, and say so
-		c.logger.Error("usage does not price", zap.String("request_id", c.reqID), zap.Error(err))
-		tokens.CacheRead, tokens.CacheWrite = 0, 0
-		cost, _ = c.model.Price.Cost(tokens)
-	}
-	hosted, hostedCost := c.hostedCost(u) // hosted tools, per use (#16)
-	cost = addMoney(cost, hostedCost)
-	discount := c.principal.Plan.DiscountBps
-	rec := &ledger.UsageRecord{
-		RequestID:     c.reqID,
-		AccountID:     c.principal.AccountID,
-		KeyID:         c.principal.KeyID,
-		Model:         c.model.ID,
-		Provider:      c.route.Provider.Name,
-		UpstreamModel: c.route.UpstreamModel,
-		UpstreamKeyID: c.upstreamKeyID,
-		ClientFormat:  c.format.String(),
-		Stream:        c.stream,
-		Tokens:        tokens,
-		Cost:          ledger.Discounted(cost, discount),
-		DiscountBps:   discount,
-		UsageSource:   source,
-		Status:        status,
-		Outcome:       outcome,
-		Latency:       time.Since(c.start),
-		TTFT:          c.ttft,
-		Hosted:        hosted,
-		HostedCost:    hostedCost,
-	}
-	settle := c.svc.settleRecord
-	if collect {
-		settle = c.svc.collectRecord
-	}
-	if err := settle(c.logger, c.hold, rec); err != nil {
-		return err
-	}
-	Debugf(c.logger, "settled",
-		zap.String("request_id", c.reqID),
-		zap.String("key_id", c.principal.KeyID),
-		zap.String("model", c.model.ID),
-		zap.String("upstream_key", c.upstreamKeyID),
-		zap.Int64("input_tokens", tokens.Input),
-		zap.Int64("output_tokens", tokens.Output),
-		zap.String("charged", rec.Charged.String()),
-		zap.String("outcome", outcome))
-	return nil
-}
-
-// release gives the hold back if the call was not settled.
-func (c *call) release() {
-	if c.hold != nil && c.done.CompareAndSwap(false, true) {
-		c.hold.Release()
-	}
+// settle bills the call through its bill, with the attempt that answered
+// and the hosted-tool uses the answer showed (#16): u is the upstream's
+// usage, final when it is the vendor's terminal count (Bill.SettleUsage
+// decides usage or estimate).
+func (c *call) settle(u formats.Usage, final bool, outputBytes int64, status int, outcome string, collect bool) error {
+	hosted, hostedCost := c.hostedCost(u)
+	return c.bill.SettleUsage(u, final, outputBytes, hosted, hostedCost,
+		End{Status: status, Outcome: outcome, Collect: collect, Route: c.route, UpstreamKeyID: c.upstreamKeyID, TTFT: c.ttft})
 }
 
 // isEventStream reports whether a response is an SSE stream.
@@ -737,7 +639,7 @@ func (s *meteredStream) step() {
 	}
 	if err != nil {
 		// the upstream's stream ended before its terminal event
-		s.end("upstream_cut", formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off."))
+		s.end(outcomeUpstreamCut, formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off."))
 		return
 	}
 	before := len(s.out)
@@ -748,7 +650,7 @@ func (s *meteredStream) step() {
 	}
 	switch {
 	case ferr != nil:
-		s.end("upstream_error", ferr)
+		s.end(outcomeUpstreamError, ferr)
 	case done:
 		s.finish()
 	}
@@ -757,8 +659,7 @@ func (s *meteredStream) step() {
 // finish settles a stream that ended normally, then appends its last bytes.
 func (s *meteredStream) finish() {
 	u, final := s.tr.Usage()
-	u, source := s.c.billedUsage(u, final, s.tr.OutputBytes())
-	switch err := s.c.settle(u, source, http.StatusOK, "ok", true); {
+	switch err := s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeOK, true); {
 	case err == nil:
 		s.out = s.tr.Finish(s.out)
 	case errors.Is(err, ledger.ErrWriteFailed):
@@ -773,13 +674,12 @@ func (s *meteredStream) finish() {
 // appends the client format's error event.
 func (s *meteredStream) end(outcome string, e *formats.Error) {
 	u, final := s.tr.Usage()
-	u, source := s.c.billedUsage(u, final, s.tr.OutputBytes())
 	s.c.logger.Warn("stream ended early",
 		zap.String("request_id", s.c.reqID),
 		zap.String("provider", s.c.route.Provider.Name),
 		zap.String("upstream_key", s.c.upstreamKeyID),
 		zap.String("outcome", outcome))
-	_ = s.c.settle(u, source, http.StatusOK, outcome, true)
+	_ = s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcome, true)
 	s.out = s.tr.Fail(s.out, e)
 	s.ended = true
 }
@@ -795,8 +695,7 @@ func (s *meteredStream) Close() error {
 	if !s.ended {
 		s.drain()
 		u, final := s.tr.Usage()
-		u, source := s.c.billedUsage(u, final, s.tr.OutputBytes())
-		_ = s.c.settle(u, source, http.StatusOK, "client_closed", true)
+		_ = s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeClientClosed, true)
 	}
 	err := s.src.Close()
 	s.cancel()

@@ -42,8 +42,7 @@ type imageCall struct {
 	req       *images.Request
 	body      []byte       // a generation's JSON body
 	form      *images.Form // an edit's form
-	hold      *ledger.Hold
-	settled   bool
+	bill      *Bill
 
 	attempts []*upstream.Attempt
 	attempt  *upstream.Attempt
@@ -95,7 +94,7 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 		WriteError(w, FormatImages, ferr)
 		return
 	}
-	defer ic.release()
+	defer ic.bill.Release()
 	if ic.form != nil {
 		ic.form.Late = ic.late
 	}
@@ -198,17 +197,12 @@ func (ic *imageCall) reserve() *formats.Error {
 		}
 		most = ic.bound(n, prompt, images.MaxInputFiles)
 	}
-	hold, err := ic.svc.Store.Reserve(ic.principal.AccountID, least, most)
-	if err != nil {
-		if errors.Is(err, ledger.ErrInsufficientFunds) {
-			return &formats.Error{Kind: formats.KindInsufficientQuota,
-				Message: "Your balance does not cover this request (" + strconv.Itoa(ic.req.N) +
-					" image(s) at this model's price). Top up your balance and try again."}
-		}
-		ic.logger.Error("reserving a hold", zap.String("account", ic.principal.AccountID), zap.Error(err))
-		return formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
+	bill, ferr := ic.svc.openBill(billSpec{requestID: ic.reqID, principal: ic.principal, model: ic.model, format: FormatImages,
+		start: ic.start, min: least, max: most, short: strconv.Itoa(ic.req.N) + " image(s)"})
+	if ferr != nil {
+		return ferr
 	}
-	ic.hold = hold
+	ic.bill = bill
 	return nil
 }
 
@@ -217,20 +211,12 @@ func (ic *imageCall) reserve() *formats.Error {
 // be covered by the hold, or the part is refused, unsent, naming its field.
 // So whatever the upstream is asked was held for (#16).
 func (ic *imageCall) late(name string) *formats.Error {
-	if ic.current() <= ic.hold.Amount() {
+	if ic.current() <= ic.bill.Held() {
 		return nil
 	}
 	return formats.InvalidRequest(name, "The form field '"+name+"' came after the first image file that follows the model, "+
-		"when this request's funds were already held, and asks for more than was held ("+ic.hold.Amount().String()+
+		"when this request's funds were already held, and asks for more than was held ("+ic.bill.Held().String()+
 		" "+ic.svc.Currency+"). Send model, n, size, quality and prompt before the image files, or top up your balance.")
-}
-
-// release gives the hold back if the call was not settled.
-func (ic *imageCall) release() {
-	if ic.hold != nil && !ic.settled {
-		ic.settled = true
-		ic.hold.Release()
-	}
 }
 
 // run tries the model's OpenAI-format routes until one answers, up to
@@ -420,7 +406,6 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 // before it came (outcome client_closed, collected even when the ledger is
 // slow to take it).
 func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
-	ic.settled = true
 	m := ic.model
 	tokens := ledger.Tokens{Input: ans.Usage.Input, Output: ans.Usage.Output}
 	source := "upstream"
@@ -442,39 +427,10 @@ func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
 		ic.logger.Error("usage does not price", zap.String("request_id", ic.reqID), zap.Error(err))
 		cost = mulMoney(int64(max(ans.Images, 1)), ic.perImage())
 	}
-	discount := ic.principal.Plan.DiscountBps
-	took := time.Since(ic.start)
-	rec := &ledger.UsageRecord{
-		RequestID:     ic.reqID,
-		AccountID:     ic.principal.AccountID,
-		KeyID:         ic.principal.KeyID,
-		Model:         m.ID,
-		Provider:      ic.route.Provider.Name,
-		UpstreamModel: ic.route.UpstreamModel,
-		UpstreamKeyID: ic.attempt.Key.ID,
-		ClientFormat:  FormatImages.String(),
-		Tokens:        tokens,
-		Cost:          ledger.Discounted(cost, discount),
-		DiscountBps:   discount,
-		UsageSource:   source,
-		Status:        http.StatusOK,
-		Outcome:       "ok",
-		Latency:       took,
-		TTFT:          took, // an image answer arrives whole
-	}
-	settle := ic.svc.settleRecord
+	e := End{Status: http.StatusOK, Outcome: outcomeOK, Route: ic.route, UpstreamKeyID: ic.attempt.Key.ID,
+		TTFT: time.Since(ic.start)} // an image answer arrives whole
 	if clientGone {
-		rec.Status, rec.Outcome = statusClientClosed, "client_closed"
-		settle = ic.svc.collectRecord
+		e.Status, e.Outcome, e.Collect = statusClientClosed, outcomeClientClosed, true
 	}
-	if err := settle(ic.logger, ic.hold, rec); err != nil {
-		return err
-	}
-	Debugf(ic.logger, "settled",
-		zap.String("request_id", ic.reqID),
-		zap.String("key_id", ic.principal.KeyID),
-		zap.String("model", m.ID),
-		zap.Int("images", ans.Images),
-		zap.String("charged", rec.Charged.String()))
-	return nil
+	return ic.bill.SettleCost(tokens, cost, source, e)
 }

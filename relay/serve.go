@@ -119,7 +119,7 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 		WriteError(w, c.format, ferr)
 		return
 	}
-	defer c.release() // every path that does not settle gives the hold back
+	defer c.bill.Release() // every path that does not settle gives the hold back
 	if c.outputCapped {
 		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
 	}

@@ -1,0 +1,328 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/ledger"
+)
+
+// The billing path, in one file (docs/billing.md). Every request that may
+// make an upstream do work is billed through one Bill:
+//
+//	openBill  reserve a hold on the account, atomically, before any upstream call
+//	SettleUsage | SettleCost   debit what was used, with its usage row, exactly once
+//	Release   give the hold back when nothing billable happened
+//
+// SettleUsage decides "usage or estimate" for every way a call can end
+// (billedUsage); SettleCost takes a cost priced elsewhere (images). Chat,
+// Responses, messages, Gemini and images all bill this way; token counts
+// hold nothing and bill nothing.
+
+// Bill is the money side of one request: a hold taken before the upstream
+// is called, then exactly one of a settle (the cost debited with its usage
+// row) or Release (nothing debited). Its methods are safe to call from the
+// goroutine that streams the answer and the one that ends the call.
+type Bill struct {
+	svc       *Service
+	logger    *zap.Logger
+	hold      *ledger.Hold
+	done      atomic.Bool // settled or released
+	requestID string
+	principal Principal
+	model     *Model
+	format    Format
+	stream    bool
+	start     time.Time
+	// inputEstimate is the request's own estimate of its input tokens,
+	// billed when the upstream reported none.
+	inputEstimate int64
+}
+
+// billSpec is what a bill is opened for.
+type billSpec struct {
+	requestID     string
+	principal     Principal
+	model         *Model
+	format        Format
+	stream        bool
+	start         time.Time
+	inputEstimate int64
+	// min and max bound the hold: it is refused below min, and it is
+	// min(max, the available balance) otherwise.
+	min, max ledger.Money
+	// short says in a few words what min covers, for the refusal ("its
+	// input and at least 256 output tokens", "1 image(s)").
+	short string
+}
+
+// openBill reserves the request's hold. A balance that does not cover
+// spec.min is the client's 403 (in its format, by the caller).
+func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
+	hold, err := s.Store.Reserve(spec.principal.AccountID, spec.min, spec.max)
+	if err != nil {
+		if errors.Is(err, ledger.ErrInsufficientFunds) {
+			return nil, &formats.Error{Kind: formats.KindInsufficientQuota,
+				Message: "Your balance does not cover this request (" + spec.short +
+					" at this model's price). Top up your balance and try again."}
+		}
+		s.Logger.Error("reserving a hold", zap.String("account", spec.principal.AccountID), zap.Error(err))
+		return nil, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
+	}
+	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,
+		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate}, nil
+}
+
+// Held is the amount the bill holds.
+func (b *Bill) Held() ledger.Money { return b.hold.Amount() }
+
+// Release gives the hold back unless the bill was settled; it is a no-op
+// after a settle or a release.
+func (b *Bill) Release() {
+	if b != nil && b.done.CompareAndSwap(false, true) {
+		b.hold.Release()
+	}
+}
+
+// End says how a call ended, for its usage row.
+type End struct {
+	Status  int    // the HTTP status the client got (statusClientClosed: none)
+	Outcome string // ok, client_closed, upstream_cut, upstream_error
+	// Collect marks a bill that must be collected even when the ledger is
+	// slow to take it: a delivered answer, or one the client left after
+	// the upstream made it.
+	Collect bool
+	// Route and UpstreamKeyID name the attempt that answered.
+	Route         *Route
+	UpstreamKeyID string
+	TTFT          time.Duration
+}
+
+// The ends of a call.
+const (
+	outcomeOK            = "ok"
+	outcomeClientClosed  = "client_closed"
+	outcomeUpstreamCut   = "upstream_cut"
+	outcomeUpstreamError = "upstream_error"
+)
+
+// statusClientClosed is the status of a usage row whose client left before
+// it got any answer (nginx's 499).
+const statusClientClosed = 499
+
+// billedUsage decides what a call is billed, for every way a call can end
+// (docs/billing.md, "When a usage figure is final"): the upstream's own
+// count when it is final; otherwise at least the estimate of every output
+// byte read from the upstream, with the input the upstream reported on the
+// way (Anthropic's message_start) or else the request's estimate, marked
+// "estimated". A placeholder such as message_start's output of 1 token is
+// never a bill.
+func billedUsage(u formats.Usage, final bool, outputBytes, inputEstimate int64) (formats.Usage, string) {
+	if final {
+		return u, "upstream"
+	}
+	if u.Input <= 0 {
+		u.Input = inputEstimate
+	}
+	u.Output = max(u.Output, formats.EstimateTokens(outputBytes))
+	return u, "estimated"
+}
+
+// SettleUsage bills a call's usage: the upstream's figures when final, an
+// estimate of what was read otherwise (billedUsage), plus the fees of its
+// hosted-tool uses; once. It returns when the debit is durable (see
+// settle for a ledger that cannot take it).
+func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
+	u, source := billedUsage(u, final, outputBytes, b.inputEstimate)
+	tokens := ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
+	cost, err := b.model.Price.Cost(tokens)
+	if err != nil {
+		// impossible counts (cache above input, overflow): bill the input
+		// as uncached, the dearer reading, and say so
+		b.logger.Error("usage does not price", zap.String("request_id", b.requestID), zap.Error(err))
+		tokens.CacheRead, tokens.CacheWrite = 0, 0
+		cost, _ = b.model.Price.Cost(tokens)
+	}
+	rec := b.record(tokens, addMoney(cost, hostedCost), source, e)
+	rec.Hosted, rec.HostedCost = hosted, hostedCost
+	return b.settle(rec, e.Collect)
+}
+
+// SettleCost bills a cost priced by the caller (an images answer: its
+// token usage, the per-image price, or its estimate, as source says); once.
+func (b *Bill) SettleCost(tokens ledger.Tokens, cost ledger.Money, source string, e End) error {
+	return b.settle(b.record(tokens, cost, source, e), e.Collect)
+}
+
+// record is the usage row of the bill, with cost before the discount.
+func (b *Bill) record(tokens ledger.Tokens, cost ledger.Money, source string, e End) *ledger.UsageRecord {
+	discount := b.principal.Plan.DiscountBps
+	rec := &ledger.UsageRecord{
+		RequestID:     b.requestID,
+		AccountID:     b.principal.AccountID,
+		KeyID:         b.principal.KeyID,
+		Model:         b.model.ID,
+		UpstreamKeyID: e.UpstreamKeyID,
+		ClientFormat:  b.format.String(),
+		Stream:        b.stream,
+		Tokens:        tokens,
+		Cost:          ledger.Discounted(cost, discount),
+		DiscountBps:   discount,
+		UsageSource:   source,
+		Status:        e.Status,
+		Outcome:       e.Outcome,
+		Latency:       time.Since(b.start),
+		TTFT:          e.TTFT,
+	}
+	if e.Route != nil {
+		rec.Provider, rec.UpstreamModel = e.Route.Provider.Name, e.Route.UpstreamModel
+	}
+	if rec.Status == 0 {
+		rec.Status = http.StatusOK
+	}
+	return rec
+}
+
+// settle writes rec, once. When the ledger cannot take it yet, a collect
+// bill keeps its hold and is retried in the background until the ledger
+// takes it; any other is released and the error returned.
+func (b *Bill) settle(rec *ledger.UsageRecord, collect bool) error {
+	if !b.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	settle := b.svc.settleRecord
+	if collect {
+		settle = b.svc.collectRecord
+	}
+	if err := settle(b.logger, b.hold, rec); err != nil {
+		return err
+	}
+	Debugf(b.logger, "settled",
+		zap.String("request_id", rec.RequestID),
+		zap.String("key_id", rec.KeyID),
+		zap.String("model", rec.Model),
+		zap.String("upstream_key", rec.UpstreamKeyID),
+		zap.Int64("input_tokens", rec.Tokens.Input),
+		zap.Int64("output_tokens", rec.Tokens.Output),
+		zap.String("charged", rec.Charged.String()),
+		zap.String("outcome", rec.Outcome))
+	return nil
+}
+
+// billingFailed is what the client sees when its bill could not be written:
+// an answer that cannot be billed is not delivered.
+func billingFailed() *formats.Error {
+	return formats.NewError(formats.KindInternal, "The gateway could not record this request's cost; nothing was charged. Try again.")
+}
+
+// billingDelayed ends a delivered stream whose bill the ledger could not
+// take yet: the gateway keeps trying, so the client must not think it free.
+func billingDelayed() *formats.Error {
+	return formats.NewError(formats.KindInternal, "The gateway could not record this request's cost yet; it will be charged when the ledger is back.")
+}
+
+// Settling with the ledger. A settle the ledger cannot take for a reason
+// that may pass (ledger.ErrWriteFailed: the database locked by another
+// process, a full disk) keeps its hold reserved and is tried again: inline
+// for a few seconds, then, for a bill that must be collected, in the
+// background until the ledger takes it (#16). The money stays held all the
+// while, so the account cannot spend it twice.
+
+// settleRetryInline is how long a settle is retried before the caller gets
+// its answer; settleRetryMax caps the wait between background tries.
+var (
+	settleRetryInline = 5 * time.Second
+	settleRetryFirst  = 50 * time.Millisecond
+	settleRetryMax    = 30 * time.Second
+)
+
+// pendingSettles counts bills the ledger has not taken yet, in the whole
+// process (they outlive a config reload).
+var pendingSettles atomic.Int64
+
+// settleRecord debits rec on hold and writes its usage row, returning when
+// both are durable. If the ledger cannot take it within settleRetryInline,
+// the hold is released and the error returned: for an answer that will not
+// be delivered.
+func (s *Service) settleRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord) error {
+	err := s.settleRetrying(logger, hold, rec, settleRetryInline)
+	if errors.Is(err, ledger.ErrWriteFailed) {
+		hold.Release()
+	}
+	return err
+}
+
+// collectRecord is settleRecord for a bill that must be collected (a
+// delivered answer, or one whose client left after the upstream made it):
+// if the ledger cannot take it within settleRetryInline, the hold stays
+// reserved and a goroutine keeps trying until the ledger takes it or the
+// store closes. The error says the debit is not durable yet.
+func (s *Service) collectRecord(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord) error {
+	err := s.settleRetrying(logger, hold, rec, settleRetryInline)
+	if !errors.Is(err, ledger.ErrWriteFailed) {
+		return err
+	}
+	pendingSettles.Add(1)
+	logger.Error("the ledger cannot take a bill yet: holding it and retrying in the background",
+		zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID),
+		zap.String("key_id", rec.KeyID), zap.String("model", rec.Model),
+		zap.Int64("input_tokens", rec.Tokens.Input), zap.Int64("output_tokens", rec.Tokens.Output),
+		zap.Int64("cache_read_tokens", rec.Tokens.CacheRead), zap.Int64("cache_write_tokens", rec.Tokens.CacheWrite),
+		zap.String("cost", rec.Cost.String()), zap.Error(err))
+	go func() {
+		defer pendingSettles.Add(-1)
+		err := s.settleRetrying(logger, hold, rec, -1)
+		if err != nil {
+			logger.Error("a held bill was never taken by the ledger",
+				zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID),
+				zap.String("cost", rec.Cost.String()), zap.Error(err))
+			return
+		}
+		logger.Info("a held bill was taken by the ledger", zap.String("request_id", rec.RequestID))
+	}()
+	return err
+}
+
+// settleRetrying settles, trying again with backoff while the ledger fails
+// with ErrWriteFailed, for at most within (forever when negative, until
+// the store closes). It records the metrics of a settled bill.
+func (s *Service) settleRetrying(logger *zap.Logger, hold *ledger.Hold, rec *ledger.UsageRecord, within time.Duration) error {
+	start := time.Now()
+	wait := settleRetryFirst
+	for tries := 1; ; tries++ {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		err := hold.Settle(ctx, rec)
+		cancel()
+		if err == nil {
+			s.Metrics.Settled(rec)
+			if rec.OverHold {
+				logger.Warn("usage exceeded the hold",
+					zap.String("request_id", rec.RequestID), zap.String("model", rec.Model),
+					zap.Int64("input_tokens", rec.Tokens.Input), zap.Int64("output_tokens", rec.Tokens.Output),
+					zap.String("uncollected", rec.Uncollected().String()))
+			}
+			return nil
+		}
+		if !errors.Is(err, ledger.ErrWriteFailed) {
+			logger.Error("settling a request failed",
+				zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID), zap.Error(err))
+			return err
+		}
+		s.Metrics.settleRetries.Inc()
+		if tries == 1 {
+			logger.Warn("the ledger could not take a bill; retrying",
+				zap.String("request_id", rec.RequestID), zap.String("account", rec.AccountID), zap.Error(err))
+		}
+		if within >= 0 && time.Since(start)+wait > within {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, settleRetryMax)
+	}
+}

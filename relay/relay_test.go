@@ -1,0 +1,236 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/upstream"
+)
+
+// The relay without Caddy: a Service on a real SQLite ledger, a provider
+// whose reverse proxy is a few lines that call RoundTrip, and a fake round
+// tripper that plays the upstream's answer byte for byte.
+
+// fakeUpstream answers every request with one canned response, recording
+// the requests; cut ends the body with an error after its bytes.
+type fakeUpstream struct {
+	mu       sync.Mutex
+	status   int
+	header   http.Header
+	body     string
+	cut      bool
+	requests []string
+}
+
+func (f *fakeUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(req.Body)
+	f.mu.Lock()
+	f.requests = append(f.requests, string(b))
+	f.mu.Unlock()
+	var body io.Reader = strings.NewReader(f.body)
+	if f.cut {
+		body = io.MultiReader(body, errReader{})
+	}
+	return &http.Response{StatusCode: f.status, Header: f.header.Clone(), Body: io.NopCloser(body), Request: req}, nil
+}
+
+// errReader is a connection that breaks.
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
+
+// proxyTo is a provider's reverse proxy reduced to what the relay needs:
+// the request goes to RoundTrip, the answer is copied to the client.
+func proxyTo(w http.ResponseWriter, r *http.Request) error {
+	out := r.Clone(r.Context())
+	out.URL.Scheme, out.URL.Host = "http", "upstream.test"
+	resp, err := RoundTrip(out)
+	if err != nil {
+		return err
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, cerr := io.Copy(w, resp.Body)
+	resp.Body.Close()
+	return cerr
+}
+
+// testService is a Service with one model routed to fake, priced 1 and 2
+// per token of input and output, and an account funded with credit nanos.
+func testService(t *testing.T, format upstream.Format, fake *fakeUpstream, credit ledger.Money) (*Service, Principal) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := ledger.Open(ctx, ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	up, err := upstream.NewRegistry(nil).NewProvider("fake", format, "http://upstream.test", []upstream.KeySpec{{Secret: "sk-fake", Weight: 1}}, upstream.HealthConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Provider{Provider: up, AnthropicVersion: "2023-06-01", FirstByteTimeout: 5 * time.Second,
+		ResponseTimeout: 5 * time.Second, DrainTimeout: 5 * time.Second, Proxy: proxyTo, Upstream: fake}
+	m := &Model{ID: "m", Price: ledger.Price{Input: 1, Output: 2, CacheRead: 1, CacheWrite: 1}, MaxOutput: 100,
+		Routes: []Route{{Provider: p, UpstreamModel: "up-m"}}}
+	svc := &Service{Store: store, Logger: zap.NewNop(), Models: map[string]*Model{"m": m},
+		Signatures: NewSignatureCache(10, time.Minute), MinOutput: 1, MaxAttempts: 1, MaxRequestBody: 1 << 20}
+	svc.Metrics, err = NewMetrics(prometheus.NewRegistry(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Prepare()
+	acct, err := store.CreateAccount(ctx, "", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Credit(ctx, ledger.CreditRequest{AccountID: acct.ID, Amount: credit, Reference: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := store.CreateKey(ctx, acct.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := store.Authenticate(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, Principal{Principal: pr, Plan: &Plan{Name: "default"}}
+}
+
+// rows returns the account's usage rows.
+func rows(t *testing.T, svc *Service, acct string) []ledger.UsageRecord {
+	t.Helper()
+	rs, err := svc.Store.UsageRows(context.Background(), ledger.UsageFilter{AccountID: acct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+const anthropicHead = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"up-m\",\"content\":[],\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+
+func anthropicDelta(text string) string {
+	return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n"
+}
+
+const anthropicTail = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":40}}\n\n" +
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+// TestGenerate: one request's bill, however the answer ends, in chat
+// format on an Anthropic upstream (a translated stream).
+func TestGenerate(t *testing.T) {
+	sse := http.Header{"Content-Type": {"text/event-stream"}}
+	long := strings.Repeat(anthropicDelta("twelve bytes"), 50) // 600 bytes of text: 150 tokens estimated
+	for _, tc := range []struct {
+		name     string
+		fake     *fakeUpstream
+		body     string
+		status   int
+		output   int64 // billed output tokens
+		source   string
+		outcome  string
+		contains string
+	}{
+		{"whole stream", &fakeUpstream{status: 200, header: sse, body: anthropicHead + long + anthropicTail},
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 40, "upstream", "ok", "data: [DONE]"},
+		{"cut before message_delta: never the placeholder", &fakeUpstream{status: 200, header: sse, body: anthropicHead + long, cut: true},
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 150, "estimated", "upstream_cut", "twelve bytes"},
+		{"error event", &fakeUpstream{status: 200, header: sse, body: anthropicHead + long +
+			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"},
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 150, "estimated", "upstream_error", `"error"`},
+		{"not streamed", &fakeUpstream{status: 200, header: http.Header{"Content-Type": {"application/json"}},
+			body: `{"id":"msg_1","type":"message","role":"assistant","model":"up-m","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3}}`},
+			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200, 3, "upstream", "ok", `"hello"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, p := testService(t, upstream.FormatAnthropic, tc.fake, 1_000_000)
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(tc.body))
+			svc.Generate(w, r, p, KindChat, "", "req_1")
+			if w.Code != tc.status || !strings.Contains(w.Body.String(), tc.contains) {
+				t.Fatalf("%d %s", w.Code, w.Body.String())
+			}
+			rs := rows(t, svc, p.AccountID)
+			if len(rs) != 1 {
+				t.Fatalf("%d rows", len(rs))
+			}
+			row := rs[0]
+			if row.Tokens.Output != tc.output || row.Tokens.Input != 7 || row.UsageSource != tc.source || row.Outcome != tc.outcome ||
+				row.Charged != ledger.Money(7+2*tc.output) {
+				t.Fatalf("row %+v", row)
+			}
+			acct, _ := svc.Store.GetAccount(context.Background(), p.AccountID)
+			if acct.Held != 0 || acct.Balance != 1_000_000-row.Charged {
+				t.Fatalf("account %+v", acct)
+			}
+		})
+	}
+}
+
+// TestGenerateRefusals: what is refused holds nothing and reaches no
+// upstream.
+func TestGenerateRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		credit     ledger.Money
+		status     int
+	}{
+		{"unknown model", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`, 1_000_000, 404},
+		{"bad JSON", `{"model":`, 1_000_000, 400},
+		{"balance below the input bound", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 10, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &fakeUpstream{status: 200}
+			svc, p := testService(t, upstream.FormatOpenAI, fake, tc.credit)
+			w := httptest.NewRecorder()
+			svc.Generate(w, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(tc.body)), p, KindChat, "", "req_1")
+			if w.Code != tc.status || !bytes.Contains(w.Body.Bytes(), []byte(`"error"`)) {
+				t.Fatalf("%d %s", w.Code, w.Body.String())
+			}
+			if len(fake.requests) != 0 || len(rows(t, svc, p.AccountID)) != 0 {
+				t.Fatalf("%d upstream requests, %d rows", len(fake.requests), len(rows(t, svc, p.AccountID)))
+			}
+		})
+	}
+}
+
+// TestBilledUsage: the one place that decides usage or estimate.
+func TestBilledUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		u           formats.Usage
+		final       bool
+		outputBytes int64
+		want        formats.Usage
+		source      string
+	}{
+		{"final figures as reported", formats.Usage{Input: 10, Output: 3}, true, 4000, formats.Usage{Input: 10, Output: 3}, "upstream"},
+		{"placeholder output raised to the bytes read", formats.Usage{Input: 10, Output: 1}, false, 400, formats.Usage{Input: 10, Output: 100}, "estimated"},
+		{"running count above the estimate kept", formats.Usage{Input: 10, Output: 300}, false, 400, formats.Usage{Input: 10, Output: 300}, "estimated"},
+		{"no input reported: the request's estimate", formats.Usage{}, false, 5, formats.Usage{Input: 42, Output: 2}, "estimated"},
+	} {
+		got, source := billedUsage(tc.u, tc.final, tc.outputBytes, 42)
+		if got != tc.want || source != tc.source {
+			t.Errorf("%s: %+v %s, want %+v %s", tc.name, got, source, tc.want, tc.source)
+		}
+	}
+}
