@@ -10,6 +10,10 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/modelgate/modelgate/gateway"
+	"github.com/modelgate/modelgate/gateway/mock"
+	"github.com/modelgate/modelgate/gateway/status"
 )
 
 // TestCaddyfileAdapt compares each testdata/adapt/*.caddyfiletest: a
@@ -218,26 +222,26 @@ func TestCaddyfileSecondGlobalBlock(t *testing.T) {
 
 func TestAPIDirectiveTakesNoArguments(t *testing.T) {
 	for _, in := range []string{"modelgate_api extra", "modelgate_api {\n\tfoo\n}"} {
-		if err := new(APIHandler).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
+		if err := new(gateway.APIHandler).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
 			t.Errorf("%q: want an error", in)
 		}
 	}
 }
 
 func TestStatusDirective(t *testing.T) {
-	h := new(StatusHandler)
+	h := new(status.StatusHandler)
 	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("modelgate_status {\n\ttitle Acme AI status\n}")); err != nil || h.Title != "Acme AI status" {
 		t.Fatalf("%+v %v", h, err)
 	}
 	for _, in := range []string{"modelgate_status x", "modelgate_status {\n\tcolour red\n}", "modelgate_status {\n\ttitle\n}"} {
-		if err := new(StatusHandler).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
+		if err := new(status.StatusHandler).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
 			t.Errorf("%q: want an error", in)
 		}
 	}
 }
 
 func TestMockDirective(t *testing.T) {
-	m := new(MockUpstream)
+	m := new(mock.MockUpstream)
 	err := m.UnmarshalCaddyfile(caddyfile.NewTestDispenser("modelgate_mock {\n\tkeys a b\n\tlatency 5ms\n\ttoken_delay 1ms\n\treply_tokens 7\n}"))
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +250,7 @@ func TestMockDirective(t *testing.T) {
 		t.Fatalf("parsed %+v", m)
 	}
 	for _, in := range []string{"modelgate_mock {\n\tlatency soon\n}", "modelgate_mock {\n\treply_tokens 0\n}", "modelgate_mock {\n\tcolour red\n}", "modelgate_mock x"} {
-		if err := new(MockUpstream).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
+		if err := new(mock.MockUpstream).UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
 			t.Errorf("%q: want an error", in)
 		}
 	}

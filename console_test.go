@@ -19,6 +19,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
+	"github.com/modelgate/modelgate/internal/guard"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments/stripetest"
 )
@@ -102,7 +103,7 @@ func csrfOf(t *testing.T, page string) string {
 }
 
 // signUp creates an account in the console and returns its id.
-func (c *consoleClient) signUp(g *gateway, email string) string {
+func (c *consoleClient) signUp(g *testGateway, email string) string {
 	c.t.Helper()
 	r := c.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}})
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/" {
@@ -125,27 +126,16 @@ func (c *consoleClient) signIn(email, password string) response {
 // the accounts' own addresses, which the guard in the usage pool keeps
 // across configs (and so across tests).
 func resetConsoleLimits(t *testing.T) {
-	reset := func() {
-		guards.Range(func(_, v any) bool {
-			g := v.(*guard)
-			fresh := newGuard()
-			for _, p := range []struct{ dst, src *attempts }{
-				{g.signInAddr, fresh.signInAddr}, {g.signInEmail, fresh.signInEmail},
-				{g.signUpAddr, fresh.signUpAddr}, {g.lookupAddr, fresh.lookupAddr},
-			} {
-				p.dst.mu.Lock()
-				p.dst.counts = p.src.counts
-				p.dst.mu.Unlock()
-			}
-			g.mu.Lock()
-			g.known = fresh.known
-			g.mu.Unlock()
-			return true
-		})
-	}
-	reset()
-	t.Cleanup(reset)
+	guard.Reset()
+	t.Cleanup(guard.Reset)
 }
+
+// The console's cookies: the session, and the new key's sealed copy.
+const (
+	sessionCookie = "mg_console"
+	newKeyCookie  = "mg_console_newkey"
+	formCookie    = "mg_console_form"
+)
 
 var newKeyText = regexp.MustCompile(`<output id="new-key" class="secret">(mg-[0-9A-Za-z]+)</output>`)
 
@@ -263,14 +253,14 @@ func TestConsoleSessions(t *testing.T) {
 	// right one is refused for a while
 	resetConsoleLimits(t)
 	b := newConsoleClient(t)
-	for i := range consoleSignInFailures {
+	for i := range guard.SignInFailures {
 		if r := b.signIn("ada@example.com", fmt.Sprintf("guess number %d", i)); r.status != http.StatusUnauthorized {
 			t.Fatalf("guess %d: %d", i, r.status)
 		}
 	}
 	r = b.signIn("ada@example.com", testPassword)
 	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || b.cookies[sessionCookie] != "" {
-		t.Fatalf("after %d wrong passwords: %d %v", consoleSignInFailures, r.status, r.header)
+		t.Fatalf("after %d wrong passwords: %d %v", guard.SignInFailures, r.status, r.header)
 	}
 	if a, _ := g.store.GetAccount(context.Background(), acct); a.Email != "ada@example.com" {
 		t.Fatalf("account: %+v", a)
@@ -592,13 +582,13 @@ func TestConsoleTopUp(t *testing.T) {
 }
 
 // TestConsoleSignUpLimit: one address creates (or tries emails for) at
-// most consoleSignUps accounts an hour.
+// most guard.SignUps accounts an hour.
 func TestConsoleSignUpLimit(t *testing.T) {
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite})
 	c := newConsoleClient(t)
 	c.signUp(g, "taken@example.com")
-	for i := 1; i < consoleSignUps; i++ {
+	for i := 1; i < guard.SignUps; i++ {
 		email := fmt.Sprintf("user%d@example.com", i)
 		if i%2 == 0 {
 			email = "taken@example.com" // probing for accounts counts too
@@ -635,40 +625,6 @@ func TestConsoleSignUpOff(t *testing.T) {
 	}
 	if r := c.signIn("invited@example.com", testPassword); r.status != http.StatusSeeOther {
 		t.Fatalf("sign in: %d", r.status)
-	}
-}
-
-func TestParseUsageQuery(t *testing.T) {
-	now := time.Date(2026, 11, 25, 15, 0, 0, 0, time.UTC)
-	keys := []ledger.Key{{ID: "key_a"}, {ID: "key_b", Deleted: true}}
-	for _, tc := range []struct {
-		query, from, to, key string
-		problem              bool
-	}{
-		{query: "", from: "2026-10-27", to: "2026-11-25"},
-		{query: "from=2026-11-01&to=2026-11-03&key=key_b", from: "2026-11-01", to: "2026-11-03", key: "key_b"},
-		{query: "from=2026-11-03&to=2026-11-01", from: "2026-11-01", to: "2026-11-03"},
-		{query: "to=2026-01-31", from: "2026-01-02", to: "2026-01-31"},
-		{query: "from=2020-01-01&to=2026-11-25", from: "2025-11-25", to: "2026-11-25", problem: true},
-		{query: "from=yesterday", from: "2026-10-27", to: "2026-11-25", problem: true},
-		{query: "key=key_other", from: "2026-10-27", to: "2026-11-25", problem: true},
-	} {
-		v, _ := url.ParseQuery(tc.query)
-		q := parseUsageQuery(v, keys, now)
-		if got := [3]string{q.from.Format(dayLayout), q.to.Format(dayLayout), q.keyID}; got != [3]string{tc.from, tc.to, tc.key} || (q.problem != "") != tc.problem {
-			t.Errorf("%q: %v %q", tc.query, got, q.problem)
-		}
-		if q.days() > usageMaxDays {
-			t.Errorf("%q: %d days", tc.query, q.days())
-		}
-	}
-}
-
-func TestCSVText(t *testing.T) {
-	for in, want := range map[string]string{"laptop": "laptop", "=1+1": "'=1+1", "+x": "'+x", "-x": "'-x", "@x": "'@x", "": "", "a=b": "a=b"} {
-		if got := csvText(in); got != want {
-			t.Errorf("%q: %q, want %q", in, got, want)
-		}
 	}
 }
 

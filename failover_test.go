@@ -32,7 +32,7 @@ func twoKeyProviders(extra string) string {
 
 // genRequest sends one generation request in a client format and returns
 // the status and body.
-func (g *gateway) generate(client, model, text string, stream bool, key string) response {
+func (g *testGateway) generate(client, model, text string, stream bool, key string) response {
 	switch client {
 	case "anthropic":
 		return g.do("POST", "/v1/messages", fmt.Sprintf(`{"model":%q,"max_tokens":50,"stream":%v,"messages":[{"role":"user","content":%q}]}`, model, stream, text),

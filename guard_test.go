@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/guard"
 )
 
 // trustLocalProxy makes the test Caddy take the client address from
@@ -103,13 +105,13 @@ func TestSignInLimitHoldsUnderConcurrency(t *testing.T) {
 	statuses := parallel(100, func(i int) response {
 		return p.post("", url.Values{"email": {"target@example.com"}, "password": {fmt.Sprintf("wrong guess %03d", i)}})
 	})
-	if statuses[http.StatusUnauthorized] > consoleSignInFailures || statuses[http.StatusUnauthorized] == 0 ||
+	if statuses[http.StatusUnauthorized] > guard.SignInFailures || statuses[http.StatusUnauthorized] == 0 ||
 		statuses[http.StatusUnauthorized]+statuses[http.StatusTooManyRequests] != 100 {
-		t.Fatalf("100 wrong passwords at once: %v; want at most %d verified (401), the rest 429", statuses, consoleSignInFailures)
+		t.Fatalf("100 wrong passwords at once: %v; want at most %d verified (401), the rest 429", statuses, guard.SignInFailures)
 	}
 	// most of the burst was refused for being too many at once: the rest
 	// of the budget, one by one, then nothing, not even after a reload
-	for i := statuses[http.StatusUnauthorized]; i < consoleSignInFailures; i++ {
+	for i := statuses[http.StatusUnauthorized]; i < guard.SignInFailures; i++ {
 		if r := p.post("", url.Values{"email": {"target@example.com"}, "password": {"one by one"}}); r.status != http.StatusUnauthorized {
 			t.Fatalf("wrong password %d, alone: %d", i+1, r.status)
 		}
@@ -135,9 +137,9 @@ func TestSignUpLimitHoldsUnderConcurrency(t *testing.T) {
 			created++
 		}
 	}
-	if created > consoleSignUps || created == 0 || created != statuses[http.StatusSeeOther] ||
+	if created > guard.SignUps || created == 0 || created != statuses[http.StatusSeeOther] ||
 		created+statuses[http.StatusTooManyRequests] != 40 {
-		t.Fatalf("40 sign-ups at once: %d accounts, answers %v; want at most %d accounts, the rest 429", created, statuses, consoleSignUps)
+		t.Fatalf("40 sign-ups at once: %d accounts, answers %v; want at most %d accounts, the rest 429", created, statuses, guard.SignUps)
 	}
 }
 
@@ -149,9 +151,9 @@ func TestLookupLimitHoldsUnderConcurrency(t *testing.T) {
 	statuses := parallel(100, func(i int) response {
 		return postLookup(t, fmt.Sprintf("mg-%040d", i))
 	})
-	if statuses[http.StatusNotFound] > lookupMaxFailures || statuses[http.StatusNotFound] == 0 ||
+	if statuses[http.StatusNotFound] > guard.LookupFailures || statuses[http.StatusNotFound] == 0 ||
 		statuses[http.StatusNotFound]+statuses[http.StatusTooManyRequests] != 100 {
-		t.Fatalf("100 wrong keys at once: %v; want at most %d looked up (404), the rest 429", statuses, lookupMaxFailures)
+		t.Fatalf("100 wrong keys at once: %v; want at most %d looked up (404), the rest 429", statuses, guard.LookupFailures)
 	}
 }
 
@@ -170,7 +172,7 @@ func TestSignInStrangerCannotLockOut(t *testing.T) {
 		t.Fatalf("the owner signs in: %d", r.status)
 	}
 	// a guesser, one try from each of many addresses
-	for i := range consoleSignInFailures {
+	for i := range guard.SignInFailures {
 		if r := p.post(fmt.Sprintf("203.0.113.%d", i+1), url.Values{"email": {"OWNER@example.com"}, "password": {"guess " + fmt.Sprint(i)}}); r.status != http.StatusUnauthorized {
 			t.Fatalf("guess %d: %d", i, r.status)
 		}
@@ -187,13 +189,13 @@ func TestSignInStrangerCannotLockOut(t *testing.T) {
 		}
 	}
 	// home is still limited as an address
-	for i := range consoleSignInFailures {
+	for i := range guard.SignInFailures {
 		if r := p.post(home, url.Values{"email": {"owner@example.com"}, "password": {"typo " + fmt.Sprint(i)}}); r.status != http.StatusUnauthorized {
 			t.Fatalf("typo %d from home: %d", i, r.status)
 		}
 	}
 	if r := p.post(home, right); r.status != http.StatusTooManyRequests {
-		t.Fatalf("home after %d wrong passwords: %d", consoleSignInFailures, r.status)
+		t.Fatalf("home after %d wrong passwords: %d", guard.SignInFailures, r.status)
 	}
 }
 
@@ -205,12 +207,12 @@ func TestHashQueueBounded(t *testing.T) {
 	startGateway(t, gatewayOptions{site: consoleSite, global: trustLocalProxy})
 	// the queue's bound is a few hashes per core: make it what it is on
 	// two cores, whatever this machine has
-	guards.Range(func(_, v any) bool {
-		q := v.(*guard).hashes
-		old := q.max.Swap(2 * (1 + hashQueuePerSlot))
-		t.Cleanup(func() { q.max.Store(old) })
-		return true
-	})
+	g, err := guard.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := g.Hashes.SetBound(2 * (1 + guard.HashQueuePerSlot))
+	t.Cleanup(func() { g.Hashes.SetBound(old); _ = guard.Release() })
 	p := newFormPoster(t, "/console/signin")
 	var mu sync.Mutex
 	busy := 0

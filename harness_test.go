@@ -20,6 +20,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/mockupstream"
 )
@@ -65,7 +66,7 @@ func mustFreePort() int {
 
 // gateway is a real Caddy, started from a Caddyfile, serving modelgate in
 // front of a mock upstream, with its own SQLite ledger file.
-type gateway struct {
+type testGateway struct {
 	t       *testing.T
 	tester  *caddytest.Tester
 	mock    *mockupstream.Server
@@ -91,7 +92,7 @@ type gatewayOptions struct {
 
 // startGateway loads a config into the test Caddy (one per test binary,
 // started by caddytest) and returns a handle on it.
-func startGateway(t *testing.T, o gatewayOptions) *gateway {
+func startGateway(t *testing.T, o gatewayOptions) *testGateway {
 	t.Helper()
 	t.Setenv("MG_TEST_UPSTREAM_KEY", upstreamKey)
 	if o.mock.Keys == nil {
@@ -107,7 +108,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	}
 
 	dir := t.TempDir()
-	g := &gateway{t: t, mock: mock, dbPath: filepath.Join(dir, "ledger.db"), logPath: filepath.Join(dir, "caddy.log")}
+	g := &testGateway{t: t, mock: mock, dbPath: filepath.Join(dir, "ledger.db"), logPath: filepath.Join(dir, "caddy.log")}
 	adminHost := "localhost"
 	if o.admin != "" {
 		adminHost = o.admin
@@ -235,7 +236,7 @@ var loggedKey = regexp.MustCompile(`mg-[0-9A-Za-z]{40,}`)
 // assertNoSecretsLogged fails the test if anything the gateway logged
 // (Caddy's own log and the access log)
 // holds an API key or the upstream key, in any form.
-func (g *gateway) assertNoSecretsLogged() {
+func (g *testGateway) assertNoSecretsLogged() {
 	logs := readLogs(g.t, g.logPath, g.logPath+".access")
 	if g.t.Failed() && logs != "" {
 		if f, err := os.CreateTemp("", "modelgate-failed-log-*.json"); err == nil {
@@ -262,7 +263,7 @@ func ledgerBlock(lines string) string {
 
 // reload loads the gateway's config again with one change (the currency),
 // as `caddy reload` does.
-func (g *gateway) reload() {
+func (g *testGateway) reload() {
 	g.t.Helper()
 	g.cfg = strings.Replace(g.cfg, "default_plan developer\n", "default_plan developer\n\t\tcurrency EUR\n", 1)
 	g.tester.InitServer(g.cfg, "caddyfile")
@@ -277,14 +278,7 @@ func (g *gateway) reload() {
 // runningStore finds the ledger the running config opened for path.
 func runningStore(t testing.TB, path string) *ledger.Store {
 	t.Helper()
-	var s *ledger.Store
-	ledgers.Range(func(key, value any) bool {
-		if key == "sqlite:"+path {
-			s = value.(*ledgerHandle).Store
-			return false
-		}
-		return true
-	})
+	s := gateway.RunningLedger(path)
 	if s == nil {
 		t.Fatal("the running config has no ledger for " + path)
 	}
@@ -309,7 +303,7 @@ func readLogs(t *testing.T, paths ...string) string {
 }
 
 // account creates a funded account with one key and returns both.
-func (g *gateway) account(credit string) (acct, key string) {
+func (g *testGateway) account(credit string) (acct, key string) {
 	g.t.Helper()
 	ctx := context.Background()
 	a, err := g.store.CreateAccount(ctx, "", "developer")
@@ -333,7 +327,7 @@ func (g *gateway) account(credit string) (acct, key string) {
 }
 
 // balance returns an account's balance and outstanding holds.
-func (g *gateway) balance(acct string) (balance, held ledger.Money) {
+func (g *testGateway) balance(acct string) (balance, held ledger.Money) {
 	g.t.Helper()
 	a, err := g.store.GetAccount(context.Background(), acct)
 	if err != nil {
@@ -343,7 +337,7 @@ func (g *gateway) balance(acct string) (balance, held ledger.Money) {
 }
 
 // rows returns an account's usage rows, newest first.
-func (g *gateway) rows(acct string) []ledger.UsageRecord {
+func (g *testGateway) rows(acct string) []ledger.UsageRecord {
 	g.t.Helper()
 	rows, err := g.store.UsageRows(context.Background(), ledger.UsageFilter{AccountID: acct, Limit: 10000})
 	if err != nil {
@@ -353,7 +347,7 @@ func (g *gateway) rows(acct string) []ledger.UsageRecord {
 }
 
 // audit fails the test if the ledger's balances do not recompute from rows.
-func (g *gateway) audit() {
+func (g *testGateway) audit() {
 	g.t.Helper()
 	m, err := g.store.Audit(context.Background())
 	if err != nil {
@@ -365,7 +359,7 @@ func (g *gateway) audit() {
 }
 
 // client is the official OpenAI SDK pointed at the gateway.
-func (g *gateway) client(key string) *openai.Client {
+func (g *testGateway) client(key string) *openai.Client {
 	c := openai.NewClient(
 		option.WithBaseURL(gatewayAddr+"/v1/"),
 		option.WithAPIKey(key),
@@ -383,7 +377,7 @@ type response struct {
 }
 
 // do sends a raw request to the gateway. headers alternate name, value.
-func (g *gateway) do(method, path, body string, headers ...string) response {
+func (g *testGateway) do(method, path, body string, headers ...string) response {
 	g.t.Helper()
 	var rd io.Reader
 	if body != "" {

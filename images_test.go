@@ -167,7 +167,7 @@ func TestImagesGenerate(t *testing.T) {
 }
 
 // lastUpstream is the last request the mock received.
-func lastUpstream(t *testing.T, g *gateway) mockupstream.Recorded {
+func lastUpstream(t *testing.T, g *testGateway) mockupstream.Recorded {
 	t.Helper()
 	reqs := g.mock.Requests()
 	if len(reqs) == 0 {
@@ -187,7 +187,7 @@ type uploadSummary struct {
 	} `json:"files"`
 }
 
-func lastUpload(t *testing.T, g *gateway) uploadSummary {
+func lastUpload(t *testing.T, g *testGateway) uploadSummary {
 	t.Helper()
 	up := lastUpstream(t, g)
 	var s uploadSummary

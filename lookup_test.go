@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/modelgate/modelgate/internal/guard"
 )
 
 // postLookup posts a key to the lookup page.
@@ -63,13 +65,13 @@ func TestLookupPage(t *testing.T) {
 	}
 
 	// wrong keys: 404 each, then the client is refused, right key or not
-	for i := range lookupMaxFailures {
+	for i := range guard.LookupFailures {
 		if r := postLookup(t, "mg-"+strings.Repeat("x", 40)+strconv.Itoa(i)); r.status != 404 || !strings.Contains(r.body, "No such key") {
 			t.Fatalf("wrong key %d: %d", i, r.status)
 		}
 	}
 	if r := postLookup(t, key); r.status != 429 || r.header.Get("Retry-After") == "" || figure(r.body, "requests") != "" {
-		t.Fatalf("after %d wrong keys: %d %s", lookupMaxFailures, r.status, r.body)
+		t.Fatalf("after %d wrong keys: %d %s", guard.LookupFailures, r.status, r.body)
 	}
 	if r := postLookup(t, ""); r.status != 429 {
 		t.Fatalf("an empty key while refused: %d", r.status)

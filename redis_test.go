@@ -63,7 +63,7 @@ func buildGateway(t *testing.T, dir string) string {
 // secondConfig writes the config of another gateway process into dir: g's
 // catalogue on a free port, without admin or logs, its ledger at dbPath.
 // It returns the Caddyfile's path and the process's base URL.
-func secondConfig(t *testing.T, g *gateway, dir, dbPath string) (cfgPath, base string) {
+func secondConfig(t *testing.T, g *testGateway, dir, dbPath string) (cfgPath, base string) {
 	t.Helper()
 	port, tlsPort := freeTCPPort(t), freeTCPPort(t)
 	cfg := g.cfg
@@ -135,7 +135,7 @@ func (si *secondInstance) output() string {
 // startSecondInstance builds the gateway binary and runs it on a free port
 // with the same catalogue as startGateway's, on the ledger at dbPath (one
 // server per SQLite file: not g's own).
-func startSecondInstance(t *testing.T, g *gateway, dbPath string) *secondInstance {
+func startSecondInstance(t *testing.T, g *testGateway, dbPath string) *secondInstance {
 	t.Helper()
 	dir := t.TempDir()
 	bin := buildGateway(t, dir)

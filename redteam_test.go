@@ -40,6 +40,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/modelgate/modelgate/formats/images"
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/mockupstream"
 )
@@ -101,12 +102,12 @@ func (c redClient) request(ctx context.Context, key, model, prompt string, strea
 
 // streamedText is how many text tokens the mock upstream has streamed so
 // far, on the test key.
-func (g *gateway) streamedText() int64 {
+func (g *testGateway) streamedText() int64 {
 	return g.mock.Stats().ByKey[upstreamKey].StreamedText
 }
 
 // waitRow waits for an account's only usage row.
-func (g *gateway) waitRow(acct string, within time.Duration) ledger.UsageRecord {
+func (g *testGateway) waitRow(acct string, within time.Duration) ledger.UsageRecord {
 	g.t.Helper()
 	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
 		rows := g.rows(acct)
@@ -124,7 +125,7 @@ func (g *gateway) waitRow(acct string, within time.Duration) ledger.UsageRecord 
 
 // checkBilled asserts the row bills at least upstreamOutput output tokens,
 // at the model's price, with nothing left held.
-func (g *gateway) checkBilled(label, acct string, row ledger.UsageRecord, upstreamOutput int64, source, outcome string) {
+func (g *testGateway) checkBilled(label, acct string, row ledger.UsageRecord, upstreamOutput int64, source, outcome string) {
 	g.t.Helper()
 	if row.Tokens.Output < upstreamOutput || row.Tokens.Input <= 0 || row.UsageSource != source || row.Outcome != outcome ||
 		row.Charged != cost(row.Tokens.Input, row.Tokens.Output) {
@@ -426,7 +427,7 @@ const (
 )
 
 // redTeam starts a gateway with redTeamModels and a funded account.
-func redTeam(t *testing.T, credit string) (g *gateway, acct string, auth []string) {
+func redTeam(t *testing.T, credit string) (g *testGateway, acct string, auth []string) {
 	t.Helper()
 	g = startGateway(t, gatewayOptions{extra: redTeamModels})
 	acct, key := g.account(credit)
@@ -435,7 +436,7 @@ func redTeam(t *testing.T, credit string) (g *gateway, acct string, auth []strin
 
 // untouched fails the test unless the account holds exactly its credit,
 // with nothing held and no usage row, and the upstream saw no request.
-func (g *gateway) untouched(acct string, credit ledger.Money) {
+func (g *testGateway) untouched(acct string, credit ledger.Money) {
 	g.t.Helper()
 	if n := len(g.mock.Requests()); n != 0 {
 		g.t.Errorf("the upstream saw %d requests; first: %s", n, g.mock.Requests()[0].Body)
@@ -941,7 +942,7 @@ type editRecord struct {
 
 // upstreamEdits waits until the mock has finished every request it began,
 // then returns the edits it recorded after the first skip records.
-func upstreamEdits(t *testing.T, g *gateway, skip int) []editRecord {
+func upstreamEdits(t *testing.T, g *testGateway, skip int) []editRecord {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for g.mock.KeyStats(upstreamKey).Active != 0 {
@@ -969,7 +970,7 @@ func upstreamEdits(t *testing.T, g *gateway, skip int) []editRecord {
 // prices (its token usage, or per image for dalle-test), every new usage
 // row within its hold (never over_hold) and debited whole, nothing left
 // held. It returns what was made and the upstream's records of the edits.
-func checkBilled(t *testing.T, g *gateway, acct, model string, send func()) (made mockupstream.ImagesServed, edits []editRecord) {
+func checkBilled(t *testing.T, g *testGateway, acct, model string, send func()) (made mockupstream.ImagesServed, edits []editRecord) {
 	t.Helper()
 	before, _ := g.balance(acct)
 	rowsBefore := len(g.rows(acct))
@@ -1007,11 +1008,7 @@ func checkBilled(t *testing.T, g *gateway, acct, model string, send func()) (mad
 // runningSpool is the bound on spooled uploads of the running gateway.
 func runningSpool(t *testing.T) *images.Spool {
 	t.Helper()
-	var sp *images.Spool
-	imageSpools.Range(func(_, v any) bool {
-		sp = v.(spoolHandle).Spool
-		return false
-	})
+	sp := gateway.RunningImageSpool()
 	if sp == nil {
 		t.Fatal("no upload spool")
 	}
@@ -1363,7 +1360,7 @@ const raceText = "mock:tokens=200 mock:latency=300ms race"
 // raceTwoServers shows what two servers on one ledger do: one streamed
 // request on each, at once, on an account whose balance covers one; it
 // fails the test if the upstream made more answers than were billed.
-func raceTwoServers(t *testing.T, g *gateway, b *secondInstance, acct, key string) {
+func raceTwoServers(t *testing.T, g *testGateway, b *secondInstance, acct, key string) {
 	t.Helper()
 	done := g.mock.KeyStats(upstreamKey).Completed
 	var wg sync.WaitGroup

@@ -16,7 +16,7 @@ import (
 // askResponses sends one turn through the Responses API with the OpenAI
 // SDK. A stream is checked event by event (sequence numbers from 0, one
 // terminal event) and accumulated with the SDK's accumulator.
-func (g *gateway) askResponses(t *testing.T, key, model, system, prompt string, stream, tools bool) (turn, *responses.Response) {
+func (g *testGateway) askResponses(t *testing.T, key, model, system, prompt string, stream, tools bool) (turn, *responses.Response) {
 	t.Helper()
 	p := responses.ResponseNewParams{
 		Model:           model,

@@ -48,12 +48,12 @@ type turn struct {
 }
 
 // anthropicClient is the official Anthropic SDK pointed at the gateway.
-func (g *gateway) anthropicClient(key string) anthropic.Client {
+func (g *testGateway) anthropicClient(key string) anthropic.Client {
 	return anthropic.NewClient(aoption.WithBaseURL(gatewayAddr), aoption.WithAuthToken(key), aoption.WithMaxRetries(0))
 }
 
 // geminiClient is the official Google GenAI SDK pointed at the gateway.
-func (g *gateway) geminiClient(t *testing.T, key, apiVersion string) *genai.Client {
+func (g *testGateway) geminiClient(t *testing.T, key, apiVersion string) *genai.Client {
 	t.Helper()
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		APIKey:      key,
@@ -74,7 +74,7 @@ var weatherSchema = map[string]any{
 }
 
 // askOpenAI sends one turn with the OpenAI SDK.
-func (g *gateway) askOpenAI(t *testing.T, key, model, system, prompt string, stream, tools bool) turn {
+func (g *testGateway) askOpenAI(t *testing.T, key, model, system, prompt string, stream, tools bool) turn {
 	t.Helper()
 	p := openai.ChatCompletionNewParams{
 		Model:     model,
@@ -114,7 +114,7 @@ func (g *gateway) askOpenAI(t *testing.T, key, model, system, prompt string, str
 }
 
 // askAnthropic sends one turn with the Anthropic SDK.
-func (g *gateway) askAnthropic(t *testing.T, key, model, system, prompt string, stream, tools bool) turn {
+func (g *testGateway) askAnthropic(t *testing.T, key, model, system, prompt string, stream, tools bool) turn {
 	t.Helper()
 	p := anthropic.MessageNewParams{
 		Model:     anthropic.Model(model),
@@ -159,7 +159,7 @@ func (g *gateway) askAnthropic(t *testing.T, key, model, system, prompt string, 
 }
 
 // askGemini sends one turn with the Google GenAI SDK.
-func (g *gateway) askGemini(t *testing.T, key, model, system, prompt string, stream, tools bool) turn {
+func (g *testGateway) askGemini(t *testing.T, key, model, system, prompt string, stream, tools bool) turn {
 	t.Helper()
 	c := g.geminiClient(t, key, "")
 	cfg := &genai.GenerateContentConfig{
@@ -215,13 +215,13 @@ func (g *gateway) askGemini(t *testing.T, key, model, system, prompt string, str
 // asker is one client SDK.
 type asker struct {
 	name string
-	ask  func(g *gateway, t *testing.T, key, model, system, prompt string, stream, tools bool) turn
+	ask  func(g *testGateway, t *testing.T, key, model, system, prompt string, stream, tools bool) turn
 }
 
 var everyClient = []asker{
-	{"openai", (*gateway).askOpenAI},
-	{"anthropic", (*gateway).askAnthropic},
-	{"gemini", (*gateway).askGemini},
+	{"openai", (*testGateway).askOpenAI},
+	{"anthropic", (*testGateway).askAnthropic},
+	{"gemini", (*testGateway).askGemini},
 }
 
 // TestEveryPair sends the same conversation from each of the three official

@@ -1,4 +1,4 @@
-package modelgate
+package gateway
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// appFor returns the modelgate app of the config that a handler of the
+// AppFor returns the modelgate app of the config that a handler of the
 // directive is provisioned in.
-func appFor(ctx caddy.Context, directive string) (*App, error) {
+func AppFor(ctx caddy.Context, directive string) (*App, error) {
 	app, err := ctx.AppIfConfigured("modelgate")
 	if err != nil {
 		return nil, fmt.Errorf("%s needs the modelgate global option (providers, models, ledger)", directive)
@@ -20,10 +20,10 @@ func appFor(ctx caddy.Context, directive string) (*App, error) {
 	return app.(*App), nil
 }
 
-// writePage renders a page of package web into memory and sends it with
+// WritePage renders a page of package web into memory and sends it with
 // status and the page's Content-Security-Policy, so that a template error
 // answers a clean 500, never half a page.
-func writePage(w http.ResponseWriter, logger *zap.Logger, status int, csp string, render func(io.Writer) error) {
+func WritePage(w http.ResponseWriter, logger *zap.Logger, status int, csp string, render func(io.Writer) error) {
 	var b bytes.Buffer
 	if err := render(&b); err != nil {
 		logger.Error("rendering a page", zap.Error(err))

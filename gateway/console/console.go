@@ -1,4 +1,4 @@
-package modelgate
+package console
 
 import (
 	"crypto/aes"
@@ -25,6 +25,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
+	"github.com/modelgate/modelgate/internal/guard"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/passwords"
 	"github.com/modelgate/modelgate/payments"
@@ -41,10 +43,6 @@ func init() {
 const (
 	consoleMaxForm         = 16 << 10           // any console form
 	consoleSessionLifetime = 7 * 24 * time.Hour // default session lifetime
-	consoleSignInFailures  = 10                 // wrong passwords per client address, and per email…
-	consoleSignInWindow    = 15 * time.Minute   // …in this window
-	consoleSignUps         = 10                 // accounts created per client address…
-	consoleSignUpWindow    = time.Hour          // …in this window
 	consoleNewKeyTTL       = time.Minute        // how long the new key's sealed cookie lives
 	consoleMaxLabel        = 64                 // characters of a key's label
 	consoleMaxEmail        = 254
@@ -79,11 +77,11 @@ type ConsoleHandler struct {
 	// SessionLifetime is how long a sign-in lasts. Default: 7 days.
 	SessionLifetime caddy.Duration `json:"session_lifetime,omitempty"`
 
-	app        *App
+	app        *gateway.App
 	logger     *zap.Logger
 	cop        *http.CrossOriginProtection
 	cookiePath string
-	guard      *guard // sign-in and sign-up limits, shared by every config
+	guard      *guard.Guard // sign-in and sign-up limits, shared by every config
 }
 
 // CaddyModule returns the Caddy module information.
@@ -107,7 +105,7 @@ var decoyHash = sync.OnceValue(func() string {
 // Provision finds the modelgate app.
 func (h *ConsoleHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	app, err := appFor(ctx, "modelgate_console")
+	app, err := gateway.AppFor(ctx, "modelgate_console")
 	if err != nil {
 		return err
 	}
@@ -124,7 +122,7 @@ func (h *ConsoleHandler) Provision(ctx caddy.Context) error {
 	}
 	h.cookiePath = h.BasePath + "/"
 	h.cop = http.NewCrossOriginProtection()
-	g, err := loadGuard()
+	g, err := guard.Load()
 	if err != nil {
 		return err
 	}
@@ -138,7 +136,7 @@ func (h *ConsoleHandler) Cleanup() error {
 		return nil
 	}
 	h.guard = nil
-	return releaseGuard()
+	return guard.Release()
 }
 
 // consoleRequest is one request to the console: who asks (sess is nil
@@ -187,11 +185,11 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 	}
 	c := &consoleRequest{w: w, r: r, csp: web.ContentSecurityPolicy(),
 		frame: web.ConsoleFrame{Title: h.Title, Base: h.BasePath, Currency: h.app.Currency}}
-	if (rel == "/signup" || rel == "/topup") && h.app.blockedRegion(r) {
+	if (rel == "/signup" || rel == "/topup") && h.app.BlockedRegion(r) {
 		// block_countries covers opening an account and paying, as it
 		// covers the API (#17)
-		h.app.metrics.Refused("region")
-		h.message(c, http.StatusForbidden, "Not available", regionBlocked().Message)
+		h.app.Metrics().Refused("region")
+		h.message(c, http.StatusForbidden, "Not available", gateway.RegionBlocked().Message)
 		return nil
 	}
 	if method == http.MethodPost {
@@ -271,7 +269,7 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 
 // page renders a console page with status.
 func (h *ConsoleHandler) page(c *consoleRequest, status int, render func(io.Writer) error) {
-	writePage(c.w, h.logger, status, c.csp, render)
+	gateway.WritePage(c.w, h.logger, status, c.csp, render)
 }
 
 // message answers with a page that only says msg.
@@ -288,14 +286,14 @@ func (h *ConsoleHandler) session(r *http.Request) (*consoleSession, error) {
 		return nil, nil
 	}
 	sum := sha256.Sum256([]byte(ck.Value))
-	s, err := h.app.store.SessionByHash(r.Context(), sum)
+	s, err := h.app.Store().SessionByHash(r.Context(), sum)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	acct, err := h.app.store.GetAccount(r.Context(), s.AccountID)
+	acct, err := h.app.Store().GetAccount(r.Context(), s.AccountID)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
@@ -376,30 +374,30 @@ func (h *ConsoleHandler) serveSignIn(c *consoleRequest, method string) {
 	email := strings.TrimSpace(c.r.PostForm.Get("email"))
 	password := c.r.PostForm.Get("password")
 	login := ledger.NormalizeEmail(email)
-	client := clientIP(c.r)
+	client := guard.ClientIP(c.r)
 	now := time.Now()
 	g := h.guard
-	addrTry, wait := g.signInAddr.take(client, now)
+	addrTry, wait := g.SignInAddr.Take(client, now)
 	if addrTry == nil {
 		h.tooMany(c, false, email, wait, "Too many failed sign-ins from your address. Try again later.")
 		return
 	}
-	var emailTry *attempt
-	if !g.ownAddress(login, client, now) {
-		if emailTry, wait = g.signInEmail.take(login, now); emailTry == nil {
-			addrTry.end(true) // nothing was tried
+	var emailTry *guard.Attempt
+	if !g.OwnAddress(login, client, now) {
+		if emailTry, wait = g.SignInEmail.Take(login, now); emailTry == nil {
+			addrTry.End(true) // nothing was tried
 			h.tooMany(c, false, email, wait, "Too many failed sign-ins for this email. Try again later.")
 			return
 		}
 	}
 	ok := false
 	defer func() {
-		addrTry.end(ok)
-		emailTry.end(ok)
+		addrTry.End(ok)
+		emailTry.End(ok)
 	}()
 
 	ctx := c.r.Context()
-	accountID, hash, err := h.app.store.Login(ctx, login)
+	accountID, hash, err := h.app.Store().Login(ctx, login)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		ok = true // not the visitor's failure
 		h.logger.Error("reading a console login", zap.Error(err))
@@ -412,9 +410,9 @@ func (h *ConsoleHandler) serveSignIn(c *consoleRequest, method string) {
 	}
 	var match bool
 	var verr error
-	if err := g.hashes.run(ctx, func() { match, verr = passwords.Verify(password, hash) }); err != nil {
+	if err := g.Hashes.Run(ctx, func() { match, verr = passwords.Verify(password, hash) }); err != nil {
 		ok = true // nothing was verified
-		if errors.Is(err, errBusy) {
+		if errors.Is(err, guard.ErrBusy) {
 			h.tooMany(c, false, email, time.Second, "The console is busy. Try again in a moment.")
 		}
 		return // or the client went away
@@ -427,7 +425,7 @@ func (h *ConsoleHandler) serveSignIn(c *consoleRequest, method string) {
 		return
 	}
 	ok = true
-	g.signedIn(login, client, now)
+	g.SignedIn(login, client, now)
 	h.startSession(c, accountID)
 }
 
@@ -443,14 +441,14 @@ func (h *ConsoleHandler) tooMany(c *consoleRequest, signUp bool, email string, w
 func (h *ConsoleHandler) startSession(c *consoleRequest, accountID string) {
 	ctx := c.r.Context()
 	if ck, err := c.r.Cookie(sessionCookie); err == nil {
-		if err := h.app.store.DeleteSession(ctx, sha256.Sum256([]byte(ck.Value))); err != nil {
+		if err := h.app.Store().DeleteSession(ctx, sha256.Sum256([]byte(ck.Value))); err != nil {
 			h.logger.Error("ending a console session", zap.Error(err))
 		}
 	}
 	token := newToken()
 	now := time.Now()
 	lifetime := time.Duration(h.SessionLifetime)
-	err := h.app.store.CreateSession(ctx, sha256.Sum256([]byte(token)), ledger.Session{
+	err := h.app.Store().CreateSession(ctx, sha256.Sum256([]byte(token)), ledger.Session{
 		AccountID: accountID, CSRF: newToken(), CreatedAt: now, ExpiresAt: now.Add(lifetime)})
 	if err != nil {
 		h.logger.Error("creating a console session", zap.Error(err))
@@ -490,18 +488,18 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		h.authPage(c, http.StatusBadRequest, true, email, "The password must have 10 to 1024 characters.")
 		return
 	}
-	try, wait := h.guard.signUpAddr.take(clientIP(c.r), time.Now())
+	try, wait := h.guard.SignUpAddr.Take(guard.ClientIP(c.r), time.Now())
 	if try == nil {
 		h.tooMany(c, true, email, wait, "Too many accounts created from your address. Try again later.")
 		return
 	}
 	counted := false
-	defer func() { try.end(!counted) }()
+	defer func() { try.End(!counted) }()
 
 	var hash string
 	var herr error
-	if err := h.guard.hashes.run(c.r.Context(), func() { hash, herr = passwords.Hash(password) }); err != nil {
-		if errors.Is(err, errBusy) {
+	if err := h.guard.Hashes.Run(c.r.Context(), func() { hash, herr = passwords.Hash(password) }); err != nil {
+		if errors.Is(err, guard.ErrBusy) {
 			h.tooMany(c, true, email, time.Second, "The console is busy. Try again in a moment.")
 		}
 		return
@@ -511,7 +509,7 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		h.authPage(c, http.StatusInternalServerError, true, email, "Creating the account failed; try again.")
 		return
 	}
-	acct, err := h.app.store.CreateLogin(c.r.Context(), email, h.app.DefaultPlan, hash)
+	acct, err := h.app.Store().CreateLogin(c.r.Context(), email, h.app.DefaultPlan, hash)
 	if errors.Is(err, ledger.ErrDuplicate) {
 		// tries at taken emails count too, so the form cannot list who
 		// has an account faster than it creates them
@@ -541,7 +539,7 @@ func validEmail(s string) bool {
 
 // signOut ends the session.
 func (h *ConsoleHandler) signOut(c *consoleRequest) {
-	if err := h.app.store.DeleteSession(c.r.Context(), c.sess.hash); err != nil {
+	if err := h.app.Store().DeleteSession(c.r.Context(), c.sess.hash); err != nil {
 		h.logger.Error("ending a console session", zap.Error(err))
 	}
 	h.setCookie(c.w, sessionCookie, "", h.cookiePath, -1, http.SameSiteLaxMode)
@@ -551,7 +549,7 @@ func (h *ConsoleHandler) signOut(c *consoleRequest) {
 // serveOverview shows the balance, the amount held and the account's state.
 func (h *ConsoleHandler) serveOverview(c *consoleRequest) {
 	a := c.sess.account
-	keys, err := h.app.store.ListKeys(c.r.Context(), a.ID)
+	keys, err := h.app.Store().ListKeys(c.r.Context(), a.ID)
 	if err != nil {
 		h.logger.Error("listing keys", zap.Error(err))
 	}
@@ -586,7 +584,7 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int) {
 	if ck, err := c.r.Cookie(newKeyCookie); err == nil {
 		h.setCookie(c.w, newKeyCookie, "", h.cookiePath+"keys", -1, http.SameSiteStrictMode)
 		if id, secret, ok := openNewKey(c.sess, ck.Value); ok && shownKeys.first(id) {
-			if k, err := h.app.store.KeyByID(c.r.Context(), id); err == nil && k.AccountID == c.sess.account.ID && !k.Deleted &&
+			if k, err := h.app.Store().KeyByID(c.r.Context(), id); err == nil && k.AccountID == c.sess.account.ID && !k.Deleted &&
 				time.Since(k.CreatedAt) < consoleNewKeyTTL {
 				p.NewKey, p.NewKeyLabel = secret, k.Label
 				c.frame.Notice = "Key created."
@@ -596,7 +594,7 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int) {
 	if c.r.URL.Query().Get("deleted") != "" {
 		c.frame.Notice = "Key deleted: requests with it are refused."
 	}
-	keys, err := h.app.store.ListKeys(c.r.Context(), c.sess.account.ID)
+	keys, err := h.app.Store().ListKeys(c.r.Context(), c.sess.account.ID)
 	if err != nil {
 		h.logger.Error("listing keys", zap.Error(err))
 		h.message(c, http.StatusServiceUnavailable, "Unavailable", "The keys could not be read; try again.")
@@ -628,7 +626,7 @@ func (h *ConsoleHandler) createKey(c *consoleRequest) {
 		h.keysPage(c, http.StatusBadRequest)
 		return
 	}
-	secret, k, err := h.app.store.CreateKey(c.r.Context(), c.sess.account.ID, label)
+	secret, k, err := h.app.Store().CreateKey(c.r.Context(), c.sess.account.ID, label)
 	if err != nil {
 		h.logger.Error("creating a key", zap.Error(err))
 		c.frame.Error = "The key could not be created; try again."
@@ -714,7 +712,7 @@ func (h *ConsoleHandler) ownKey(c *consoleRequest, id string) (ledger.Key, bool)
 	if id == "" {
 		return ledger.Key{}, false
 	}
-	k, err := h.app.store.KeyByID(c.r.Context(), id)
+	k, err := h.app.Store().KeyByID(c.r.Context(), id)
 	if err != nil || k.AccountID != c.sess.account.ID || k.Deleted {
 		return ledger.Key{}, false
 	}
@@ -743,7 +741,7 @@ func (h *ConsoleHandler) deleteKey(c *consoleRequest) {
 		h.message(c, http.StatusNotFound, "No such key", "This key does not exist or is already deleted.")
 		return
 	}
-	if err := h.app.store.DeleteKey(c.r.Context(), k.ID); err != nil {
+	if err := h.app.Store().DeleteKey(c.r.Context(), k.ID); err != nil {
 		h.logger.Error("deleting a key", zap.String("key_id", k.ID), zap.Error(err))
 		h.message(c, http.StatusServiceUnavailable, "Unavailable", "The key could not be deleted; try again.")
 		return
@@ -768,7 +766,7 @@ func (h *ConsoleHandler) serveTopUp(c *consoleRequest) {
 func (h *ConsoleHandler) topUpPage(c *consoleRequest, status int, amount string) {
 	c.frame.Heading, c.frame.Page = "Top up", "topup"
 	p := &web.ConsoleTopUp{ConsoleFrame: c.frame, Amount: amount}
-	if pay := h.app.payments; pay != nil {
+	if pay := h.app.PaymentProvider(); pay != nil {
 		p.Provider, p.Minimum = pay.Name(), pay.Minimum().String()
 		c.csp = web.ContentSecurityPolicyFormTo(pay.CheckoutOrigin())
 	}
@@ -778,7 +776,7 @@ func (h *ConsoleHandler) topUpPage(c *consoleRequest, status int, amount string)
 // startTopUp starts a checkout with the payment provider and sends the
 // visitor there; the provider's notification credits the balance.
 func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
-	pay := h.app.payments
+	pay := h.app.PaymentProvider()
 	if pay == nil {
 		h.topUpPage(c, http.StatusNotFound, "")
 		return
@@ -822,7 +820,7 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 // A Host that no site address names is never used (#17): without
 // public_url, a site without a host name (":443") has no origin to give.
 func (h *ConsoleHandler) publicOrigin(r *http.Request) (string, bool) {
-	if u := h.app.publicURL; u != nil {
+	if u := h.app.PublicAddress(); u != nil {
 		return u.Scheme + "://" + u.Host + u.Path, true
 	}
 	if !siteHost(r) {

@@ -5,7 +5,7 @@
 // This package is the Caddy glue only: the app (the global option
 // `modelgate`), the handlers and the reverse-proxy transport. The work is done
 // by the plain-Go packages formats, ledger and upstream.
-package modelgate
+package gateway
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package modelgate
+package gateway
 
 import (
 	"encoding/json"
@@ -44,7 +44,7 @@ func (APIHandler) CaddyModule() caddy.ModuleInfo {
 func (h *APIHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.accessLog = accessLogger(ctx)
-	app, err := appFor(ctx, "modelgate_api")
+	app, err := AppFor(ctx, "modelgate_api")
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	}
 	if h.app.blockedRegion(r) {
 		h.app.metrics.Refused("region")
-		relay.WriteError(w, ri.format, regionBlocked())
+		relay.WriteError(w, ri.format, RegionBlocked())
 		return nil
 	}
 	p, ferr := h.authenticate(cred)

@@ -1,14 +1,21 @@
-package modelgate
+// Package guard limits the console's sign-ins and sign-ups and the lookup
+// page's key guesses, atomically, per client address and per email, with
+// a bounded queue of password Hashes (#17). Its state lives in a Caddy
+// usage pool, so that a config reload keeps the counts.
+package guard
 
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // The console's sign-in and sign-up and the lookup page's key guesses are
@@ -17,7 +24,7 @@ import (
 // guards (a password hash, a key lookup) and counts as failed until it is
 // forgiven, which only a success does; so however many attempts race,
 // at most the limit are ever verified (#17). Attempts under way at once
-// are capped too, per address and per email, and the password hashes wait
+// are capped too, per address and per email, and the password Hashes wait
 // in a bounded queue: past it, the answer is 429 at once, so a burst
 // cannot make the console unusable for everyone else.
 //
@@ -29,6 +36,17 @@ import (
 // applies). A customer at a new address while someone guesses at their
 // email waits for the window to pass; at a known one, they never wait.
 const (
+	// SignInFailures wrong passwords per client address, and per email,
+	// in SignInWindow; SignUps accounts created per client address in
+	// SignUpWindow; LookupFailures wrong keys per client address in
+	// LookupWindow.
+	SignInFailures = 10
+	SignInWindow   = 15 * time.Minute
+	SignUps        = 10
+	SignUpWindow   = time.Hour
+	LookupFailures = 10
+	LookupWindow   = 10 * time.Minute
+
 	attemptsInFlightPerAddress = 4 // attempts under way at once from one address
 	attemptsInFlightPerEmail   = 2 // sign-ins under way at once for one email
 
@@ -36,13 +54,13 @@ const (
 	knownAddressesPerKey = 8                   // own addresses kept per email, the most recent
 	guardMaxKeys         = 100_000             // addresses, emails or known emails tracked by one counter
 
-	// hashQueuePerSlot bounds the password hashes waiting for a slot,
+	// HashQueuePerSlot bounds the password hashes waiting for a slot,
 	// per slot: past it, a sign-in or sign-up is answered 429 at once.
-	hashQueuePerSlot = 4
+	HashQueuePerSlot = 4
 )
 
-// errBusy is the refusal of a full hash queue.
-var errBusy = errors.New("too many password hashes waiting")
+// ErrBusy is the refusal of a full hash queue.
+var ErrBusy = errors.New("too many password Hashes waiting")
 
 // guards holds the console and lookup limiters by name, so that a config
 // reload keeps the counts (a reload must not reset a guesser's budget).
@@ -51,60 +69,60 @@ var guards = caddy.NewUsagePool()
 // guardKey names the one guard of the process in the pool.
 const guardKey = "console"
 
-// guard is the state of the console and lookup limits.
-type guard struct {
-	signInAddr  *attempts // failed sign-ins per client address
-	signInEmail *attempts // failed sign-ins per email, from addresses not the account's own
-	signUpAddr  *attempts // sign-ups per client address
-	lookupAddr  *attempts // wrong keys per client address on the lookup page
-	hashes      *hashQueue
+// Guard is the state of the console and lookup limits.
+type Guard struct {
+	SignInAddr  *Attempts // failed sign-ins per client address
+	SignInEmail *Attempts // failed sign-ins per email, from addresses not the account's own
+	SignUpAddr  *Attempts // sign-ups per client address
+	LookupAddr  *Attempts // wrong keys per client address on the lookup page
+	Hashes      *HashQueue
 
 	mu    sync.Mutex
 	known map[string]map[string]time.Time // email → its own addresses → last successful sign-in
 }
 
 // newGuard makes the guard with the console's and the lookup page's limits.
-func newGuard() *guard {
-	return &guard{
-		signInAddr:  newAttempts(consoleSignInFailures, consoleSignInWindow, attemptsInFlightPerAddress),
-		signInEmail: newAttempts(consoleSignInFailures, consoleSignInWindow, attemptsInFlightPerEmail),
-		signUpAddr:  newAttempts(consoleSignUps, consoleSignUpWindow, attemptsInFlightPerAddress),
-		lookupAddr:  newAttempts(lookupMaxFailures, lookupFailureReset, attemptsInFlightPerAddress),
-		hashes:      newHashQueue(max(2, runtime.GOMAXPROCS(0))),
+func newGuard() *Guard {
+	return &Guard{
+		SignInAddr:  newAttempts(SignInFailures, SignInWindow, attemptsInFlightPerAddress),
+		SignInEmail: newAttempts(SignInFailures, SignInWindow, attemptsInFlightPerEmail),
+		SignUpAddr:  newAttempts(SignUps, SignUpWindow, attemptsInFlightPerAddress),
+		LookupAddr:  newAttempts(LookupFailures, LookupWindow, attemptsInFlightPerAddress),
+		Hashes:      newHashQueue(max(2, runtime.GOMAXPROCS(0))),
 		known:       make(map[string]map[string]time.Time),
 	}
 }
 
-// loadGuard returns the process's guard, counting one more user of it;
-// releaseGuard gives the use back.
-func loadGuard() (*guard, error) {
+// Load returns the process's guard, counting one more user of it;
+// Release gives the use back.
+func Load() (*Guard, error) {
 	v, _, err := guards.LoadOrNew(guardKey, func() (caddy.Destructor, error) { return newGuard(), nil })
 	if err != nil {
 		return nil, err
 	}
-	return v.(*guard), nil
+	return v.(*Guard), nil
 }
 
-// releaseGuard ends one use of the process's guard.
-func releaseGuard() error {
+// Release ends one use of the process's guard.
+func Release() error {
 	_, err := guards.Delete(guardKey)
 	return err
 }
 
 // Destruct frees nothing: the guard is memory only.
-func (g *guard) Destruct() error { return nil }
+func (g *Guard) Destruct() error { return nil }
 
-// ownAddress reports whether email signed in successfully from addr within
+// OwnAddress reports whether email signed in successfully from addr within
 // knownAddressTTL.
-func (g *guard) ownAddress(email, addr string, now time.Time) bool {
+func (g *Guard) OwnAddress(email, addr string, now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	at, ok := g.known[email][addr]
 	return ok && now.Sub(at) < knownAddressTTL
 }
 
-// signedIn remembers addr as one of email's own addresses.
-func (g *guard) signedIn(email, addr string, now time.Time) {
+// SignedIn remembers addr as one of email's own addresses.
+func (g *Guard) SignedIn(email, addr string, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	addrs := g.known[email]
@@ -139,9 +157,9 @@ func (g *guard) signedIn(email, addr string, now time.Time) {
 	}
 }
 
-// attempts counts attempts per key in fixed windows of window, at most
+// Attempts counts attempts per key in fixed windows of window, at most
 // limit per window and inFlight under way at once.
-type attempts struct {
+type Attempts struct {
 	limit, inFlight int
 	window          time.Duration
 
@@ -157,20 +175,20 @@ type attemptCount struct {
 	running int       // attempts under way
 }
 
-func newAttempts(limit int, window time.Duration, inFlight int) *attempts {
-	return &attempts{limit: limit, window: window, inFlight: inFlight, counts: make(map[string]*attemptCount)}
+func newAttempts(limit int, window time.Duration, inFlight int) *Attempts {
+	return &Attempts{limit: limit, window: window, inFlight: inFlight, counts: make(map[string]*attemptCount)}
 }
 
-// attempt is one reserved attempt; end it exactly once.
-type attempt struct {
-	a     *attempts
+// Attempt is one reserved attempt; end it exactly once.
+type Attempt struct {
+	a     *Attempts
 	key   string
 	start time.Time
 }
 
-// take reserves an attempt for key. It returns nil when the window's
+// Take reserves an attempt for key. It returns nil when the window's
 // attempts are used up or inFlight are under way, with how long to wait.
-func (a *attempts) take(key string, now time.Time) (*attempt, time.Duration) {
+func (a *Attempts) Take(key string, now time.Time) (*Attempt, time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.counts[key]
@@ -202,12 +220,12 @@ func (a *attempts) take(key string, now time.Time) (*attempt, time.Duration) {
 	}
 	c.n++
 	c.running++
-	return &attempt{a: a, key: key, start: c.start}, 0
+	return &Attempt{a: a, key: key, start: c.start}, 0
 }
 
-// end ends the attempt. A forgiven attempt no longer counts against the
+// End ends the attempt. A forgiven attempt no longer counts against the
 // window it was taken in.
-func (t *attempt) end(forgive bool) {
+func (t *Attempt) End(forgive bool) {
 	if t == nil {
 		return
 	}
@@ -226,26 +244,26 @@ func (t *attempt) end(forgive bool) {
 	}
 }
 
-// hashQueue runs password hashes a few at a time (each takes 64 MiB and a
+// HashQueue runs password hashes a few at a time (each takes 64 MiB and a
 // core for a while) and bounds how many may wait.
-type hashQueue struct {
+type HashQueue struct {
 	slots   chan struct{}
-	waiting atomic.Int64 // hashes waiting or running
+	waiting atomic.Int64 // Hashes waiting or running
 	max     atomic.Int64 // bound of waiting
 }
 
-func newHashQueue(slots int) *hashQueue {
-	q := &hashQueue{slots: make(chan struct{}, slots)}
-	q.max.Store(int64(slots * (1 + hashQueuePerSlot)))
+func newHashQueue(slots int) *HashQueue {
+	q := &HashQueue{slots: make(chan struct{}, slots)}
+	q.max.Store(int64(slots * (1 + HashQueuePerSlot)))
 	return q
 }
 
-// run runs fn when a slot is free. It returns errBusy at once when the
+// Run runs fn when a slot is free. It returns ErrBusy at once when the
 // queue is full, and ctx's error if ctx ends first.
-func (q *hashQueue) run(ctx context.Context, fn func()) error {
+func (q *HashQueue) Run(ctx context.Context, fn func()) error {
 	if q.waiting.Add(1) > q.max.Load() {
 		q.waiting.Add(-1)
-		return errBusy
+		return ErrBusy
 	}
 	defer q.waiting.Add(-1)
 	select {
@@ -259,4 +277,43 @@ func (q *hashQueue) run(ctx context.Context, fn func()) error {
 }
 
 // Interface guards
-var _ caddy.Destructor = (*guard)(nil)
+var _ caddy.Destructor = (*Guard)(nil)
+
+// connection's address.
+func ClientIP(r *http.Request) string {
+	if v, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && v != "" {
+		return v
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// Reset forgets every count and every account's own addresses, in the
+// process's guard: a lockout lifted at once (the tests start each case
+// from nothing this way).
+func Reset() {
+	guards.Range(func(_, v any) bool {
+		g := v.(*Guard)
+		fresh := newGuard()
+		for _, p := range []struct{ dst, src *Attempts }{
+			{g.SignInAddr, fresh.SignInAddr}, {g.SignInEmail, fresh.SignInEmail},
+			{g.SignUpAddr, fresh.SignUpAddr}, {g.LookupAddr, fresh.LookupAddr},
+		} {
+			p.dst.mu.Lock()
+			p.dst.counts = p.src.counts
+			p.dst.mu.Unlock()
+		}
+		g.mu.Lock()
+		g.known = fresh.known
+		g.mu.Unlock()
+		return true
+	})
+}
+
+// SetBound sets how many hashes may wait or run at once, returning the
+// bound it replaces (the default is a few per core: HashQueuePerSlot + 1
+// per slot).
+func (q *HashQueue) SetBound(n int) (old int) { return int(q.max.Swap(int64(n))) }

@@ -1,4 +1,4 @@
-package modelgate
+package gateway
 
 import (
 	"io"

@@ -1,4 +1,4 @@
-package modelgate
+package gateway
 
 import (
 	"context"
@@ -227,8 +227,8 @@ func (a *App) blockedRegion(r *http.Request) bool {
 	return a.blocked[rec.Country.ISOCode]
 }
 
-// regionBlocked is the refusal of a blocked region.
-func regionBlocked() *formats.Error {
+// RegionBlocked is the refusal of a blocked region.
+func RegionBlocked() *formats.Error {
 	return &formats.Error{Kind: formats.KindPermissionDenied,
 		Message: "This service is not available in your country or region."}
 }

@@ -1,4 +1,4 @@
-package modelgate
+package console
 
 import (
 	"bytes"
@@ -105,11 +105,11 @@ func (t usageTotals) line(name, detail string) web.UsageLine {
 // usageRows reads the account's rollup rows of the query's range.
 func (h *ConsoleHandler) usageRows(c *consoleRequest) (usageQuery, []ledger.Key, []ledger.DailyUsage, bool) {
 	ctx := c.r.Context()
-	keys, err := h.app.store.ListKeys(ctx, c.sess.account.ID)
+	keys, err := h.app.Store().ListKeys(ctx, c.sess.account.ID)
 	var rows []ledger.DailyUsage
 	q := parseUsageQuery(c.r.URL.Query(), keys, time.Now())
 	if err == nil {
-		rows, err = h.app.store.DailyUsageRows(ctx, c.sess.account.ID, q.keyID, q.from.Format(dayLayout))
+		rows, err = h.app.Store().DailyUsageRows(ctx, c.sess.account.ID, q.keyID, q.from.Format(dayLayout))
 	}
 	if err != nil {
 		h.logger.Error("reading usage", zap.String("account", c.sess.account.ID), zap.Error(err))

@@ -1,9 +1,8 @@
-package modelgate
+package lookup
 
 import (
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
+	"github.com/modelgate/modelgate/internal/guard"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/web"
 )
@@ -27,9 +28,7 @@ func init() {
 
 // Limits of the lookup page.
 const (
-	lookupMaxBody      = 4 << 10          // a form with one key
-	lookupMaxFailures  = 10               // wrong keys a client may try…
-	lookupFailureReset = 10 * time.Minute // …in this window
+	lookupMaxBody = 4 << 10 // a form with one key
 )
 
 // LookupHandler serves the public usage lookup page (SPEC §5.5): a form
@@ -41,9 +40,9 @@ type LookupHandler struct {
 	// Title heads the page. Default: "Usage lookup".
 	Title string `json:"title,omitempty"`
 
-	app    *App
+	app    *gateway.App
 	logger *zap.Logger
-	guard  *guard // wrong keys per client, shared by every config
+	guard  *guard.Guard // wrong keys per client, shared by every config
 }
 
 // CaddyModule returns the Caddy module information.
@@ -57,7 +56,7 @@ func (LookupHandler) CaddyModule() caddy.ModuleInfo {
 // Provision finds the modelgate app.
 func (h *LookupHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	app, err := appFor(ctx, "modelgate_lookup")
+	app, err := gateway.AppFor(ctx, "modelgate_lookup")
 	if err != nil {
 		return err
 	}
@@ -65,7 +64,7 @@ func (h *LookupHandler) Provision(ctx caddy.Context) error {
 	if h.Title == "" {
 		h.Title = "Usage lookup"
 	}
-	g, err := loadGuard()
+	g, err := guard.Load()
 	if err != nil {
 		return err
 	}
@@ -79,7 +78,7 @@ func (h *LookupHandler) Cleanup() error {
 		return nil
 	}
 	h.guard = nil
-	return releaseGuard()
+	return guard.Release()
 }
 
 // ServeHTTP serves the form (GET) and the figures of a key (POST).
@@ -90,11 +89,11 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 	hdr.Set("Referrer-Policy", "no-referrer")
 	page := &web.LookupPage{Title: h.Title, Action: r.URL.Path}
 	status := http.StatusOK
-	if h.app.blockedRegion(r) {
+	if h.app.BlockedRegion(r) {
 		// block_countries covers the lookup, as it covers the API (#17)
-		h.app.metrics.Refused("region")
-		page.Error = regionBlocked().Message
-		writePage(w, h.logger, http.StatusForbidden, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
+		h.app.Metrics().Refused("region")
+		page.Error = gateway.RegionBlocked().Message
+		gateway.WritePage(w, h.logger, http.StatusForbidden, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
 		return nil
 	}
 	switch r.Method {
@@ -106,7 +105,7 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return nil
 	}
-	writePage(w, h.logger, status, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
+	gateway.WritePage(w, h.logger, status, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })
 	return nil
 }
 
@@ -115,7 +114,7 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 // address's wrong keys before the key is looked up, and forgiven only if
 // the key exists, so that racing guesses get no more than the limit.
 func (h *LookupHandler) lookup(w http.ResponseWriter, r *http.Request, page *web.LookupPage) int {
-	try, wait := h.guard.lookupAddr.take(clientIP(r), time.Now())
+	try, wait := h.guard.LookupAddr.Take(guard.ClientIP(r), time.Now())
 	if try == nil {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
 		page.Error = "Too many wrong keys from your address. Try again later."
@@ -123,34 +122,34 @@ func (h *LookupHandler) lookup(w http.ResponseWriter, r *http.Request, page *web
 	}
 	r.Body = http.MaxBytesReader(nil, r.Body, lookupMaxBody)
 	if err := r.ParseForm(); err != nil {
-		try.end(true)
+		try.End(true)
 		page.Error = "The form could not be read."
 		return http.StatusBadRequest
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
 	if key == "" {
-		try.end(true)
+		try.End(true)
 		page.Error = "Enter an API key."
 		return http.StatusBadRequest
 	}
-	p, err := h.app.store.Authenticate(key)
+	p, err := h.app.Store().Authenticate(key)
 	if err != nil {
 		if !errors.Is(err, ledger.ErrUnauthorized) {
 			// not the visitor's failure; the error never holds the key
-			try.end(true)
+			try.End(true)
 			h.logger.Error("looking up a key", zap.Error(err))
 			page.Error = "The lookup failed; try again."
 			return http.StatusServiceUnavailable
 		}
-		try.end(false)
+		try.End(false)
 		page.Error = "No such key: it is mistyped, or it was deleted."
 		return http.StatusNotFound
 	}
-	try.end(true)
-	ku, err := h.app.store.KeyUsage(r.Context(), p.KeyID)
+	try.End(true)
+	ku, err := h.app.Store().KeyUsage(r.Context(), p.KeyID)
 	var acct ledger.Account
 	if err == nil {
-		acct, err = h.app.store.GetAccount(r.Context(), p.AccountID)
+		acct, err = h.app.Store().GetAccount(r.Context(), p.AccountID)
 	}
 	if err != nil {
 		h.logger.Error("reading a key's usage", zap.String("key_id", p.KeyID), zap.Error(err))
@@ -169,17 +168,6 @@ func (h *LookupHandler) lookup(w http.ResponseWriter, r *http.Request, page *web
 }
 
 // clientIP is Caddy's client IP of r (trusted_proxies honoured), or the
-// connection's address.
-func clientIP(r *http.Request) string {
-	if v, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && v != "" {
-		return v
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
 
 func parseLookupHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	l := new(LookupHandler)

@@ -1,4 +1,4 @@
-package modelgate
+package mock
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package modelgate
+package status
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/web"
 )
@@ -44,7 +45,7 @@ type StatusHandler struct {
 	// never a request's Host header, which anyone may set (#17).
 	Title string `json:"title,omitempty"`
 
-	app    *App
+	app    *gateway.App
 	logger *zap.Logger
 	cache  *statusCache
 }
@@ -68,7 +69,7 @@ func (StatusHandler) CaddyModule() caddy.ModuleInfo {
 // Provision finds the modelgate app.
 func (h *StatusHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	app, err := appFor(ctx, "modelgate_status")
+	app, err := gateway.AppFor(ctx, "modelgate_status")
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func (h *StatusHandler) Provision(ctx caddy.Context) error {
 	h.cache = new(statusCache)
 	if h.Title == "" {
 		h.Title = "Service status"
-		if u := app.publicURL; u != nil {
+		if u := app.PublicAddress(); u != nil {
 			h.Title = u.Hostname() + " status"
 		}
 	}
@@ -119,7 +120,7 @@ func (h *StatusHandler) documents(ctx context.Context) (page, doc []byte, err er
 	if c.html != nil && time.Since(c.built) < statusCacheFor {
 		return c.html, c.jsonDoc, nil
 	}
-	sp, err := h.app.statusPage(ctx, h.Title, time.Now())
+	sp, err := statusPage(ctx, h.app, h.Title, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,16 +137,15 @@ func (h *StatusHandler) documents(ctx context.Context) (page, doc []byte, err er
 }
 
 // statusPage gathers every provider's live state and history.
-func (a *App) statusPage(ctx context.Context, title string, now time.Time) (*web.StatusPage, error) {
+func statusPage(ctx context.Context, a *gateway.App, title string, now time.Time) (*web.StatusPage, error) {
 	sp := &web.StatusPage{Title: title, Generated: now, Target: web.DefaultTarget}
-	for _, pc := range a.Providers {
-		p := a.providers[pc.Name]
+	for _, p := range a.Upstreams() {
 		ps := web.ProviderStatus{Name: p.Name, Format: string(p.Format), State: string(p.Status(now).State)}
 		for _, w := range []struct {
 			back time.Duration
 			dst  **float64
 		}{{24 * time.Hour, &ps.Uptime24h}, {7 * 24 * time.Hour, &ps.Uptime7d}, {90 * 24 * time.Hour, &ps.Uptime90d}} {
-			tot, err := a.store.Availability(ctx, p.Name, now.Add(-w.back), now)
+			tot, err := a.Store().Availability(ctx, p.Name, now.Add(-w.back), now)
 			if err != nil {
 				return nil, err
 			}
@@ -153,7 +153,7 @@ func (a *App) statusPage(ctx context.Context, title string, now time.Time) (*web
 				*w.dst = &pct
 			}
 		}
-		days, err := a.store.DailyAvailability(ctx, p.Name, statusDays, now)
+		days, err := a.Store().DailyAvailability(ctx, p.Name, statusDays, now)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func (a *App) statusPage(ctx context.Context, title string, now time.Time) (*web
 			}
 			ps.Days = append(ps.Days, bar)
 		}
-		incs, err := a.store.Incidents(ctx, p.Name, now.Add(-statusIncidentDays*24*time.Hour), statusIncidents)
+		incs, err := a.Store().Incidents(ctx, p.Name, now.Add(-statusIncidentDays*24*time.Hour), statusIncidents)
 		if err != nil {
 			return nil, err
 		}
