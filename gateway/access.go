@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments"
@@ -64,3 +65,6 @@ func RunningImageSpool() *images.Spool {
 	})
 	return sp
 }
+
+// Accounts opens and funds accounts in the app's ledger.
+func (a *App) Accounts() *accounts.Service { return a.accounts }

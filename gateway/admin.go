@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -9,13 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/ledger"
-	"github.com/modelgate/modelgate/passwords"
 )
 
 func init() {
@@ -38,7 +40,8 @@ func init() {
 // Amounts are decimal strings in the currency ("5.00"). Changes reach every
 // instance sharing Redis at once, like the CLI's.
 type AdminAPI struct {
-	ctx caddy.Context
+	ctx    caddy.Context
+	routes *http.ServeMux
 }
 
 // CaddyModule returns the Caddy module information.
@@ -53,6 +56,7 @@ func (AdminAPI) CaddyModule() caddy.ModuleInfo {
 // request comes (the app is provisioned after the admin endpoint).
 func (a *AdminAPI) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
+	a.routes = a.mux()
 	return nil
 }
 
@@ -83,6 +87,63 @@ type adminKey struct {
 	Secret     string     `json:"key,omitempty"`
 }
 
+// adminFunc serves one admin route for the running app.
+type adminFunc func(w http.ResponseWriter, r *http.Request, app *App) error
+
+// adminRoutes are the routes by method and path pattern.
+func (a *AdminAPI) adminRoutes() map[string]adminFunc {
+	return map[string]adminFunc{
+		"POST /modelgate/accounts":              a.createAccount,
+		"GET /modelgate/accounts/{id}":          a.getAccount,
+		"POST /modelgate/accounts/{id}/suspend": a.setState(ledger.StateSuspended),
+		"POST /modelgate/accounts/{id}/resume":  a.setState(ledger.StateActive),
+		"PUT /modelgate/accounts/{id}/plan":     a.setPlan,
+		"POST /modelgate/accounts/{id}/plan":    a.setPlan,
+		"POST /modelgate/accounts/{id}/credits": a.credit,
+		"GET /modelgate/accounts/{id}/keys":     a.listKeys,
+		"POST /modelgate/accounts/{id}/keys":    a.createKey,
+		"DELETE /modelgate/keys/{id}":           a.deleteKey,
+	}
+}
+
+// adminCall is one admin request on its way through the mux: the app it
+// serves and the error its route returned.
+type adminCall struct {
+	app *App
+	err error
+}
+
+type adminCallKey struct{}
+
+// mux routes admin requests by method and path; a path it knows called
+// with another method is a 405 naming the allowed ones, any other a 404.
+func (a *AdminAPI) mux() *http.ServeMux {
+	m := http.NewServeMux()
+	for pattern, f := range a.adminRoutes() {
+		m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			c := r.Context().Value(adminCallKey{}).(*adminCall)
+			c.err = f(w, r, c.app)
+		})
+	}
+	m.HandleFunc("/modelgate/", func(_ http.ResponseWriter, r *http.Request) {
+		c := r.Context().Value(adminCallKey{}).(*adminCall)
+		var allow []string
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = method
+			if _, pattern := m.Handler(probe); pattern != "/modelgate/" && pattern != "" {
+				allow = append(allow, method)
+			}
+		}
+		if len(allow) > 0 {
+			c.err = caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed; use %s", strings.Join(allow, ", "))}
+			return
+		}
+		c.err = caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no such modelgate admin route: %s %s", r.Method, r.URL.Path)}
+	})
+	return m
+}
+
 // serve routes one admin request.
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	app, err := a.app()
@@ -95,75 +156,49 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 			"(or on Caddy's remote admin endpoint, with client certificates); to serve them here anyway, set the modelgate option " +
 			"allow_remote_unauthenticated_admin")}
 	}
-	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/modelgate/"), "/"), "/")
-	switch {
-	case len(parts) == 1 && parts[0] == "accounts":
-		if r.Method != http.MethodPost {
-			return adminMethodNotAllowed(http.MethodPost)
-		}
-		return a.createAccount(w, r, app)
-	case len(parts) == 2 && parts[0] == "accounts":
-		if r.Method != http.MethodGet {
-			return adminMethodNotAllowed(http.MethodGet)
-		}
-		return a.writeAccount(w, r, app, parts[1], http.StatusOK)
-	case len(parts) == 3 && parts[0] == "accounts":
-		id := parts[1]
-		switch parts[2] {
-		case "suspend", "resume":
-			if r.Method != http.MethodPost {
-				return adminMethodNotAllowed(http.MethodPost)
-			}
-			st := ledger.StateSuspended
-			if parts[2] == "resume" {
-				st = ledger.StateActive
-			}
-			if err := app.store.SetAccountState(r.Context(), id, st); err != nil {
-				return ledgerError(err)
-			}
-			return a.writeAccount(w, r, app, id, http.StatusOK)
-		case "plan":
-			if r.Method != http.MethodPut && r.Method != http.MethodPost {
-				return adminMethodNotAllowed(http.MethodPut)
-			}
-			var body struct {
-				Plan string `json:"plan"`
-			}
-			if err := decodeAdmin(r, &body); err != nil {
-				return err
-			}
-			if app.plans[body.Plan] == nil {
-				return adminBadRequest("plan %q is not in the configuration", body.Plan)
-			}
-			if err := app.store.SetAccountPlan(r.Context(), id, body.Plan); err != nil {
-				return ledgerError(err)
-			}
-			return a.writeAccount(w, r, app, id, http.StatusOK)
-		case "credits":
-			if r.Method != http.MethodPost {
-				return adminMethodNotAllowed(http.MethodPost)
-			}
-			return a.credit(w, r, app, id)
-		case "keys":
-			switch r.Method {
-			case http.MethodGet:
-				return a.listKeys(w, r, app, id)
-			case http.MethodPost:
-				return a.createKey(w, r, app, id)
-			}
-			return adminMethodNotAllowed(http.MethodGet + ", " + http.MethodPost)
-		}
-	case len(parts) == 2 && parts[0] == "keys":
-		if r.Method != http.MethodDelete {
-			return adminMethodNotAllowed(http.MethodDelete)
-		}
-		if err := app.store.DeleteKey(r.Context(), parts[1]); err != nil {
+	c := &adminCall{app: app}
+	a.routes.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), adminCallKey{}, c)))
+	return c.err
+}
+
+func (a *AdminAPI) getAccount(w http.ResponseWriter, r *http.Request, app *App) error {
+	return a.writeAccount(w, r, app, r.PathValue("id"), http.StatusOK)
+}
+
+// setState suspends or resumes an account.
+func (a *AdminAPI) setState(st ledger.State) adminFunc {
+	return func(w http.ResponseWriter, r *http.Request, app *App) error {
+		id := r.PathValue("id")
+		if err := app.store.SetAccountState(r.Context(), id, st); err != nil {
 			return ledgerError(err)
 		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
+		return a.writeAccount(w, r, app, id, http.StatusOK)
 	}
-	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no such modelgate admin route: %s %s", r.Method, r.URL.Path)}
+}
+
+func (a *AdminAPI) setPlan(w http.ResponseWriter, r *http.Request, app *App) error {
+	var body struct {
+		Plan string `json:"plan"`
+	}
+	if err := decodeAdmin(r, &body); err != nil {
+		return err
+	}
+	if app.plans[body.Plan] == nil {
+		return adminBadRequest("plan %q is not in the configuration (it has %s)", body.Plan, app.planNames())
+	}
+	id := r.PathValue("id")
+	if err := app.store.SetAccountPlan(r.Context(), id, body.Plan); err != nil {
+		return ledgerError(err)
+	}
+	return a.writeAccount(w, r, app, id, http.StatusOK)
+}
+
+func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, app *App) error {
+	if err := app.accounts.DeleteKey(r.Context(), r.PathValue("id")); err != nil {
+		return ledgerError(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // adminPrivate reports whether an admin request came to an endpoint only
@@ -223,49 +258,22 @@ func (a *AdminAPI) createAccount(w http.ResponseWriter, r *http.Request, app *Ap
 	if err := decodeAdmin(r, &body); err != nil {
 		return err
 	}
-	var passwordHash string
-	if body.Password != "" {
-		if body.Email == "" {
-			return adminBadRequest("a console login needs an email")
-		}
-		if err := passwords.Check(body.Password); err != nil {
-			return adminBadRequest("%v", err)
-		}
-		h, err := passwords.Hash(body.Password)
-		if err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
-		}
-		passwordHash = h
+	acct, err := app.accounts.Open(r.Context(), accounts.Opening{Email: body.Email, Password: body.Password, Plan: body.Plan, Credit: body.Credit})
+	if errors.Is(err, ledger.ErrDuplicate) {
+		return caddy.APIError{HTTPStatus: http.StatusConflict,
+			Err: fmt.Errorf("an account with the email %q exists already", body.Email)}
 	}
-	if body.Plan == "" {
-		body.Plan = app.DefaultPlan
-	}
-	if app.plans[body.Plan] == nil {
-		return adminBadRequest("plan %q is not in the configuration", body.Plan)
-	}
-	if body.Credit < 0 {
-		return adminBadRequest("credit %s: want a positive amount", body.Credit)
-	}
-	var acct ledger.Account
-	var err error
-	if passwordHash != "" {
-		acct, err = app.store.CreateLogin(r.Context(), body.Email, body.Plan, passwordHash)
-	} else {
-		acct, err = app.store.CreateAccount(r.Context(), body.Email, body.Plan)
-	}
-	if err != nil {
+	if err != nil && acct.ID == "" {
 		return ledgerError(err)
 	}
-	if body.Credit > 0 {
-		if _, err := app.store.Credit(r.Context(), ledger.CreditRequest{AccountID: acct.ID, Amount: body.Credit,
-			Reference: "opening:" + acct.ID, Reason: "opening credit"}); err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("account %s created, but the opening credit failed: %v", acct.ID, err)}
-		}
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
 	}
 	return a.writeAccount(w, r, app, acct.ID, http.StatusCreated)
 }
 
-func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App, id string) error {
+func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App) error {
+	id := r.PathValue("id")
 	var body struct {
 		Amount    ledger.Money `json:"amount"`
 		Reason    string       `json:"reason"`
@@ -274,16 +282,13 @@ func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App, id s
 	if err := decodeAdmin(r, &body); err != nil {
 		return err
 	}
-	if body.Amount <= 0 {
-		return adminBadRequest("amount: want a positive amount such as \"5.00\"")
-	}
 	if strings.TrimSpace(body.Reason) == "" {
 		return adminBadRequest("reason: every credit says why")
 	}
 	if body.Reference == "" {
 		body.Reference = "admin:" + rand.Text()
 	}
-	bal, err := app.store.Credit(r.Context(), ledger.CreditRequest{AccountID: id, Amount: body.Amount, Reference: body.Reference, Reason: body.Reason})
+	bal, err := app.accounts.Credit(r.Context(), id, body.Amount, body.Reason, body.Reference)
 	if errors.Is(err, ledger.ErrDuplicate) {
 		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: fmt.Errorf("reference %q was credited already", body.Reference)}
 	}
@@ -293,7 +298,8 @@ func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App, id s
 	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": bal})
 }
 
-func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App, id string) error {
+func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App) error {
+	id := r.PathValue("id")
 	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
 		return ledgerError(err)
 	}
@@ -308,14 +314,15 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App, id
 	return writeAdminJSON(w, http.StatusOK, out)
 }
 
-func (a *AdminAPI) createKey(w http.ResponseWriter, r *http.Request, app *App, id string) error {
+func (a *AdminAPI) createKey(w http.ResponseWriter, r *http.Request, app *App) error {
+	id := r.PathValue("id")
 	var body struct {
 		Label string `json:"label"`
 	}
 	if err := decodeAdmin(r, &body); err != nil {
 		return err
 	}
-	secret, k, err := app.store.CreateKey(r.Context(), id, body.Label)
+	secret, k, err := app.accounts.CreateKey(r.Context(), id, body.Label)
 	if err != nil {
 		return ledgerError(err)
 	}
@@ -346,10 +353,28 @@ func (a *AdminAPI) writeAccount(w http.ResponseWriter, r *http.Request, app *App
 func decodeAdmin(r *http.Request, v any) error {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return adminBadRequest("the body: %v", err)
+	err := dec.Decode(v)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
 	}
-	return nil
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		want := "a " + te.Type.String()
+		switch te.Type {
+		case reflect.TypeFor[ledger.Money]():
+			want = `an amount as a decimal string, such as "5.00"`
+		case reflect.TypeFor[string]():
+			want = "a string"
+		}
+		return adminBadRequest("%q: want %s, not a JSON %s", te.Field, want, te.Value)
+	}
+	if strings.Contains(err.Error(), "parse money") {
+		return adminBadRequest("%s: amounts are decimal strings in the currency, such as \"5.00\"", strings.TrimPrefix(err.Error(), "ledger: "))
+	}
+	if strings.HasPrefix(err.Error(), "json: unknown field ") {
+		return adminBadRequest("%s is not a field of this request", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return adminBadRequest("the body is not the JSON this route takes: %v", err)
 }
 
 func writeAdminJSON(w http.ResponseWriter, status int, v any) error {
@@ -362,14 +387,13 @@ func adminBadRequest(format string, args ...any) error {
 	return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf(format, args...)}
 }
 
-func adminMethodNotAllowed(allow string) error {
-	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed; use %s", allow)}
-}
 
-// ledgerError maps a ledger error to its status: 404 for an unknown
-// account or key, 409 for a duplicate, 500 otherwise.
+// ledgerError maps an error to its status: 400 for a request to change,
+// 404 for an unknown account or key, 409 for a duplicate, 500 otherwise.
 func ledgerError(err error) error {
 	switch {
+	case accounts.IsInvalid(err):
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	case errors.Is(err, ledger.ErrNotFound):
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: err}
 	case errors.Is(err, ledger.ErrDuplicate):

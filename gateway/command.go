@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/passwords"
 )
@@ -153,8 +154,9 @@ func loadCLIConfig(fl caddycmd.Flags) (cliConfig, error) {
 	return cc, nil
 }
 
-// withStore runs f on the configured ledger.
-func withStore(fl caddycmd.Flags, f func(ctx context.Context, s *ledger.Store, cc cliConfig) error) (int, error) {
+// withStore runs f on the configured ledger, with the accounts service of
+// the configuration's plans.
+func withStore(fl caddycmd.Flags, f func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error) (int, error) {
 	cc, err := loadCLIConfig(fl)
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
@@ -165,7 +167,11 @@ func withStore(fl caddycmd.Flags, f func(ctx context.Context, s *ledger.Store, c
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("opening the ledger: %w", err)
 	}
-	err = f(ctx, s, cc)
+	acc := &accounts.Service{Store: s, DefaultPlan: cc.defaultPlan}
+	if cc.plans != nil {
+		acc.Plan = func(name string) bool { return cc.plans[name] }
+	}
+	err = f(ctx, s, acc, cc)
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
@@ -185,44 +191,30 @@ func required(fl caddycmd.Flags, name string) (string, error) {
 }
 
 func cmdAccountCreate(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, cc cliConfig) error {
-		plan := fl.String("plan")
-		if plan == "" {
-			plan = cc.defaultPlan
-		}
-		if cc.plans != nil && !cc.plans[plan] {
-			return fmt.Errorf("plan %s is not in the configuration", plan)
-		}
-		var opening ledger.Money
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
+		o := accounts.Opening{Email: fl.String("email"), Plan: fl.String("plan")}
 		if c := fl.String("credit"); c != "" {
 			m, err := ledger.ParseMoney(c)
 			if err != nil || m <= 0 {
 				return fmt.Errorf("--credit %q: want a positive amount such as 10.00", c)
 			}
-			opening = m
+			o.Credit = m
 		}
-		var acct ledger.Account
-		var err error
 		if fl.Bool("password-stdin") {
-			if fl.String("email") == "" {
+			if o.Email == "" {
 				return errors.New("a console login needs --email")
 			}
-			var hash string
-			if hash, err = readPassword(os.Stdin); err != nil {
+			var err error
+			if o.PasswordHash, err = readPassword(os.Stdin); err != nil {
 				return err
 			}
-			acct, err = s.CreateLogin(ctx, fl.String("email"), plan, hash)
-		} else {
-			acct, err = s.CreateAccount(ctx, fl.String("email"), plan)
+		}
+		acct, err := acc.Open(ctx, o)
+		if errors.Is(err, ledger.ErrDuplicate) {
+			return &wrapped{msg: "an account with the email " + strings.TrimSpace(o.Email) + " exists already", err: err}
 		}
 		if err != nil {
 			return err
-		}
-		if opening > 0 {
-			if _, err := s.Credit(ctx, ledger.CreditRequest{AccountID: acct.ID, Amount: opening,
-				Reference: "opening:" + acct.ID, Reason: "opening credit"}); err != nil {
-				return fmt.Errorf("account %s created, but the opening credit failed: %w", acct.ID, err)
-			}
 		}
 		fmt.Println(acct.ID)
 		return nil
@@ -244,7 +236,7 @@ func readPassword(r io.Reader) (string, error) {
 
 func cmdAccountState(st ledger.State) caddycmd.CommandFunc {
 	return func(fl caddycmd.Flags) (int, error) {
-		return withStore(fl, func(ctx context.Context, s *ledger.Store, cc cliConfig) error {
+		return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
 			id, err := required(fl, "account")
 			if err != nil {
 				return err
@@ -260,7 +252,7 @@ func cmdAccountState(st ledger.State) caddycmd.CommandFunc {
 }
 
 func cmdAccountPlan(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, cc cliConfig) error {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
 		id, err := required(fl, "account")
 		if err != nil {
 			return err
@@ -282,12 +274,12 @@ func cmdAccountPlan(fl caddycmd.Flags) (int, error) {
 }
 
 func cmdKeyCreate(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, _ cliConfig) error {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, _ cliConfig) error {
 		id, err := required(fl, "account")
 		if err != nil {
 			return err
 		}
-		secret, k, err := s.CreateKey(ctx, id, fl.String("label"))
+		secret, k, err := acc.CreateKey(ctx, id, fl.String("label"))
 		if err != nil {
 			return err
 		}
@@ -298,12 +290,12 @@ func cmdKeyCreate(fl caddycmd.Flags) (int, error) {
 }
 
 func cmdKeyDelete(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, cc cliConfig) error {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
 		id, err := required(fl, "key-id")
 		if err != nil {
 			return err
 		}
-		if err := s.DeleteKey(ctx, id); err != nil {
+		if err := acc.DeleteKey(ctx, id); err != nil {
 			return err
 		}
 		cc.announce(ctx, "key:"+id)
@@ -313,7 +305,7 @@ func cmdKeyDelete(fl caddycmd.Flags) (int, error) {
 }
 
 func cmdCredit(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, _ cliConfig) error {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, _ cliConfig) error {
 		id, err := required(fl, "account")
 		if err != nil {
 			return err
@@ -334,7 +326,7 @@ func cmdCredit(fl caddycmd.Flags) (int, error) {
 		if ref == "" {
 			ref = "cli:" + rand.Text()
 		}
-		bal, err := s.Credit(ctx, ledger.CreditRequest{AccountID: id, Amount: amount, Reference: ref, Reason: reason})
+		bal, err := acc.Credit(ctx, id, amount, reason, ref)
 		if err != nil {
 			return err
 		}
@@ -342,3 +334,13 @@ func cmdCredit(fl caddycmd.Flags) (int, error) {
 		return nil
 	})
 }
+
+// wrapped is an error whose message is written for a person, keeping the
+// error it stands for (errors.Is still finds ledger.ErrDuplicate).
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments"
@@ -165,6 +167,8 @@ type App struct {
 
 	// svc is the request layer every API request goes through.
 	svc *relay.Service
+	// accounts opens and funds accounts for the admin API and the console.
+	accounts *accounts.Service
 
 	// ledgerInUse, when another server process holds the ledger, is why
 	// this one must not start or serve (#16).
@@ -584,7 +588,18 @@ func (a *App) Provision(ctx caddy.Context) error {
 		KeepAlive:      time.Duration(a.KeepAliveInterval),
 	}
 	a.svc.Prepare()
+	a.accounts = &accounts.Service{Store: a.store, DefaultPlan: a.DefaultPlan, Plan: func(name string) bool { return a.plans[name] != nil }}
 	return nil
+}
+
+// planNames lists the configured plans, for messages.
+func (a *App) planNames() string {
+	names := make([]string, 0, len(a.plans))
+	for n := range a.plans {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // signatureCaches holds the one thought-signature cache, so that a config

@@ -25,6 +25,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/internal/guard"
 	"github.com/modelgate/modelgate/ledger"
@@ -509,13 +510,17 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		h.authPage(c, http.StatusInternalServerError, true, email, "Creating the account failed; try again.")
 		return
 	}
-	acct, err := h.app.Store().CreateLogin(c.r.Context(), email, h.app.DefaultPlan, hash)
+	acct, err := h.app.Accounts().Open(c.r.Context(), accounts.Opening{Email: email, PasswordHash: hash})
 	if errors.Is(err, ledger.ErrDuplicate) {
 		// tries at taken emails count too, so the form cannot list who
 		// has an account faster than it creates them
 		counted = true
 		h.authPage(c, http.StatusBadRequest, true, email,
 			"No account was created with this email. If you have an account, sign in; otherwise use another email.")
+		return
+	}
+	if accounts.IsInvalid(err) {
+		h.authPage(c, http.StatusBadRequest, true, email, err.Error()+".")
 		return
 	}
 	if err != nil {
@@ -626,7 +631,7 @@ func (h *ConsoleHandler) createKey(c *consoleRequest) {
 		h.keysPage(c, http.StatusBadRequest)
 		return
 	}
-	secret, k, err := h.app.Store().CreateKey(c.r.Context(), c.sess.account.ID, label)
+	secret, k, err := h.app.Accounts().CreateKey(c.r.Context(), c.sess.account.ID, label)
 	if err != nil {
 		h.logger.Error("creating a key", zap.Error(err))
 		c.frame.Error = "The key could not be created; try again."
@@ -741,7 +746,7 @@ func (h *ConsoleHandler) deleteKey(c *consoleRequest) {
 		h.message(c, http.StatusNotFound, "No such key", "This key does not exist or is already deleted.")
 		return
 	}
-	if err := h.app.Store().DeleteKey(c.r.Context(), k.ID); err != nil {
+	if err := h.app.Accounts().DeleteKey(c.r.Context(), k.ID); err != nil {
 		h.logger.Error("deleting a key", zap.String("key_id", k.ID), zap.Error(err))
 		h.message(c, http.StatusServiceUnavailable, "Unavailable", "The key could not be deleted; try again.")
 		return

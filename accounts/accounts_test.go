@@ -1,0 +1,102 @@
+package accounts
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelgate/modelgate/ledger"
+)
+
+func testService(t *testing.T) *Service {
+	t.Helper()
+	s, err := ledger.Open(context.Background(), ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &Service{Store: s, DefaultPlan: "developer", Plan: func(n string) bool { return n == "developer" || n == "enterprise" }}
+}
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	svc := testService(t)
+	for _, tc := range []struct {
+		name    string
+		o       Opening
+		invalid string // the refusal's message, in part
+		plan    string
+		balance ledger.Money
+		login   bool
+	}{
+		{name: "bare", o: Opening{}, plan: "developer"},
+		{name: "email, plan and credit", o: Opening{Email: "A@Example.com", Plan: "enterprise", Credit: 10_000_000_000}, plan: "enterprise", balance: 10_000_000_000},
+		{name: "with a login", o: Opening{Email: "b@example.com", Password: "a long enough password"}, plan: "developer", login: true},
+		{name: "unknown plan", o: Opening{Plan: "gold"}, invalid: `plan "gold" is not in the configuration`},
+		{name: "negative credit", o: Opening{Credit: -1}, invalid: "want a positive amount"},
+		{name: "not an email", o: Opening{Email: "not an email"}, invalid: "is not an email address"},
+		{name: "login without email", o: Opening{Password: "a long enough password"}, invalid: "needs an email"},
+		{name: "short password", o: Opening{Email: "c@example.com", Password: "short"}, invalid: "password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acct, err := svc.Open(ctx, tc.o)
+			if tc.invalid != "" {
+				if !IsInvalid(err) || !strings.Contains(err.Error(), tc.invalid) || acct.ID != "" {
+					t.Fatalf("%v, %+v; want a refusal saying %q", err, acct, tc.invalid)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := svc.Store.GetAccount(ctx, acct.ID)
+			if err != nil || got.Plan != tc.plan || got.Balance != tc.balance || got.Email != strings.ToLower(tc.o.Email) {
+				t.Fatalf("%+v, %v", got, err)
+			}
+			if tc.login {
+				if _, _, err := svc.Store.Login(ctx, tc.o.Email); err != nil {
+					t.Fatalf("no login: %v", err)
+				}
+			}
+		})
+	}
+	if _, err := svc.Open(ctx, Opening{Email: "a@example.com"}); !errors.Is(err, ledger.ErrDuplicate) {
+		t.Fatalf("a taken email: %v", err)
+	}
+}
+
+func TestCreditAndKeys(t *testing.T) {
+	ctx := context.Background()
+	svc := testService(t)
+	acct, err := svc.Open(ctx, Opening{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Credit(ctx, acct.ID, 0, "nothing", "r0"); !IsInvalid(err) {
+		t.Fatalf("a zero credit: %v", err)
+	}
+	if bal, err := svc.Credit(ctx, acct.ID, 5, "invoice 1", "r1"); err != nil || bal != 5 {
+		t.Fatalf("credit: %s, %v", bal, err)
+	}
+	if _, err := svc.Credit(ctx, acct.ID, 5, "invoice 1 again", "r1"); !errors.Is(err, ledger.ErrDuplicate) {
+		t.Fatalf("the same reference twice: %v", err)
+	}
+	if _, _, err := svc.CreateKey(ctx, acct.ID, strings.Repeat("é", MaxLabel+1)); !IsInvalid(err) {
+		t.Fatalf("a long label: %v", err)
+	}
+	secret, k, err := svc.CreateKey(ctx, acct.ID, "  laptop ")
+	if err != nil || !ledger.WellFormedKey(secret) || k.Label != "laptop" {
+		t.Fatalf("%q %+v %v", secret, k, err)
+	}
+	if err := svc.DeleteKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Store.Authenticate(secret); !errors.Is(err, ledger.ErrUnauthorized) {
+		t.Fatalf("a deleted key: %v", err)
+	}
+	if err := svc.DeleteKey(ctx, ""); !IsInvalid(err) {
+		t.Fatalf("no key id: %v", err)
+	}
+}
