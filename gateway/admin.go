@@ -387,7 +387,6 @@ func adminBadRequest(format string, args ...any) error {
 	return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf(format, args...)}
 }
 
-
 // ledgerError maps an error to its status: 400 for a request to change,
 // 404 for an unknown account or key, 409 for a duplicate, 500 otherwise.
 func ledgerError(err error) error {
