@@ -19,6 +19,9 @@ type accessLine struct {
 		URI     string              `json:"uri"`
 		Headers map[string][]string `json:"headers"`
 	} `json:"request"`
+	UserID    string         `json:"user_id"`
+	Modelgate map[string]any `json:"modelgate"`
+	MGCost    string         `json:"mg_cost"` // log_append of the placeholder
 }
 
 // accessLines reads the gateway's access log.
@@ -115,5 +118,50 @@ func TestKeysNotInPlainAccessLog(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAccessLogLine: each API request's access log line says who called
+// (user_id: the account) and what the call was (the modelgate object:
+// request and key ids, model, provider, upstream model, tokens, cost,
+// usage source, outcome), with the key nowhere, whether Caddy wrote the
+// line (a Bearer key) or the gateway did (x-api-key, under a plain log);
+// the same values are placeholders (#18, #22).
+func TestAccessLogLine(t *testing.T) {
+	g := startGateway(t, gatewayOptions{plainLog: true, site: "\tlog_append mg_cost {http.modelgate.cost}\n"})
+	acct, key := g.account("1.00")
+	for _, h := range [][]string{{"Authorization", "Bearer " + key}, {"X-Api-Key", key}} {
+		r := g.do("POST", "/v1/chat/completions", chatBody(testModel, "log me", ""), h...)
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", h[0], r.status, r.body)
+		}
+	}
+	// an unauthenticated request has its request id, nothing more
+	g.do("POST", "/v1/chat/completions", chatBody(testModel, "who", ""))
+	rows := g.rows(acct)
+	lines := g.accessLines()
+	if len(lines) != 3 || len(rows) != 2 {
+		t.Fatalf("%d lines, %d rows", len(lines), len(rows))
+	}
+	for i, l := range lines[:2] {
+		row := rows[1-i] // rows are newest first
+		want := map[string]any{"request_id": row.RequestID, "account_id": acct, "key_id": row.KeyID, "model": testModel,
+			"provider": "mock", "upstream_model": testUpstreamModel, "input_tokens": float64(row.Tokens.Input),
+			"output_tokens": float64(row.Tokens.Output), "cost": row.Charged.String(), "usage_source": "upstream", "outcome": "ok"}
+		if l.UserID != acct || len(l.Modelgate) != len(want) {
+			t.Errorf("line %d: user %q, modelgate %v", i, l.UserID, l.Modelgate)
+		}
+		for k, v := range want {
+			if l.Modelgate[k] != v {
+				t.Errorf("line %d: %s = %v, want %v", i, k, l.Modelgate[k], v)
+			}
+		}
+	}
+	// the placeholder, through log_append, on the line Caddy writes
+	if lines[0].MGCost != rows[1].Charged.String() {
+		t.Errorf("{http.modelgate.cost} = %q, want %s", lines[0].MGCost, rows[1].Charged)
+	}
+	if l := lines[2]; l.Status != 401 || l.UserID != "" || len(l.Modelgate) != 0 {
+		t.Errorf("unauthenticated line: %+v", l)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
@@ -25,7 +26,37 @@ func init() {
 // and Anthropic routes under /v1, the Gemini routes under /v1beta (and under
 // /v1/models/{model}:…, where the Google GenAI SDK sends them), and
 // /api/usage. Requests for other paths go to the next handler. Every answer,
-// errors included, is in the client's wire format.
+// errors included, is in the client's wire format (docs/api.md).
+//
+// The account of an authenticated request is the user of Caddy's access
+// log (the http.auth.user.id placeholder, the user_id field), and each API
+// request sets these placeholders, for the access log and the handlers
+// after it:
+//
+//	{http.modelgate.request_id}      the request's id (also the X-Request-Id header)
+//	{http.modelgate.account_id}      the account (once the key is checked)
+//	{http.modelgate.key_id}          the key's id, never the key
+//	{http.modelgate.model}           the model asked for (once the body is read)
+//	{http.modelgate.provider}        the provider that answered     } once the
+//	{http.modelgate.upstream_model}  the provider's name for it     } request
+//	{http.modelgate.input_tokens}    the input tokens billed        } is billed
+//	{http.modelgate.output_tokens}   the output tokens billed       }
+//	{http.modelgate.cost}            the amount charged, a decimal  }
+//	{http.modelgate.usage_source}    upstream, estimated, …         }
+//	{http.modelgate.outcome}         ok, client_closed, upstream_cut, upstream_error
+//
+// Each API request's access log line also carries them as an object:
+//
+//	{"level":"info","logger":"http.log.access","msg":"handled request", …,
+//	 "user_id":"acct_…","status":200,
+//	 "modelgate":{"request_id":"req_…","account_id":"acct_…","key_id":"key_…",
+//	   "model":"gpt-4o-mini","provider":"openai-main","upstream_model":"gpt-4o-mini",
+//	   "input_tokens":9,"output_tokens":12,"cost":"0.000008550",
+//	   "usage_source":"upstream","outcome":"ok"}}
+//
+// and log_append can add any of them as a field of its own:
+//
+//	log_append cost {http.modelgate.cost}
 type APIHandler struct {
 	app       *App
 	logger    *zap.Logger
@@ -170,16 +201,21 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	if ri.route == routeNone {
 		return next.ServeHTTP(w, r)
 	}
+	// what the access log line and the placeholders show of the request
+	ctx, report := relay.WithReport(r.Context())
+	r = r.WithContext(ctx)
+	repl, _ := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	// Client credentials go no further than this handler; the proxied
 	// request is built fresh, so they never reach an upstream or its logs,
 	// and the access log line of the request shows them redacted.
-	if logLine := h.scrubAccessLog(w, r); logLine != nil {
+	if logLine := h.scrubAccessLog(w, r, report); logLine != nil {
 		defer logLine()
 	}
 	cred := takeCredential(r, acceptsQueryKey(ri))
 
 	reqID := ledger.NewRequestID()
 	w.Header().Set("X-Request-Id", reqID)
+	setPlaceholder(repl, "request_id", reqID)
 	if h.app.ledgerInUse != nil {
 		// a server refused its ledger (#16), between the start of its HTTP
 		// app and its own refusal: nothing is held here
@@ -228,6 +264,18 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	if ferr != nil {
 		relay.WriteError(w, ri.format, ferr)
 		return nil
+	}
+	if repl != nil {
+		// the account is the user of Caddy's access log (user_id)
+		repl.Set("http.auth.user.id", p.AccountID)
+		setPlaceholder(repl, "account_id", p.AccountID)
+		setPlaceholder(repl, "key_id", p.KeyID)
+		defer func() {
+			report.Values(func(name string, value any) { setPlaceholder(repl, name, value) })
+			if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+				extra.Add(zap.Object("modelgate", logReport{accountID: p.AccountID, keyID: p.KeyID, requestID: reqID, report: report}))
+			}
+		}()
 	}
 	if ri.format == relay.FormatMessages && (ri.route == routeMessages || ri.route == routeMessagesCount) &&
 		r.Header.Get("Anthropic-Version") == "" {
@@ -450,3 +498,32 @@ var (
 	_ caddy.Provisioner           = (*APIHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*APIHandler)(nil)
 )
+
+// setPlaceholder sets http.modelgate.<name>, the placeholders an operator
+// can use in the access log and other handlers: request_id, account_id,
+// key_id, model, provider, upstream_model, input_tokens, output_tokens,
+// cost, usage_source, outcome (see APIHandler).
+func setPlaceholder(repl *caddy.Replacer, name string, value any) {
+	if repl != nil {
+		repl.Set("http.modelgate."+name, value)
+	}
+}
+
+// logReport is the modelgate object of an API request's access log line.
+type logReport struct {
+	accountID, keyID, requestID string
+	report                      *relay.Report
+}
+
+// MarshalLogObject implements zapcore.ObjectMarshaler.
+func (l logReport) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("request_id", l.requestID)
+	if l.accountID != "" {
+		enc.AddString("account_id", l.accountID)
+		enc.AddString("key_id", l.keyID)
+	}
+	if l.report != nil {
+		return l.report.MarshalLogObject(enc)
+	}
+	return nil
+}

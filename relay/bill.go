@@ -43,6 +43,7 @@ type Bill struct {
 	// inputEstimate is the request's own estimate of its input tokens,
 	// billed when the upstream reported none.
 	inputEstimate int64
+	report        *Report // the request's access log report, if any
 }
 
 // billSpec is what a bill is opened for.
@@ -54,6 +55,7 @@ type billSpec struct {
 	stream        bool
 	start         time.Time
 	inputEstimate int64
+	report        *Report
 	// min and max bound the hold: it is refused below min, and it is
 	// min(max, the available balance) otherwise.
 	min, max ledger.Money
@@ -76,7 +78,8 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 		return nil, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
 	}
 	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,
-		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate}, nil
+		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate,
+		report: spec.report}, nil
 }
 
 // Held is the amount the bill holds.
@@ -203,6 +206,7 @@ func (b *Bill) settle(rec *ledger.UsageRecord, collect bool) error {
 	if err := settle(b.logger, b.hold, rec); err != nil {
 		return err
 	}
+	b.report.setSettled(rec)
 	Debugf(b.logger, "settled",
 		zap.String("request_id", rec.RequestID),
 		zap.String("key_id", rec.KeyID),

@@ -55,7 +55,8 @@ type call struct {
 	upstreamBody  []byte
 	passThrough   bool // client and upstream speak the same format
 
-	bill         *Bill // the money side, once reserve has held
+	bill         *Bill   // the money side, once reserve has held
+	report       *Report // what the access log shows of the request
 	outputCapped bool
 
 	req       *genRequest
@@ -84,7 +85,7 @@ func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.
 	minCost := addMoney(inCost, mulMoney(int64(minOut), outPrice))
 	maxCost := addMoney(inCost, mulMoney(int64(outputCap), outPrice))
 	bill, ferr := c.svc.openBill(billSpec{requestID: c.reqID, principal: c.principal, model: c.model, format: c.format,
-		stream: c.stream, start: c.start, inputEstimate: c.inputEstimate, min: minCost, max: maxCost,
+		stream: c.stream, start: c.start, inputEstimate: c.inputEstimate, report: c.report, min: minCost, max: maxCost,
 		short: "its input and at least " + strconv.Itoa(minOut) + " output tokens"})
 	if ferr != nil {
 		return 0, ferr

@@ -43,6 +43,7 @@ type imageCall struct {
 	body      []byte       // a generation's JSON body
 	form      *images.Form // an edit's form
 	bill      *Bill
+	report    *Report
 
 	attempts []*upstream.Attempt
 	attempt  *upstream.Attempt
@@ -90,6 +91,8 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 		return
 	}
 	ic.model = m
+	ic.report = reportOf(r.Context())
+	ic.report.setModel(m.ID)
 	if ferr := ic.reserve(); ferr != nil {
 		WriteError(w, FormatImages, ferr)
 		return
@@ -198,7 +201,7 @@ func (ic *imageCall) reserve() *formats.Error {
 		most = ic.bound(n, prompt, images.MaxInputFiles)
 	}
 	bill, ferr := ic.svc.openBill(billSpec{requestID: ic.reqID, principal: ic.principal, model: ic.model, format: FormatImages,
-		start: ic.start, min: least, max: most, short: strconv.Itoa(ic.req.N) + " image(s)"})
+		start: ic.start, report: ic.report, min: least, max: most, short: strconv.Itoa(ic.req.N) + " image(s)"})
 	if ferr != nil {
 		return ferr
 	}

@@ -82,6 +82,8 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 		WriteError(w, format, ModelNotFound(req.model))
 		return
 	}
+	report := reportOf(r.Context())
+	report.setModel(m.ID)
 	// hosted tools and upstream state: served as the model allows (#16)
 	if req.plan, ferr = m.admitGated(req); ferr != nil {
 		WriteError(w, format, ferr)
@@ -101,6 +103,7 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 		sse:           req.sse,
 		inputEstimate: req.inputEstimate,
 		anthropicBeta: req.anthropicBeta,
+		report:        report,
 	}
 	c.req = req
 	if count {
