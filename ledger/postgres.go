@@ -1149,3 +1149,11 @@ func (p *pgEngine) resolveDuplicates(ctx context.Context, conn *pgx.Conn, dups [
 	}
 	return nil
 }
+
+// crash stops a PostgreSQL store as a crash would: its lease is no longer
+// renewed and its holds stay until another instance reaps them (tests).
+func (s *Store) crash() {
+	if s.pg != nil {
+		_ = s.pg.close(false)
+	}
+}

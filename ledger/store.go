@@ -209,11 +209,15 @@ type Stats struct {
 	Reloads      uint64        // reloads after a change by another process (PostgreSQL: also each change notified)
 	MaxBatch     int           // largest batch committed so far
 	CommitTime   time.Duration // total time spent in committed write transactions
+	// PostgreSQL only (#19):
+	Reaped    uint64 // holds of lapsed instances this store released
+	Lapsed    uint64 // this store's settles whose hold had lapsed (HoldLapsed)
+	LeaseLost uint64 // times this store found its own lease lapsed
 }
 
 // Stats returns a snapshot of the writer's counters.
 func (s *Store) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Transactions: s.stats.transactions.Load(),
 		Commands:     s.stats.commands.Load(),
 		Failures:     s.stats.failures.Load(),
@@ -221,6 +225,10 @@ func (s *Store) Stats() Stats {
 		MaxBatch:     int(s.stats.maxBatch.Load()),
 		CommitTime:   time.Duration(s.stats.commitNanos.Load()),
 	}
+	if s.pg != nil {
+		st.Reaped, st.Lapsed, st.LeaseLost = s.pg.reaped.Load(), s.pg.lapsed.Load(), s.pg.leaseLost.Load()
+	}
+	return st
 }
 
 // dsn builds a file: URI for path with the given query parameters.
