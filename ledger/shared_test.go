@@ -442,4 +442,3 @@ func TestSharedMigrationsAtOnce(t *testing.T) {
 		t.Fatal("opened with both a path and a DSN")
 	}
 }
-
