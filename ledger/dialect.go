@@ -132,13 +132,3 @@ func (s *Store) snapshotIsolation() sql.IsolationLevel {
 	}
 	return sql.LevelDefault
 }
-
-// pgOrSQLiteTx is a read transaction that takes queries with ? placeholders.
-type pgOrSQLiteTx struct {
-	s  *Store
-	tx *sql.Tx
-}
-
-func (t pgOrSQLiteTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, t.s.q(query), args...)
-}

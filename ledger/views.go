@@ -244,7 +244,25 @@ func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
 		return nil, fmt.Errorf("ledger: audit: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	conn := pgOrSQLiteTx{s, tx}
+	return s.audit(ctx, func(ctx context.Context, query string) (auditRows, error) {
+		return tx.QueryContext(ctx, s.q(query))
+	})
+}
+
+// auditRows are the rows of an audit query: *sql.Rows, or pgx's (Copy
+// audits its copy inside the transaction that writes it).
+type auditRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Close() error
+	Err() error
+}
+
+// audit is Audit's queries, run by query on one snapshot.
+func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query string) (auditRows, error)) ([]Mismatch, error) {
+	conn := struct {
+		QueryContext func(ctx context.Context, query string) (auditRows, error)
+	}{query}
 
 	out := []Mismatch{}
 	rows, err := conn.QueryContext(ctx, `
