@@ -36,7 +36,8 @@ import (
 //     instance, the CLI, psql). Instances listen; the counter is their
 //     poll's fallback.
 //
-// mg_reserve and mg_extend commit asynchronously (synchronous_commit off):
+// Reserves (grouped, see pgEngine.reserver) and mg_extend commit
+// asynchronously (synchronous_commit off):
 // a hold lost with the last moments of a crashed server is, to the
 // instance that owns it, a lapsed hold (its settle is charged to the
 // available balance), and a settle, which is durable, makes every earlier
@@ -200,7 +201,7 @@ CREATE TABLE instances (
 );
 
 CREATE TABLE holds (
-	id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	id          bigint PRIMARY KEY, -- random, chosen by the instance
 	account_id  text NOT NULL REFERENCES accounts (id),
 	instance_id text NOT NULL,
 	amount      bigint NOT NULL CHECK (amount >= 0),
@@ -213,41 +214,6 @@ CREATE TABLE ledger_version (
 	v   bigint NOT NULL
 );
 INSERT INTO ledger_version VALUES (true, 0);
-
--- mg_reserve reserves least(max, balance − held) on the account for the
--- instance, refused below min: o_status 0 reserved, 1 no such account,
--- 2 not enough available, 3 the instance has no live lease.
-CREATE FUNCTION mg_reserve(p_instance text, p_account text, p_min bigint, p_max bigint,
-	OUT o_status integer, OUT o_hold bigint, OUT o_amount bigint)
-LANGUAGE plpgsql AS $$
-DECLARE
-	avail bigint;
-BEGIN
-	PERFORM set_config('synchronous_commit', 'off', true);
-	o_hold := 0;
-	o_amount := 0;
-	PERFORM 1 FROM instances WHERE id = p_instance AND lease_until > clock_timestamp();
-	IF NOT FOUND THEN
-		o_status := 3;
-		RETURN;
-	END IF;
-	SELECT balance - held INTO avail FROM accounts WHERE id = p_account FOR UPDATE;
-	IF NOT FOUND THEN
-		o_status := 1;
-		RETURN;
-	END IF;
-	o_amount := least(p_max, avail);
-	IF o_amount <= 0 OR o_amount < p_min THEN
-		o_status := 2;
-		o_amount := 0;
-		RETURN;
-	END IF;
-	UPDATE accounts SET held = held + o_amount WHERE id = p_account;
-	INSERT INTO holds (account_id, instance_id, amount) VALUES (p_account, p_instance, o_amount)
-		RETURNING id INTO o_hold;
-	o_status := 0;
-END
-$$;
 
 -- mg_extend adds up to p_extra (what the available balance allows) to an
 -- open hold and returns what it added, or -1 if the hold is gone.

@@ -4,9 +4,13 @@ package ledger
 // instances, each a Store opened on the same database.
 //
 // Holds. A hold is a row of holds and the account's held column grows by
-// its amount, both in mg_reserve, which locks the account row and grants
+// its amount, in one transaction that locks the account row and grants
 // least(max, balance − held), refused below min: however many instances
-// race on one account, their holds never exceed its balance. Each Store
+// race on one account, their holds never exceed its balance. Reserves are
+// grouped as settles are: one goroutine per store (reserver) takes every
+// reserve waiting and makes them in one transaction of two round trips
+// (the accounts locked in id order, then their held raised once each and
+// the holds inserted), committed asynchronously. Each Store
 // registers a row in instances with a lease (the database's clock) that it
 // renews every Lease/3, one statement for all its holds. Every instance
 // reaps about once a second: it deletes the instances whose lease has run
@@ -36,6 +40,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -85,6 +91,8 @@ type pgEngine struct {
 
 	pendingMu sync.Mutex
 	pending   []int64 // holds whose release failed; retried by the lease loop
+
+	reserves chan *reserveReq // to the reserver
 
 	batch pgBatch       // the writer goroutine's scratch
 	wconn *pgxpool.Conn // the writer goroutine's connection, kept while it works
@@ -155,7 +163,8 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 		keys:       newKeyCache(),
 		agg:        newBatchAgg(),
 	}
-	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease}
+	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease,
+		reserves: make(chan *reserveReq, maxReserveGroup)}
 	s.pg = p
 	ok := false
 	defer func() {
@@ -193,9 +202,10 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	ok = true
 	p.bgCtx, p.bgCancel = context.WithCancel(context.Background())
 	go s.writer()
-	p.bg.Add(2)
+	p.bg.Add(3)
 	go p.leaseLoop()
 	go p.listen()
+	go p.reserver()
 	return s, nil
 }
 
@@ -519,7 +529,23 @@ func pgRetryable(err error) (retry, known bool) {
 	return true, true
 }
 
-// reserve is Store.Reserve on PostgreSQL.
+// reserveReq is one Reserve waiting for the reserver.
+type reserveReq struct {
+	acct     *account
+	min, max Money
+	// outputs
+	status int // 0 reserved, 1 no account, 2 not enough, 3 no lease
+	hold   int64
+	amount Money
+	err    error
+	done   chan struct{}
+}
+
+// maxReserveGroup bounds the reserves made in one transaction.
+const maxReserveGroup = 256
+
+// reserve is Store.Reserve on PostgreSQL: it hands the request to the
+// reserver and waits.
 func (p *pgEngine) reserve(a *account, min, max Money) (*Hold, error) {
 	s := p.s
 	done, err := s.beginRead()
@@ -527,34 +553,194 @@ func (p *pgEngine) reserve(a *account, min, max Money) (*Hold, error) {
 		return nil, err
 	}
 	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.BusyTimeout+pgOpTimeout)
+	r := &reserveReq{acct: a, min: min, max: max, done: make(chan struct{})}
+	select {
+	case p.reserves <- r:
+	case <-p.bgCtx.Done():
+		return nil, ErrClosed
+	}
+	<-r.done
+	switch {
+	case r.err != nil:
+		return nil, fmt.Errorf("ledger: reserve on %q: %w: %w", a.id, ErrWriteFailed, r.err)
+	case r.status == 1:
+		return nil, fmt.Errorf("ledger: account %q: %w", a.id, ErrNotFound)
+	case r.status == 2:
+		return nil, ErrInsufficientFunds
+	case r.status == 3:
+		return nil, fmt.Errorf("ledger: reserve on %q: %w: this instance has no lease", a.id, ErrWriteFailed)
+	}
+	s.outstanding.Add(int64(r.amount))
+	s.openHolds.Add(1)
+	return &Hold{s: s, acct: a, amount: r.amount, id: r.hold}, nil
+}
+
+// reserver makes the reserves waiting, in groups, on a connection of its own.
+func (p *pgEngine) reserver() {
+	defer p.bg.Done()
+	var conn *pgxpool.Conn
+	defer func() {
+		if conn != nil {
+			conn.Release()
+		}
+	}()
+	group := make([]*reserveReq, 0, maxReserveGroup)
+	for {
+		var r *reserveReq
+		select {
+		case <-p.bgCtx.Done():
+			return
+		case r = <-p.reserves:
+		}
+		group = append(group[:0], r)
+	drain:
+		for len(group) < maxReserveGroup {
+			select {
+			case r := <-p.reserves:
+				group = append(group, r)
+			default:
+				break drain
+			}
+		}
+		err := p.reserveGroup(&conn, group)
+		for _, r := range group {
+			if err != nil {
+				r.err = err
+			}
+			close(r.done)
+		}
+		clear(group)
+	}
+}
+
+// reserveGroup makes a group of reserves in one transaction; a lapsed
+// lease is taken again and the group tried once more.
+func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error {
+	ctx, cancel := context.WithTimeout(p.bgCtx, p.s.opts.BusyTimeout+pgOpTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		var status int32
-		var id, amount int64
-		err := p.pool.QueryRow(ctx, `SELECT o_status, o_hold, o_amount FROM mg_reserve($1, $2, $3, $4)`,
-			p.id, a.id, int64(min), int64(max)).Scan(&status, &id, &amount)
+		if *conn == nil {
+			c, err := p.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			*conn = c
+		}
+		err := p.reserveTx(ctx, (*conn).Conn(), group)
 		if err != nil {
-			return nil, fmt.Errorf("ledger: reserve on %q: %w: %w", a.id, ErrWriteFailed, err)
+			(*conn).Release() // the pool drops it if it is broken or in a transaction
+			*conn = nil
+			return err
 		}
-		switch status {
-		case 0:
-			s.outstanding.Add(amount)
-			s.openHolds.Add(1)
-			return &Hold{s: s, acct: a, amount: Money(amount), id: id}, nil
-		case 1:
-			return nil, fmt.Errorf("ledger: account %q: %w", a.id, ErrNotFound)
-		case 2:
-			return nil, ErrInsufficientFunds
-		}
-		// the lease lapsed: take it again, then reserve
-		if attempt > 0 {
-			return nil, fmt.Errorf("ledger: reserve on %q: %w: no lease", a.id, ErrWriteFailed)
+		if group[0].status != 3 || attempt > 0 {
+			return nil
 		}
 		if err := p.register(ctx); err != nil {
-			return nil, fmt.Errorf("ledger: reserve on %q: %w: %w", a.id, ErrWriteFailed, err)
+			return err
 		}
 	}
+}
+
+// reserveTx is the group's transaction: lease and accounts (locked in id
+// order), then each account's held raised by its grants and the holds
+// inserted. Every request gets its status.
+func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reserveReq) error {
+	ids := make([]string, 0, len(group))
+	for _, r := range group {
+		if !slices.Contains(ids, r.acct.id) {
+			ids = append(ids, r.acct.id)
+		}
+	}
+	slices.Sort(ids)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL synchronous_commit = off")
+	b.Queue(`SELECT count(*) FROM instances WHERE id = $1 AND lease_until > clock_timestamp()`, p.id)
+	b.Queue(`SELECT id, balance - held FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	br := conn.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	var live int64
+	if err == nil {
+		err = br.QueryRow().Scan(&live)
+	}
+	avail := make(map[string]int64, len(ids))
+	if err == nil {
+		var rows pgx.Rows
+		rows, err = br.Query()
+		if err == nil {
+			var id string
+			var a int64
+			_, err = pgx.ForEachRow(rows, []any{&id, &a}, func() error {
+				avail[id] = a
+				return nil
+			})
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if live == 0 {
+		for _, r := range group {
+			r.status = 3
+		}
+		_, err := conn.Exec(ctx, "ROLLBACK")
+		return err
+	}
+	added := make(map[string]int64, len(ids))
+	var holdIDs, amounts []int64
+	var accts []string
+	for _, r := range group {
+		a, ok := avail[r.acct.id]
+		if !ok {
+			r.status = 1
+			continue
+		}
+		grant := min(int64(r.max), a)
+		if grant <= 0 || grant < int64(r.min) {
+			r.status = 2
+			continue
+		}
+		avail[r.acct.id] = a - grant
+		added[r.acct.id] += grant
+		r.status, r.amount, r.hold = 0, Money(grant), randomHoldID()
+		holdIDs, amounts, accts = append(holdIDs, r.hold), append(amounts, grant), append(accts, r.acct.id)
+	}
+	b = &pgx.Batch{}
+	if len(holdIDs) > 0 {
+		ups := make([]int64, len(ids))
+		for i, id := range ids {
+			ups[i] = added[id]
+		}
+		b.Queue(`UPDATE accounts SET held = accounts.held + v.add FROM unnest($1::text[], $2::bigint[]) AS v(id, add)
+			WHERE accounts.id = v.id AND v.add > 0`, ids, ups)
+		b.Queue(`INSERT INTO holds (id, account_id, instance_id, amount) SELECT v.id, v.account, $4, v.amount
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS v(id, account, amount)`, holdIDs, accts, amounts, p.id)
+	}
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	for range b.Len() {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// randomHoldID returns a random positive hold id (ids are chosen here, so
+// that a group's holds need no round trip to learn theirs).
+func randomHoldID() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.BigEndian.Uint64(b[:])>>1) | 1
 }
 
 // release is Hold.Release on PostgreSQL, once the hold is marked released:
@@ -857,8 +1043,17 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 	}
 
 	// 1: begin, delete the holds, insert the rows as if every hold covered its charge
+	accts := make([]string, 0, len(batch))
+	for _, c := range batch {
+		if !slices.Contains(accts, c.hold.acct.id) {
+			accts = append(accts, c.hold.acct.id)
+		}
+	}
+	slices.Sort(accts)
 	pb := &pgx.Batch{}
 	pb.Queue("BEGIN")
+	// the accounts first, in one order for every instance and the reserves
+	pb.Queue(`SELECT count(*) FROM (SELECT 1 FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS locked`, accts)
 	pb.Queue(`DELETE FROM holds WHERE id = ANY($1) RETURNING id, amount`, b.holdIDs)
 	if len(b.settles) > 0 {
 		pb.Queue(pgInsertUsage, b.rowArgs()...)
@@ -867,6 +1062,11 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 	if _, err := br.Exec(); err != nil {
 		br.Close()
 		return fmt.Errorf("%w: begin: %w", errTransaction, err)
+	}
+	var locked int64
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		br.Close()
+		return fmt.Errorf("settle: %w", err)
 	}
 	rows, err := br.Query()
 	if err == nil {
