@@ -22,7 +22,8 @@ const (
 // valid reports whether st is a known state.
 func (st State) valid() bool { return st == StateActive || st == StateSuspended }
 
-// Account is an account as stored, plus Held: the outstanding holds in this process.
+// Account is an account as stored, plus Held: the outstanding holds (with
+// SQLite, this process's; with PostgreSQL, every instance's).
 type Account struct {
 	ID, Email, Plan string
 	State           State
@@ -61,7 +62,7 @@ func (s *Store) loadAccount(ctx context.Context, id string) (*account, error) {
 	}
 	a := &account{id: id}
 	var state string
-	err = s.rdb.QueryRowContext(ctx, `SELECT balance, state, plan FROM accounts WHERE id = ?`, id).
+	err = s.queryRow(ctx, `SELECT balance, state, plan FROM accounts WHERE id = ?`, id).
 		Scan(&a.balance, &state, &a.plan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
@@ -99,6 +100,12 @@ func (s *Store) CreateAccount(ctx context.Context, email, plan string) (Account,
 		return Account{}, err
 	}
 	now := time.Now()
+	if s.pg != nil {
+		if err := s.pg.createAccount(ctx, id, email, plan, now.UnixMilli()); err != nil {
+			return Account{}, err
+		}
+		return Account{ID: id, Email: email, Plan: plan, State: StateActive, CreatedAt: time.UnixMilli(now.UnixMilli()).UTC()}, nil
+	}
 	c := getCommand(cmdCreateAccount)
 	defer putCommand(c)
 	c.id, c.email, c.str, c.now = id, email, plan, now.UnixMilli()
@@ -112,7 +119,8 @@ func (s *Store) CreateAccount(ctx context.Context, email, plan string) (Account,
 }
 
 // GetAccount reads an account. Balance, state and plan come from the
-// database; Held is the sum of this process's outstanding holds.
+// database; Held is the sum of the outstanding holds (with SQLite, this
+// process's; with PostgreSQL, every instance's, from the database).
 func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 	done, err := s.beginRead()
 	if err != nil {
@@ -122,8 +130,12 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 	a := Account{ID: id}
 	var state string
 	var created sql.NullInt64
-	err = s.rdb.QueryRowContext(ctx, `SELECT email, plan, state, balance, created_at FROM accounts WHERE id = ?`, id).
-		Scan(&a.Email, &a.Plan, &state, &a.Balance, &created)
+	held := "0"
+	if s.pg != nil {
+		held = "held"
+	}
+	err = s.queryRow(ctx, `SELECT email, plan, state, balance, created_at, `+held+` FROM accounts WHERE id = ?`, id).
+		Scan(&a.Email, &a.Plan, &state, &a.Balance, &created, &a.Held)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
 	}
@@ -132,7 +144,7 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 	}
 	a.State = State(state)
 	a.CreatedAt = fromMilli(created)
-	if m := s.cachedAccount(id); m != nil {
+	if m := s.cachedAccount(id); m != nil && s.pg == nil {
 		m.mu.Lock()
 		a.Held = m.held
 		m.mu.Unlock()
@@ -144,6 +156,13 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 func (s *Store) SetAccountState(ctx context.Context, id string, st State) error {
 	if !st.valid() {
 		return fmt.Errorf("ledger: invalid account state %q", st)
+	}
+	if s.pg != nil {
+		if err := s.pg.setAccount(ctx, id, "state", string(st)); err != nil {
+			return err
+		}
+		s.changed("account:" + id)
+		return nil
 	}
 	c := getCommand(cmdSetState)
 	defer putCommand(c)
@@ -159,6 +178,13 @@ func (s *Store) SetAccountState(ctx context.Context, id string, st State) error 
 
 // SetAccountPlan changes an account's plan (ErrNotFound if unknown).
 func (s *Store) SetAccountPlan(ctx context.Context, id, plan string) error {
+	if s.pg != nil {
+		if err := s.pg.setAccount(ctx, id, "plan", plan); err != nil {
+			return err
+		}
+		s.changed("account:" + id)
+		return nil
+	}
 	c := getCommand(cmdSetPlan)
 	defer putCommand(c)
 	c.id, c.str = id, plan
@@ -202,6 +228,9 @@ func (s *Store) Credit(ctx context.Context, cr CreditRequest) (balance Money, er
 	if cr.Reference == "" {
 		return 0, errors.New("ledger: credit reference required")
 	}
+	if s.pg != nil {
+		return s.pg.credit(ctx, cr, time.Now().UnixMilli())
+	}
 	c := getCommand(cmdCredit)
 	defer putCommand(c)
 	c.id, c.amount, c.ref, c.str, c.now = cr.AccountID, cr.Amount, cr.Reference, cr.Reason, time.Now().UnixMilli()
@@ -211,7 +240,7 @@ func (s *Store) Credit(ctx context.Context, cr CreditRequest) (balance Money, er
 	return c.balance, c.err
 }
 
-// Outstanding is the total held by open holds, all accounts.
+// Outstanding is the total held by this store's open holds, all accounts.
 func (s *Store) Outstanding() Money { return Money(s.outstanding.Load()) }
 
 // hold states
@@ -230,12 +259,17 @@ type Hold struct {
 	amount Money // guarded by acct.mu until settled
 	state  uint8 // guarded by acct.mu
 	over   bool  // a settle took more than the hold (guarded by acct.mu)
+	id     int64 // PostgreSQL: the hold's row
 }
 
 // Reserve reserves between min and max on the account, in one atomic step:
 // available = balance − outstanding holds; the grant is min(max, available).
 // If the grant is below min (or nothing is available, or min > max) it
 // returns ErrInsufficientFunds. Suspended accounts are not refused here.
+//
+// With PostgreSQL the step is one statement against the balance and holds
+// every instance sees; an error that may pass (the database unreachable)
+// wraps ErrWriteFailed.
 func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
 	if min < 0 || max < 0 {
 		return nil, fmt.Errorf("ledger: reserve: negative bounds")
@@ -246,6 +280,9 @@ func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
 	a, err := s.loadAccount(context.Background(), accountID)
 	if err != nil {
 		return nil, err
+	}
+	if s.pg != nil {
+		return s.pg.reserve(a, min, max)
 	}
 	a.mu.Lock()
 	available := a.balance - a.held
@@ -275,6 +312,9 @@ func (h *Hold) Amount() Money {
 func (h *Hold) AccountID() string { return h.acct.id }
 
 // Release frees the reservation. It is idempotent, and a no-op after Settle.
+// With PostgreSQL it returns once the release is committed (should that
+// fail, it is tried again in the background, and the hold lapses with this
+// store's lease at the latest).
 func (h *Hold) Release() {
 	a := h.acct
 	a.mu.Lock()
@@ -284,10 +324,15 @@ func (h *Hold) Release() {
 	}
 	h.state = holdReleased
 	amt := h.amount
-	a.held -= amt
+	if h.s.pg == nil {
+		a.held -= amt
+	}
 	a.mu.Unlock()
 	h.s.outstanding.Add(-int64(amt))
 	h.s.openHolds.Add(-1)
+	if h.s.pg != nil {
+		h.s.pg.release(h)
+	}
 }
 
 // UsageRecord is one request's usage row. The caller fills the request
@@ -313,6 +358,11 @@ type UsageRecord struct {
 	Hold     Money // the amount that was reserved when settling (including any over-hold extra)
 	Charged  Money // what was actually debited (= Cost unless clamped)
 	OverHold bool  // Cost exceeded the hold
+	// HoldLapsed (PostgreSQL only, #19): the hold had lapsed before the
+	// settle (its store's lease ran out, and another instance released
+	// it), so the cost was taken from the account's available balance
+	// instead, never below zero (OverHold is set if that fell short).
+	HoldLapsed bool
 }
 
 // Uncollected is the part of the cost that could not be charged: the usage
@@ -337,6 +387,12 @@ func (r *UsageRecord) Uncollected() Money { return max(r.Cost-r.Charged, 0) }
 // caller can call Settle again with the same record (or Release). Any other
 // failure (a duplicate request id, a record the database refuses, a closed
 // store) releases the hold.
+//
+// With PostgreSQL, a settle whose hold lapsed meanwhile (see HoldLapsed)
+// still records the usage and debits what the available balance allows;
+// nothing is released twice. A settle tried again after an error may find
+// that its earlier attempt committed after all; it then succeeds without a
+// second debit.
 func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	_ = ctx
 	a := h.acct
@@ -359,6 +415,9 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	}
 	if rec.CreatedAt.IsZero() {
 		rec.CreatedAt = time.Now()
+	}
+	if h.s.pg != nil {
+		return h.s.pg.settle(h, rec)
 	}
 
 	a.mu.Lock()
@@ -427,6 +486,9 @@ func retryable(err error) bool {
 	var coded interface{ Code() int }
 	if errors.As(err, &coded) && coded.Code()&0xff == sqliteConstraint {
 		return false
+	}
+	if retry, known := pgRetryable(err); known {
+		return retry
 	}
 	return true
 }

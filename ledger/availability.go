@@ -158,7 +158,7 @@ func init() {
 		UNION ALL
 		SELECT ` + in + ` FROM availability_daily WHERE provider = ? AND day >= ? AND day < ?
 		UNION ALL
-		SELECT ` + in + ` FROM availability_minutes WHERE provider = ? AND minute >= ? AND minute < ?)`
+		SELECT ` + in + ` FROM availability_minutes WHERE provider = ? AND minute >= ? AND minute < ?) AS t`
 	dailyAvailabilityQuery = `SELECT day, ` + strings.Join(cols, ", ") + `
 		FROM availability_daily WHERE provider = ? AND day >= ? AND day <= ? ORDER BY day`
 }
@@ -427,6 +427,9 @@ func (s *Store) RecordAvailability(ctx context.Context, counts []MinuteCount) er
 		}
 		counts = kept
 	}
+	if s.pg != nil {
+		return s.pg.recordAvailability(ctx, counts)
+	}
 	c := getCommand(cmdAvailability)
 	defer putCommand(c)
 	c.counts = counts
@@ -468,7 +471,7 @@ func (s *Store) Availability(ctx context.Context, provider string, since, until 
 	for i := range t.Fail {
 		dest = append(dest, &t.Fail[i])
 	}
-	err = s.rdb.QueryRowContext(ctx, availabilityQuery,
+	err = s.queryRow(ctx, availabilityQuery,
 		provider, lo, headEnd, provider, dayLo, dayHi, provider, tailStart, hi).Scan(dest...)
 	if err != nil {
 		return AvailabilityTotals{}, fmt.Errorf("ledger: availability of %q: %w", provider, err)
@@ -500,7 +503,7 @@ func (s *Store) DailyAvailability(ctx context.Context, provider string, days int
 	for i := range out {
 		out[i].Day = dayString(first + int64(i))
 	}
-	rows, err := s.rdb.QueryContext(ctx, dailyAvailabilityQuery, provider, out[0].Day, out[days-1].Day)
+	rows, err := s.query(ctx, dailyAvailabilityQuery, provider, out[0].Day, out[days-1].Day)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: daily availability of %q: %w", provider, err)
 	}
@@ -538,7 +541,7 @@ func (s *Store) Providers(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer done()
-	rows, err := s.rdb.QueryContext(ctx, skipScan("availability_daily")+`
+	rows, err := s.query(ctx, skipScan("availability_daily")+`
 		SELECT name FROM providers WHERE name IS NOT NULL
 		UNION SELECT provider FROM incidents
 		ORDER BY 1`)
@@ -571,6 +574,9 @@ func (s *Store) OpenIncident(ctx context.Context, provider, cause string, start 
 	if start.IsZero() {
 		return 0, fmt.Errorf("ledger: open incident for %q: zero start", provider)
 	}
+	if s.pg != nil {
+		return s.pg.openIncident(ctx, provider, cause, start.UnixMilli())
+	}
 	c := getCommand(cmdOpenIncident)
 	defer putCommand(c)
 	c.id, c.str, c.now = provider, cause, start.UnixMilli()
@@ -588,6 +594,9 @@ func (s *Store) CloseIncident(ctx context.Context, provider string, end time.Tim
 	}
 	if end.IsZero() {
 		return fmt.Errorf("ledger: close incident for %q: zero end", provider)
+	}
+	if s.pg != nil {
+		return s.pg.closeIncident(ctx, provider, end.UnixMilli())
 	}
 	c := getCommand(cmdCloseIncident)
 	defer putCommand(c)
@@ -618,7 +627,7 @@ func (s *Store) Incidents(ctx context.Context, provider string, since time.Time,
 		q += ` AND provider = ?`
 		args = append(args, provider)
 	}
-	rows, err := s.rdb.QueryContext(ctx, q+` ORDER BY started_at DESC, id DESC LIMIT ?`, append(args, limit)...)
+	rows, err := s.query(ctx, q+` ORDER BY started_at DESC, id DESC LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: incidents: %w", err)
 	}
@@ -650,6 +659,9 @@ func (s *Store) Incidents(ctx context.Context, provider string, since time.Time,
 func (s *Store) PruneAvailability(ctx context.Context, now time.Time) error {
 	if now.IsZero() {
 		return errors.New("ledger: prune availability: zero now")
+	}
+	if s.pg != nil {
+		return s.pg.pruneAvailability(ctx, now.UnixMilli())
 	}
 	c := getCommand(cmdPruneAvailability)
 	defer putCommand(c)

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -52,11 +51,14 @@ type availRow struct {
 	Counts   [1 + NumCauses]int64
 }
 
-func availRows(t testing.TB, db *sql.DB, table string) []availRow {
+func availRows(t testing.TB, db *rawConn, table string) []availRow {
 	t.Helper()
 	at := "day"
 	if table == "availability_minutes" {
 		at = "strftime('%Y-%m-%dT%H:%M:%SZ', minute, 'unixepoch')"
+		if db.pg {
+			at = `to_char(to_timestamp(minute) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`
+		}
 	}
 	rows, err := db.Query(`SELECT provider, ` + at + `, ` + strings.Join(availColumns(), ", ") +
 		` FROM ` + table + ` ORDER BY 1, 2`)
@@ -84,7 +86,7 @@ func availRows(t testing.TB, db *sql.DB, table string) []availRow {
 
 // checkRollup checks that every daily row equals the sum of its minutes and
 // that every minute is in a daily row.
-func checkRollup(t testing.TB, db *sql.DB) {
+func checkRollup(t testing.TB, db *rawConn) {
 	t.Helper()
 	cols := availColumns()
 	sums := make([]string, len(cols))
@@ -94,7 +96,7 @@ func checkRollup(t testing.TB, db *sql.DB) {
 		diffs[i] = "coalesce(d." + c + ", -1) <> coalesce(m." + c + ", -1)"
 	}
 	q := `WITH m AS (
-			SELECT provider, strftime('%Y-%m-%d', minute, 'unixepoch') AS day, ` + strings.Join(sums, ", ") + `
+			SELECT provider, ` + db.utcDayOfSeconds("minute") + ` AS day, ` + strings.Join(sums, ", ") + `
 			FROM availability_minutes GROUP BY 1, 2
 		)
 		SELECT count(*) FROM availability_daily d FULL OUTER JOIN m ON m.provider = d.provider AND m.day = d.day
@@ -195,11 +197,13 @@ func TestUptime(t *testing.T) {
 	}
 }
 
-func TestRecordAvailability(t *testing.T) {
+func TestRecordAvailability(t *testing.T) { backends(t, testRecordAvailability) }
+
+func testRecordAvailability(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
-	db := rawDB(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
+	db := b.raw(t, path)
 	d := date(2026, 3, 10, 23, 58, 0, 0)
 	mustRecord(t, s,
 		mc("openai", d, 10, 1),
@@ -267,8 +271,10 @@ func TestRecordAvailability(t *testing.T) {
 
 // TestAvailabilityWindows checks the windows the status page asks for, and
 // their boundaries: a minute counts when its start is in [since, until).
-func TestAvailabilityWindows(t *testing.T) {
-	s := openTest(t)
+func TestAvailabilityWindows(t *testing.T) { backends(t, testAvailabilityWindows) }
+
+func testAvailabilityWindows(t *testing.T, b backend) {
+	s := b.open(t)
 	now := date(2026, 3, 15, 12, 34, 56, 789_000_000)
 	today := date(2026, 3, 15, 12, 34, 0, 0) // the minute containing now
 	day := 24 * time.Hour
@@ -332,8 +338,10 @@ func TestAvailabilityWindows(t *testing.T) {
 
 // TestAvailabilityMatchesMinutes compares Availability over random windows
 // with sums computed here from the recorded minutes.
-func TestAvailabilityMatchesMinutes(t *testing.T) {
-	s := openTest(t)
+func TestAvailabilityMatchesMinutes(t *testing.T) { backends(t, testAvailabilityMatchesMinutes) }
+
+func testAvailabilityMatchesMinutes(t *testing.T, b backend) {
+	s := b.open(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	now := date(2026, 3, 15, 12, 34, 56, 0)
 	start := now.Add(-95 * 24 * time.Hour)
@@ -382,9 +390,11 @@ func TestAvailabilityMatchesMinutes(t *testing.T) {
 	}
 }
 
-func TestDailyAvailability(t *testing.T) {
+func TestDailyAvailability(t *testing.T) { backends(t, testDailyAvailability) }
+
+func testDailyAvailability(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := b.open(t)
 	// 07:00 on the 15th at UTC+10 is 21:00 on the 14th UTC: today is the 14th.
 	now := time.Date(2026, 3, 15, 7, 0, 0, 0, time.FixedZone("AEST", 10*3600))
 	mustRecord(t, s,
@@ -455,10 +465,12 @@ func TestDailyAvailability(t *testing.T) {
 	}
 }
 
-func TestIncidents(t *testing.T) {
+func TestIncidents(t *testing.T) { backends(t, testIncidents) }
+
+func testIncidents(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	t0 := date(2026, 3, 1, 10, 0, 0, 123_456_789)
 	ms := func(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
 
@@ -526,7 +538,7 @@ func TestIncidents(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openAt(t, path)
+	s = b.openAt(t, path)
 	check("reopened")
 	if id, err := s.OpenIncident(ctx, "anthropic", "auth", t0.Add(50*time.Hour)); err != nil || id != id2 {
 		t.Fatalf("open after reopen: %d, %v; want %d", id, err, id2)
@@ -564,7 +576,7 @@ func TestIncidents(t *testing.T) {
 			t.Fatalf("concurrent opens: ids %v", ids)
 		}
 	}
-	if n := count(t, rawDB(t, path), "SELECT count(*) FROM incidents WHERE provider = 'mistral'"); n != 1 {
+	if n := count(t, b.raw(t, path), "SELECT count(*) FROM incidents WHERE provider = 'mistral'"); n != 1 {
 		t.Fatalf("%d mistral incidents", n)
 	}
 
@@ -580,11 +592,13 @@ func TestIncidents(t *testing.T) {
 	}
 }
 
-func TestPruneAvailability(t *testing.T) {
+func TestPruneAvailability(t *testing.T) { backends(t, testPruneAvailability) }
+
+func testPruneAvailability(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
-	db := rawDB(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
+	db := b.raw(t, path)
 	now := date(2026, 3, 15, 12, 34, 0, 0)
 	day := 24 * time.Hour
 	providers := []string{"a", "b", "c"}
@@ -645,10 +659,12 @@ func TestPruneAvailability(t *testing.T) {
 
 // TestAvailabilityDurability closes and reopens the store: history and
 // incidents are intact.
-func TestAvailabilityDurability(t *testing.T) {
+func TestAvailabilityDurability(t *testing.T) { backends(t, testAvailabilityDurability) }
+
+func testAvailabilityDurability(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	now := date(2026, 3, 15, 12, 34, 56, 0)
 	var counts []MinuteCount
 	for i := 0; i < 3*24*60; i += 7 {
@@ -693,20 +709,22 @@ func TestAvailabilityDurability(t *testing.T) {
 	if _, err := s.Availability(ctx, "openai", now.Add(-time.Hour), now); err != ErrClosed {
 		t.Fatalf("read after Close: %v", err)
 	}
-	s = openAt(t, path)
+	s = b.openAt(t, path)
 	w2, d2, i2 := read()
 	if !reflect.DeepEqual(w1, w2) || !reflect.DeepEqual(d1, d2) || !reflect.DeepEqual(i1, i2) {
 		t.Fatal("history changed across Close and Open")
 	}
-	checkRollup(t, rawDB(t, path))
+	checkRollup(t, b.raw(t, path))
 }
 
 // TestAvailabilityConcurrent records from many goroutines while settles
 // commit: batches mix both kinds of commands, and every count lands once.
-func TestAvailabilityConcurrent(t *testing.T) {
+func TestAvailabilityConcurrent(t *testing.T) { backends(t, testAvailabilityConcurrent) }
+
+func testAvailabilityConcurrent(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	a := mustAccount(t, s, 1_000_000)
 	base := date(2026, 3, 15, 23, 50, 0, 0)
 	const workers, calls = 16, 40
@@ -748,7 +766,7 @@ func TestAvailabilityConcurrent(t *testing.T) {
 			t.Fatalf("p%d: %+v", p, got)
 		}
 	}
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	checkRollup(t, db)
 	if n := count(t, db, "SELECT count(*) FROM availability_daily"); n != 10 {
 		t.Fatalf("%d daily rows, want 5 providers × 2 days", n)
@@ -760,18 +778,14 @@ func TestAvailabilityConcurrent(t *testing.T) {
 
 // TestAvailabilityWriteFailure holds the write lock past the busy timeout:
 // the record fails and writes nothing; the next one works.
-func TestAvailabilityWriteFailure(t *testing.T) {
+func TestAvailabilityWriteFailure(t *testing.T) { backends(t, testAvailabilityWriteFailure) }
+
+func testAvailabilityWriteFailure(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.PollInterval, o.BusyTimeout = time.Hour, 20*time.Millisecond })
-	db := rawDB(t, path)
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	path := b.db(t)
+	s := b.openAt(t, path, func(o *Options) { o.PollInterval, o.BusyTimeout = time.Hour, 20*time.Millisecond })
+	db := b.raw(t, path)
+	unlock := db.lockWrites(t, "availability_minutes", "incidents")
 	d := date(2026, 3, 15, 0, 0, 0, 0)
 	if err := s.RecordAvailability(ctx, []MinuteCount{mc("p", d, 1)}); err == nil {
 		t.Fatal("record under a held lock succeeded")
@@ -779,10 +793,7 @@ func TestAvailabilityWriteFailure(t *testing.T) {
 	if _, err := s.OpenIncident(ctx, "p", "connect", d); err == nil {
 		t.Fatal("open incident under a held lock succeeded")
 	}
-	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	unlock()
 	mustRecord(t, s, mc("p", d, 2))
 	if got := mustAvailability(t, s, "p", d, d.Add(time.Minute)); got != totals(2) {
 		t.Fatalf("after unlock: %+v", got)

@@ -128,3 +128,79 @@ func BenchmarkReserveRelease(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSettlePostgres measures reserve + settle (a durable debit with
+// its usage row) on the PostgreSQL ledger (#19): from one instance over many
+// accounts and on one hot account, and from three instances (three stores,
+// each with its pool, writer and lease) sharing the accounts. It needs
+// MODELGATE_TEST_POSTGRES, as the tests do.
+//
+//	go test -run '^$' -bench BenchmarkSettlePostgres -benchtime 20000x ./ledger/
+func BenchmarkSettlePostgres(b *testing.B) {
+	for _, bc := range []struct {
+		name                string
+		accounts, instances int
+	}{{"one-instance", 1000, 1}, {"one-instance-hot-account", 1, 1}, {"three-instances", 1000, 3}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			db := newPostgresDB(b)
+			stores := make([]*Store, bc.instances)
+			for i := range stores {
+				stores[i] = backend{pg: true}.openAt(b, db, func(o *Options) { o.PollInterval = 0 })
+			}
+			ids := make([]string, bc.accounts)
+			keys := make([]string, bc.accounts)
+			for i := range ids {
+				a := mustAccount(b, stores[0], 1_000_000_000_000)
+				_, k, err := stores[0].CreateKey(ctx, a.ID, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[i], keys[i] = a.ID, k.ID
+				for _, s := range stores {
+					if _, _, err := s.AccountState(a.ID); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			var seq atomic.Int64
+			b.SetParallelism(64)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					n := seq.Add(1)
+					i := int(n) % len(ids)
+					s := stores[int(n)%len(stores)]
+					h, err := s.Reserve(ids[i], 1000, 50_000)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					rec := &UsageRecord{
+						RequestID: NewRequestID(), KeyID: keys[i], Model: "gpt-4o-mini",
+						Provider: "openai", UpstreamModel: "gpt-4o-mini", UpstreamKeyID: "up_1", ClientFormat: "chat",
+						Stream: true, Tokens: Tokens{Input: 1200, Output: 300, CacheRead: 200},
+						Cost: 12_345, UsageSource: "upstream", Status: 200, Outcome: "ok",
+						Latency: 800 * time.Millisecond, TTFT: 120 * time.Millisecond,
+					}
+					if err := h.Settle(ctx, rec); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "debits/s")
+			var tx, cmds uint64
+			for _, s := range stores {
+				st := s.Stats()
+				tx, cmds = tx+st.Transactions, cmds+st.Commands
+			}
+			if tx > 0 {
+				b.ReportMetric(float64(cmds)/float64(tx), "cmds/tx")
+			}
+		})
+	}
+}

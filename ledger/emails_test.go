@@ -11,8 +11,10 @@ import (
 
 // TestEmailsNormalized: every way in keeps the email trimmed and in lower
 // case, and one email in another case is the same login name (#17).
-func TestEmailsNormalized(t *testing.T) {
-	s := openTest(t)
+func TestEmailsNormalized(t *testing.T) { backends(t, testEmailsNormalized) }
+
+func testEmailsNormalized(t *testing.T, b backend) {
+	s := b.open(t)
 	ctx := context.Background()
 	a, err := s.CreateAccount(ctx, "  Mixed@Case.Example ", "basic")
 	if err != nil || a.Email != "mixed@case.example" {

@@ -122,7 +122,7 @@ func (s *Store) lookupKey(sum [32]byte, gen uint64) (*keyEntry, error) {
 	defer s.loadMu.RUnlock()
 	e := &keyEntry{hash: sum}
 	var deleted sql.NullInt64
-	err = s.rdb.QueryRowContext(context.Background(),
+	err = s.queryRow(context.Background(),
 		`SELECT id, account_id, label, prefix, deleted_at FROM keys WHERE hash = ?`, sum[:]).
 		Scan(&e.principal.KeyID, &e.principal.AccountID, &e.principal.Label, &e.principal.Prefix, &deleted)
 	kc := &s.keys
@@ -149,7 +149,14 @@ func (s *Store) lookupKey(sum [32]byte, gen uint64) (*keyEntry, error) {
 
 // loadLiveKeys fills the key cache with every key not deleted.
 func (s *Store) loadLiveKeys(ctx context.Context) error {
-	rows, err := s.wconn.QueryContext(ctx, `SELECT id, account_id, label, prefix, hash FROM keys WHERE deleted_at IS NULL`)
+	q := `SELECT id, account_id, label, prefix, hash FROM keys WHERE deleted_at IS NULL`
+	var rows *sql.Rows
+	var err error
+	if s.pg != nil {
+		rows, err = s.query(ctx, q)
+	} else {
+		rows, err = s.wconn.QueryContext(ctx, q)
+	}
 	if err != nil {
 		return fmt.Errorf("ledger: load keys: %w", err)
 	}
@@ -186,6 +193,15 @@ func (s *Store) CreateKey(ctx context.Context, accountID, label string) (secret 
 	if err != nil {
 		return "", Key{}, err
 	}
+	if s.pg != nil {
+		e := keyEntryFor(id, accountID, label, secret)
+		now := time.Now().UnixMilli()
+		if err := s.pg.createKey(ctx, e, now); err != nil {
+			return "", Key{}, err
+		}
+		p := e.principal
+		return secret, Key{ID: p.KeyID, AccountID: p.AccountID, Label: p.Label, Prefix: p.Prefix, CreatedAt: time.UnixMilli(now).UTC()}, nil
+	}
 	c := getCommand(cmdCreateKey)
 	defer putCommand(c)
 	c.key = keyEntryFor(id, accountID, label, secret)
@@ -208,9 +224,17 @@ func keyEntryFor(id, accountID, label, secret string) *keyEntry {
 }
 
 // DeleteKey marks a key deleted. Authenticate refuses it in this process as
-// soon as DeleteKey returns (other processes within their PollInterval).
+// soon as DeleteKey returns (other processes within their PollInterval;
+// with PostgreSQL, as soon as its notification reaches them).
 // Deleting a deleted key is a no-op; an unknown key is ErrNotFound.
 func (s *Store) DeleteKey(ctx context.Context, keyID string) error {
+	if s.pg != nil {
+		if err := s.pg.deleteKey(ctx, keyID, time.Now().UnixMilli()); err != nil {
+			return err
+		}
+		s.changed("key:" + keyID)
+		return nil
+	}
 	c := getCommand(cmdDeleteKey)
 	defer putCommand(c)
 	c.id, c.now = keyID, time.Now().UnixMilli()
@@ -244,14 +268,14 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]Key, error) {
 	}
 	defer done()
 	var one int
-	err = s.rdb.QueryRowContext(ctx, `SELECT 1 FROM accounts WHERE id = ?`, accountID).Scan(&one)
+	err = s.queryRow(ctx, `SELECT 1 FROM accounts WHERE id = ?`, accountID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger: account %q: %w", accountID, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list keys: %w", err)
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE account_id = ? ORDER BY created_at, rowid`, accountID)
+	rows, err := s.query(ctx, `SELECT `+keyColumns+` FROM keys WHERE account_id = ? ORDER BY created_at, `+s.keyInsertionOrder(), accountID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list keys: %w", err)
 	}
@@ -277,7 +301,7 @@ func (s *Store) KeyByID(ctx context.Context, keyID string) (Key, error) {
 		return Key{}, err
 	}
 	defer done()
-	k, err := scanKey(s.rdb.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = ?`, keyID))
+	k, err := scanKey(s.queryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = ?`, keyID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Key{}, fmt.Errorf("ledger: key %q: %w", keyID, ErrNotFound)
 	}
@@ -303,7 +327,7 @@ func (s *Store) KeyUsage(ctx context.Context, keyID string) (KeyUsage, error) {
 	defer done()
 	var u KeyUsage
 	var used sql.NullInt64
-	err = s.rdb.QueryRowContext(ctx, `SELECT requests, input_tokens, output_tokens, spent, last_used_at FROM keys WHERE id = ?`, keyID).
+	err = s.queryRow(ctx, `SELECT requests, input_tokens, output_tokens, spent, last_used_at FROM keys WHERE id = ?`, keyID).
 		Scan(&u.Requests, &u.InputTokens, &u.OutputTokens, &u.Spent, &used)
 	if errors.Is(err, sql.ErrNoRows) {
 		return KeyUsage{}, fmt.Errorf("ledger: key %q: %w", keyID, ErrNotFound)

@@ -21,7 +21,10 @@ type Session struct {
 }
 
 // execCommand runs fn as one write (see command.fn) named what.
-func (s *Store) execCommand(ctx context.Context, what string, fn func(ctx context.Context, conn *sql.Conn) error) error {
+func (s *Store) execCommand(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error {
+	if s.pg != nil {
+		return s.pg.execSQL(ctx, what, fn)
+	}
 	c := getCommand(cmdExec)
 	defer putCommand(c)
 	c.str, c.fn = what, fn
@@ -44,7 +47,7 @@ func (s *Store) CreateLogin(ctx context.Context, email, plan, passwordHash strin
 		return Account{}, err
 	}
 	now := time.Now().UnixMilli()
-	err = s.execCommand(ctx, "create login "+id, func(ctx context.Context, conn *sql.Conn) error {
+	err = s.execCommand(ctx, "create login "+id, func(ctx context.Context, conn execer) error {
 		res, err := conn.ExecContext(ctx, `INSERT INTO accounts (id, email, plan, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			id, email, plan, now)
 		if err != nil {
@@ -68,7 +71,7 @@ func (s *Store) CreateLogin(ctx context.Context, email, plan, passwordHash strin
 // (ErrNotFound if the account is unknown or has no email). Its sessions end.
 func (s *Store) SetPassword(ctx context.Context, accountID, passwordHash string) error {
 	now := time.Now().UnixMilli()
-	return s.execCommand(ctx, "set password "+accountID, func(ctx context.Context, conn *sql.Conn) error {
+	return s.execCommand(ctx, "set password "+accountID, func(ctx context.Context, conn execer) error {
 		var email string
 		err := conn.QueryRowContext(ctx, `SELECT email FROM accounts WHERE id = ?`, accountID).Scan(&email)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && email == "") {
@@ -95,7 +98,7 @@ func (s *Store) Login(ctx context.Context, email string) (accountID, passwordHas
 		return "", "", err
 	}
 	defer done()
-	err = s.rdb.QueryRowContext(ctx, `SELECT l.account_id, l.password_hash FROM accounts a JOIN logins l ON l.account_id = a.id WHERE a.email = ?`,
+	err = s.queryRow(ctx, `SELECT l.account_id, l.password_hash FROM accounts a JOIN logins l ON l.account_id = a.id WHERE a.email = ?`,
 		email).Scan(&accountID, &passwordHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", fmt.Errorf("ledger: login %q: %w", email, ErrNotFound)
@@ -109,7 +112,7 @@ func (s *Store) CreateSession(ctx context.Context, tokenHash [32]byte, sess Sess
 	if created.IsZero() {
 		created = time.Now()
 	}
-	return s.execCommand(ctx, "create session "+sess.AccountID, func(ctx context.Context, conn *sql.Conn) error {
+	return s.execCommand(ctx, "create session "+sess.AccountID, func(ctx context.Context, conn execer) error {
 		// expired sessions go as new ones come
 		if _, err := conn.ExecContext(ctx, `DELETE FROM sessions WHERE account_id = ? AND expires_at < ?`,
 			sess.AccountID, created.UnixMilli()); err != nil {
@@ -131,7 +134,7 @@ func (s *Store) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session,
 	defer done()
 	var sess Session
 	var created, expires sql.NullInt64
-	err = s.rdb.QueryRowContext(ctx, `SELECT account_id, csrf, created_at, expires_at FROM sessions WHERE token_hash = ? AND expires_at > ?`,
+	err = s.queryRow(ctx, `SELECT account_id, csrf, created_at, expires_at FROM sessions WHERE token_hash = ? AND expires_at > ?`,
 		tokenHash[:], time.Now().UnixMilli()).Scan(&sess.AccountID, &sess.CSRF, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("ledger: session: %w", ErrNotFound)
@@ -145,7 +148,7 @@ func (s *Store) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session,
 
 // DeleteSession ends the session with the token hash, if there is one.
 func (s *Store) DeleteSession(ctx context.Context, tokenHash [32]byte) error {
-	return s.execCommand(ctx, "delete session", func(ctx context.Context, conn *sql.Conn) error {
+	return s.execCommand(ctx, "delete session", func(ctx context.Context, conn execer) error {
 		_, err := conn.ExecContext(ctx, `DELETE FROM sessions WHERE token_hash = ?`, tokenHash[:])
 		return err
 	})

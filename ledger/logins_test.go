@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-func TestLoginsAndSessions(t *testing.T) {
-	s := openTest(t)
+func TestLoginsAndSessions(t *testing.T) { backends(t, testLoginsAndSessions) }
+
+func testLoginsAndSessions(t *testing.T, b backend) {
+	s := b.open(t)
 	ctx := context.Background()
 	a, err := s.CreateLogin(ctx, "ada@example.com", "developer", "hash-1")
 	if err != nil {

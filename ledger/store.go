@@ -1,15 +1,27 @@
 // Package ledger is modelgate's money core: accounts, API keys, holds,
-// debits, usage rows and top-ups, stored in SQLite.
+// debits, usage rows and top-ups, stored in SQLite (the embedded default) or
+// in PostgreSQL (Options.Postgres: one ledger shared by any number of
+// gateway instances, #19). Both engines keep one contract, and the
+// package's tests run against both.
 //
 // All money is int64 nanos ([Money]); there are no floats anywhere. One
-// writer goroutine per [Store] owns the only write connection and commits
-// commands in groups (many requests per transaction). Reads use a separate
-// pool of read-only connections, so they never wait for the writer.
+// writer goroutine per [Store] commits settles in groups (many requests per
+// transaction). Reads use a separate pool, so they never wait for the writer.
 //
-// Holds (the no-overdraft mechanism) live in memory: one server process owns
-// the SQLite file (Options.ServerLock), and a restart drops them, which
-// releases them. Changes made to the file by other processes (the CLI) are
-// noticed through PRAGMA data_version within Options.PollInterval.
+// SQLite: the writer owns the only write connection and every write goes
+// through it. Holds (the no-overdraft mechanism) live in memory: one server
+// process owns the SQLite file (Options.ServerLock), and a restart drops
+// them, which releases them. Changes made to the file by other processes
+// (the CLI) are noticed through PRAGMA data_version within
+// Options.PollInterval.
+//
+// PostgreSQL: holds are rows that every instance sees, reserved by one
+// conditional update of the account (balance − held), under a lease that
+// their instance renews; a crashed instance's holds are released by any
+// other once its lease has run out (Options.Lease). The writer groups
+// settles and releases; other writes are transactions of their own.
+// Changes to keys and accounts reach every instance through LISTEN/NOTIFY,
+// with a poll as the fallback. See postgres.go.
 //
 // Units in the database: money in nanos, timestamps in unix milliseconds
 // (UTC), latencies in microseconds.
@@ -53,15 +65,19 @@ var (
 	ErrInUse = errors.New("ledger: the SQLite file is in use by another modelgate server")
 )
 
-// Options configures Open.
+// Options configures Open. Set exactly one of Path (SQLite) and Postgres.
 type Options struct {
-	Path         string        // SQLite file path; parent directories are created
-	Synchronous  string        // "normal" (default, durable against kill -9) or "full" (also against power loss)
-	MaxBatch     int           // max commands per group commit; default 512
-	PollInterval time.Duration // how often to look for changes made by other processes; default 250ms
+	Path        string // SQLite file path; parent directories are created
+	Synchronous string // SQLite: "normal" (default, durable against kill -9) or "full" (also against power loss)
+	MaxBatch    int    // max commands per group commit; default 512
+	// PollInterval is how often to look for changes made by other
+	// processes; default 250ms with SQLite, 500ms with PostgreSQL (where
+	// it is only the fallback of LISTEN/NOTIFY).
+	PollInterval time.Duration
 	// BusyTimeout is how long a connection waits for another process's
-	// lock on the database (the CLI's writes) before a write fails with
-	// ErrWriteFailed; default 5s.
+	// lock on the database (the CLI's writes; with PostgreSQL, any row or
+	// table lock: lock_timeout) before a write fails with ErrWriteFailed;
+	// default 5s.
 	BusyTimeout time.Duration
 	// CommitDelay is how long the writer waits for more settles before it
 	// commits a batch while other holds are open (at least CommitSiblings
@@ -89,6 +105,24 @@ type Options struct {
 	// transaction with its number of commands and how long it took from
 	// BEGIN to COMMIT (for a ledger write latency metric). It must not block.
 	OnCommit func(commands int, took time.Duration)
+
+	// Postgres, if set, is the DSN of the PostgreSQL database that holds
+	// the ledger, shared by every gateway instance that opens it (#19): a
+	// URL (postgres://user:password@host:5432/db?sslmode=verify-full) or
+	// key=value pairs, as pgx reads them. Path must then be empty. The
+	// schema is created or migrated at Open, whichever instance comes first.
+	Postgres string
+	// Instance names this process in the PostgreSQL ledger's instances
+	// table (operators see who holds what); default the host name. Each
+	// Open also gets a unique id, so names need not be unique.
+	Instance string
+	// Lease is how long a PostgreSQL store's holds outlive it once it stops
+	// renewing them (a crash, a lost connection): every instance renews its
+	// own lease every Lease/3 (one statement for all its holds), and any
+	// instance releases the holds of a lease that has run out. Default 15s.
+	Lease time.Duration
+	// MaxConns is the size of the PostgreSQL connection pool; default 16.
+	MaxConns int
 }
 
 const (
@@ -102,22 +136,29 @@ const (
 	journalSizeLimit       = 64 << 20
 	checkpointInterval     = 100 * time.Millisecond
 
-	defaultMaxBatch     = 512
-	defaultPollInterval = 250 * time.Millisecond
+	defaultMaxBatch       = 512
+	defaultPollInterval   = 250 * time.Millisecond
+	defaultPgPollInterval = 500 * time.Millisecond
 	// Group commit under concurrency (Options.CommitDelay, CommitSiblings).
 	defaultCommitDelay    = 200 * time.Microsecond
 	defaultCommitSiblings = 4
 	readPoolSize          = 4
 )
 
-// Store is the SQLite ledger. All methods are safe for concurrent use.
+// Store is the ledger, on SQLite or on PostgreSQL. All methods are safe for
+// concurrent use.
 type Store struct {
 	opts Options
 	log  *zap.Logger
 
+	// pg is the PostgreSQL engine; nil for SQLite, whose state is the
+	// fields below down to lock.
+	pg      *pgEngine
+	rebound sync.Map // query → query with $n placeholders (PostgreSQL)
+
 	wdb   *sql.DB   // writer pool (one connection)
 	wconn *sql.Conn // the writer connection, owned by the writer goroutine
-	rdb   *sql.DB   // read-only pool
+	rdb   *sql.DB   // read pool (both engines)
 	cdb   *sql.DB   // the background checkpointer's connection
 	st    writeStmts
 
@@ -125,7 +166,7 @@ type Store struct {
 	closeMu    sync.RWMutex // guards closed and sends on cmds
 	closed     bool
 	writerDone chan struct{}
-	ckptKick   chan struct{} // writer → checkpointer: something was committed
+	ckptKick   chan struct{} // writer → checkpointer: something was committed (SQLite)
 	ckptStop   chan struct{}
 	ckptDone   chan struct{}
 	lock       *filelock.File // the server lock, with Options.ServerLock
@@ -165,14 +206,18 @@ type Stats struct {
 	Transactions uint64        // write transactions committed
 	Commands     uint64        // commands committed (settles, credits, …)
 	Failures     uint64        // failed transaction attempts
-	Reloads      uint64        // reloads after a change by another process
+	Reloads      uint64        // reloads after a change by another process (PostgreSQL: also each change notified)
 	MaxBatch     int           // largest batch committed so far
 	CommitTime   time.Duration // total time spent in committed write transactions
+	// PostgreSQL only (#19):
+	Reaped    uint64 // holds of lapsed instances this store released
+	Lapsed    uint64 // this store's settles whose hold had lapsed (HoldLapsed)
+	LeaseLost uint64 // times this store found its own lease lapsed
 }
 
 // Stats returns a snapshot of the writer's counters.
 func (s *Store) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Transactions: s.stats.transactions.Load(),
 		Commands:     s.stats.commands.Load(),
 		Failures:     s.stats.failures.Load(),
@@ -180,6 +225,10 @@ func (s *Store) Stats() Stats {
 		MaxBatch:     int(s.stats.maxBatch.Load()),
 		CommitTime:   time.Duration(s.stats.commitNanos.Load()),
 	}
+	if s.pg != nil {
+		st.Reaped, st.Lapsed, st.LeaseLost = s.pg.reaped.Load(), s.pg.lapsed.Load(), s.pg.leaseLost.Load()
+	}
+	return st
 }
 
 // dsn builds a file: URI for path with the given query parameters.
@@ -229,9 +278,16 @@ func createPrivate(path string, log *zap.Logger) error {
 	return nil
 }
 
-// Open opens (creating if needed) the ledger at opts.Path, runs the schema
-// migrations, loads the live keys and starts the writer.
+// Open opens (creating if needed) the ledger at opts.Path, or in the
+// PostgreSQL database opts.Postgres, runs the schema migrations, loads the
+// live keys and starts the writer.
 func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Postgres != "" {
+		if opts.Path != "" {
+			return nil, errors.New("ledger: open: both a SQLite path and a PostgreSQL DSN are set")
+		}
+		return openPostgres(ctx, opts)
+	}
 	if opts.Path == "" {
 		return nil, errors.New("ledger: open: empty path")
 	}
@@ -412,8 +468,12 @@ func (s *Store) closeDBs() error {
 
 // Close stops accepting commands, lets the writer commit everything already
 // queued, then closes the databases. It is idempotent. Holds still open are
-// dropped (they only ever lived in memory).
+// dropped: with SQLite they only ever lived in memory; with PostgreSQL this
+// instance's holds are released and its lease ends.
 func (s *Store) Close() error {
+	if s.pg != nil {
+		return s.pg.close(true)
+	}
 	s.closeOnce.Do(func() {
 		s.closeMu.Lock()
 		s.closed = true

@@ -49,7 +49,12 @@ func rawDB(t testing.TB, path string) *sql.DB {
 	return db
 }
 
-func count(t testing.TB, db *sql.DB, query string, args ...any) int64 {
+// queryRower is *sql.DB or *rawConn.
+type queryRower interface {
+	QueryRow(query string, args ...any) *sql.Row
+}
+
+func count(t testing.TB, db queryRower, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
 	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
@@ -153,10 +158,12 @@ func TestSynchronousOption(t *testing.T) {
 	}
 }
 
-func TestAccountsAndCredits(t *testing.T) {
+func TestAccountsAndCredits(t *testing.T) { backends(t, testAccountsAndCredits) }
+
+func testAccountsAndCredits(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 
 	a, err := s.CreateAccount(ctx, "ann@example.com", "pro")
 	if err != nil {
@@ -239,7 +246,7 @@ func TestAccountsAndCredits(t *testing.T) {
 		t.Fatalf("AccountState unknown: %v", err)
 	}
 
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	if n := count(t, db, "SELECT count(*) FROM credits WHERE account_id = ?", a.ID); n != 3 {
 		t.Fatalf("credit rows = %d, want 3", n)
 	}
@@ -247,9 +254,13 @@ func TestAccountsAndCredits(t *testing.T) {
 }
 
 func TestCreditSameReferenceConcurrently(t *testing.T) {
+	backends(t, testCreditSameReferenceConcurrently)
+}
+
+func testCreditSameReferenceConcurrently(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	a := mustAccount(t, s, 0)
 	var ok, dup atomic.Int32
 	var wg sync.WaitGroup
@@ -278,16 +289,18 @@ func TestCreditSameReferenceConcurrently(t *testing.T) {
 	if b := balanceOf(t, s, a.ID).Balance; b != 7_000_000_000 {
 		t.Fatalf("balance = %d", b)
 	}
-	if n := count(t, rawDB(t, path), "SELECT count(*) FROM credits WHERE reference = 'cs_test_abc'"); n != 1 {
+	if n := count(t, b.raw(t, path), "SELECT count(*) FROM credits WHERE reference = 'cs_test_abc'"); n != 1 {
 		t.Fatalf("credit rows = %d", n)
 	}
 	mustAudit(t, s)
 }
 
-func TestKeys(t *testing.T) {
+func TestKeys(t *testing.T) { backends(t, testKeys) }
+
+func testKeys(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	a := mustAccount(t, s, 0)
 
 	secret, k, err := s.CreateKey(ctx, a.ID, "laptop")
@@ -311,16 +324,26 @@ func TestKeys(t *testing.T) {
 	}
 
 	// Only the hash is stored.
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	sum := hashKey(secret)
 	if n := count(t, db, "SELECT count(*) FROM keys WHERE hash = ?", sum[:]); n != 1 {
 		t.Fatalf("rows with the key's hash = %d", n)
 	}
-	var dump string
-	if err := db.QueryRow("SELECT group_concat(id || account_id || label || prefix || hex(hash)) FROM keys").Scan(&dump); err != nil {
+	rows, err := db.Query("SELECT id, account_id, label, prefix, hash FROM keys")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(dump, secret[3:]) {
+	var dump strings.Builder
+	for rows.Next() {
+		var id, acct, label, prefix string
+		var hash []byte
+		if err := rows.Scan(&id, &acct, &label, &prefix, &hash); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&dump, "%s%s%s%s%x%s\n", id, acct, label, prefix, hash, hash)
+	}
+	rows.Close()
+	if strings.Contains(dump.String(), secret[3:]) {
 		t.Fatal("the secret is stored")
 	}
 
@@ -383,7 +406,7 @@ func TestKeys(t *testing.T) {
 
 	// Reopen: the live key is loaded at Open, the deleted one stays refused.
 	s.Close()
-	s = openAt(t, path)
+	s = b.openAt(t, path)
 	if _, err := s.Authenticate(secret2); err != nil {
 		t.Fatalf("after reopen: %v", err)
 	}
@@ -430,9 +453,11 @@ func TestWellFormedKey(t *testing.T) {
 	}
 }
 
-func TestReserveRules(t *testing.T) {
+func TestReserveRules(t *testing.T) { backends(t, testReserveRules) }
+
+func testReserveRules(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := b.open(t)
 	a := mustAccount(t, s, 1000)
 
 	if _, err := s.Reserve("acct_nope", 1, 2); !errors.Is(err, ErrNotFound) {
@@ -491,10 +516,12 @@ func usage(reqID, keyID string, cost Money) *UsageRecord {
 	}
 }
 
-func TestSettleExactlyOnce(t *testing.T) {
+func TestSettleExactlyOnce(t *testing.T) { backends(t, testSettleExactlyOnce) }
+
+func testSettleExactlyOnce(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	a := mustAccount(t, s, 1000)
 	_, k, err := s.CreateKey(ctx, a.ID, "k")
 	if err != nil {
@@ -550,8 +577,8 @@ func TestSettleExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Mismatched account is refused.
-	b := mustAccount(t, s, 10)
-	h5, _ := s.Reserve(b.ID, 1, 10)
+	other := mustAccount(t, s, 10)
+	h5, _ := s.Reserve(other.ID, 1, 10)
 	r5 := usage("req_5", k.ID, 5)
 	r5.AccountID = a.ID
 	if err := h5.Settle(ctx, r5); err == nil {
@@ -561,7 +588,7 @@ func TestSettleExactlyOnce(t *testing.T) {
 		t.Fatalf("outstanding = %d", s.Outstanding())
 	}
 
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	if n := count(t, db, "SELECT count(*) FROM usage"); n != 2 {
 		t.Fatalf("usage rows = %d, want 2", n)
 	}
@@ -575,9 +602,11 @@ func TestSettleExactlyOnce(t *testing.T) {
 	mustAudit(t, s)
 }
 
-func TestOverHold(t *testing.T) {
+func TestOverHold(t *testing.T) { backends(t, testOverHold) }
+
+func testOverHold(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := b.open(t)
 	a := mustAccount(t, s, 1000)
 
 	// Another request holds 500; ours holds 100 but costs 450: the extra 350 is available.
@@ -631,10 +660,12 @@ func TestOverHold(t *testing.T) {
 	mustAudit(t, s)
 }
 
-func TestRaceNoOverdraft(t *testing.T) {
+func TestRaceNoOverdraft(t *testing.T) { backends(t, testRaceNoOverdraft) }
+
+func testRaceNoOverdraft(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	const credit = 10_000 // about 10 holds of up to 1000
 	a := mustAccount(t, s, credit)
 	_, k, err := s.CreateKey(ctx, a.ID, "k")
@@ -721,7 +752,7 @@ func TestRaceNoOverdraft(t *testing.T) {
 	if s.Outstanding() != 0 {
 		t.Fatalf("outstanding = %d", s.Outstanding())
 	}
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	if n := count(t, db, "SELECT count(*) FROM usage"); n != settled.Load() {
 		t.Fatalf("usage rows = %d, settles = %d", n, settled.Load())
 	}
@@ -744,10 +775,12 @@ func TestRaceNoOverdraft(t *testing.T) {
 	}
 }
 
-func TestRestartDurability(t *testing.T) {
+func TestRestartDurability(t *testing.T) { backends(t, testRestartDurability) }
+
+func testRestartDurability(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	a := mustAccount(t, s, 1000)
 	secret, k, _ := s.CreateKey(ctx, a.ID, "k")
 	for i := 0; i < 3; i++ {
@@ -777,7 +810,7 @@ func TestRestartDurability(t *testing.T) {
 		t.Fatalf("read after Close: %v", err)
 	}
 
-	s2 := openAt(t, path)
+	s2 := b.openAt(t, path)
 	got := balanceOf(t, s2, a.ID)
 	if got.Balance != 790 || got.Held != 0 {
 		t.Fatalf("after reopen: %+v", got)
@@ -801,9 +834,11 @@ func TestRestartDurability(t *testing.T) {
 	mustAudit(t, s2)
 }
 
-func TestUsageRowsAndRollup(t *testing.T) {
+func TestUsageRowsAndRollup(t *testing.T) { backends(t, testUsageRowsAndRollup) }
+
+func testUsageRowsAndRollup(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := b.open(t)
 	a := mustAccount(t, s, 1_000_000)
 	_, k1, _ := s.CreateKey(ctx, a.ID, "one")
 	_, k2, _ := s.CreateKey(ctx, a.ID, "two")
@@ -866,8 +901,8 @@ func TestUsageRowsAndRollup(t *testing.T) {
 		{"2025-03-02", k2.ID, "m1", 1, 100, 20, 10, 5, 50},
 	}
 	sort.Slice(want, func(i, j int) bool {
-		a, b := want[i], want[j]
-		return a.Day+a.KeyID+a.Model < b.Day+b.KeyID+b.Model
+		x, y := want[i], want[j]
+		return x.Day+x.KeyID+x.Model < y.Day+y.KeyID+y.Model
 	})
 	if !reflect.DeepEqual(daily, want) {
 		t.Fatalf("daily\n got %+v\nwant %+v", daily, want)
@@ -930,10 +965,12 @@ func TestUsageRowsAndRollup(t *testing.T) {
 	}
 }
 
-func TestAuditDetectsTampering(t *testing.T) {
+func TestAuditDetectsTampering(t *testing.T) { backends(t, testAuditDetectsTampering) }
+
+func testAuditDetectsTampering(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.PollInterval = time.Hour })
+	path := b.db(t)
+	s := b.openAt(t, path, func(o *Options) { o.PollInterval = time.Hour })
 	a := mustAccount(t, s, 1000)
 	_, k, _ := s.CreateKey(ctx, a.ID, "k")
 	h, _ := s.Reserve(a.ID, 1, 100)
@@ -941,7 +978,7 @@ func TestAuditDetectsTampering(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAudit(t, s)
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	if _, err := db.Exec("UPDATE accounts SET balance = balance + 1 WHERE id = ?", a.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -972,10 +1009,12 @@ func TestAuditDetectsTampering(t *testing.T) {
 	}
 }
 
-func TestExternalChanges(t *testing.T) {
+func TestExternalChanges(t *testing.T) { backends(t, testExternalChanges) }
+
+func testExternalChanges(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.PollInterval = 50 * time.Millisecond })
+	path := b.db(t)
+	s := b.openAt(t, path, func(o *Options) { o.PollInterval = 50 * time.Millisecond })
 	a := mustAccount(t, s, 100)
 	secret, k, _ := s.CreateKey(ctx, a.ID, "k")
 	if _, err := s.Authenticate(secret); err != nil {
@@ -997,7 +1036,7 @@ func TestExternalChanges(t *testing.T) {
 	}
 
 	// A second Store on the same file, as the CLI would open.
-	cli := openAt(t, path)
+	cli := b.openAt(t, path)
 	if _, err := cli.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 900, Reference: "cli-1", Reason: "manual"}); err != nil {
 		t.Fatal(err)
 	}
@@ -1038,7 +1077,7 @@ func TestExternalChanges(t *testing.T) {
 	cli.Close()
 
 	// Plain database/sql, no Store at all.
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	if _, err := db.Exec("UPDATE accounts SET state = 'active', plan = 'gold' WHERE id = ?", a.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -1069,9 +1108,11 @@ func TestExternalChanges(t *testing.T) {
 	mustAudit(t, s)
 }
 
-func TestGroupCommit(t *testing.T) {
+func TestGroupCommit(t *testing.T) { backends(t, testGroupCommit) }
+
+func testGroupCommit(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := b.open(t)
 	const n = 400
 	accts := make([]Account, 8)
 	for i := range accts {
@@ -1118,17 +1159,19 @@ func TestGroupCommit(t *testing.T) {
 // TestBatchIsolation makes one command of a batch fail at the database
 // (a debit that would break CHECK(balance >= 0), as after a tampered balance)
 // and checks that the others in the same batch still commit.
-func TestBatchIsolation(t *testing.T) {
+func TestBatchIsolation(t *testing.T) { backends(t, testBatchIsolation) }
+
+func testBatchIsolation(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.PollInterval = time.Hour })
+	path := b.db(t)
+	s := b.openAt(t, path, func(o *Options) { o.PollInterval = time.Hour })
 	good := mustAccount(t, s, 1000)
 	bad := mustAccount(t, s, 1000)
 	holdBad, err := s.Reserve(bad.ID, 500, 500)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	if _, err := db.Exec("UPDATE accounts SET balance = 10 WHERE id = ?", bad.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -1161,7 +1204,7 @@ func TestBatchIsolation(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if badErr == nil || !strings.Contains(badErr.Error(), "CHECK") {
+	if badErr == nil || !strings.Contains(strings.ToLower(badErr.Error()), "check") {
 		t.Fatalf("bad settle: %v", badErr)
 	}
 	for i, err := range errs {
@@ -1187,10 +1230,12 @@ func TestBatchIsolation(t *testing.T) {
 }
 
 // TestCloseDrains checks that commands queued before Close are committed.
-func TestCloseDrains(t *testing.T) {
+func TestCloseDrains(t *testing.T) { backends(t, testCloseDrains) }
+
+func testCloseDrains(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path)
+	path := b.db(t)
+	s := b.openAt(t, path)
 	a := mustAccount(t, s, 1_000_000)
 	if _, _, err := s.AccountState(a.ID); err != nil { // cache it: Reserve then works after Close
 		t.Fatal(err)
@@ -1228,7 +1273,7 @@ func TestCloseDrains(t *testing.T) {
 	if okCount.Load()+closedCount.Load() != 200 {
 		t.Fatalf("ok %d closed %d", okCount.Load(), closedCount.Load())
 	}
-	db := rawDB(t, path)
+	db := b.raw(t, path)
 	if n := count(t, db, "SELECT count(*) FROM usage"); n != okCount.Load() {
 		t.Fatalf("rows = %d, successful settles = %d", n, okCount.Load())
 	}
@@ -1241,20 +1286,16 @@ func TestCloseDrains(t *testing.T) {
 // for longer than the busy timeout: settles and credits fail after their
 // retries and debit nothing; a failed settle keeps its hold reserved
 // (ErrWriteFailed) and succeeds when tried again once the lock is gone.
-func TestWriteFailure(t *testing.T) {
+func TestWriteFailure(t *testing.T) { backends(t, testWriteFailure) }
+
+func testWriteFailure(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.PollInterval, o.BusyTimeout = time.Hour, 20*time.Millisecond })
+	path := b.db(t)
+	s := b.openAt(t, path, func(o *Options) { o.PollInterval, o.BusyTimeout = time.Hour, 20*time.Millisecond })
 	a := mustAccount(t, s, 1000)
 
-	db := rawDB(t, path)
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	db := b.raw(t, path)
+	unlock := db.lockWrites(t, "usage", "credits")
 	h, err := s.Reserve(a.ID, 100, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -1279,10 +1320,7 @@ func TestWriteFailure(t *testing.T) {
 		t.Fatal("no failures counted")
 	}
 
-	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	unlock()
 	if bal, err := s.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 5, Reference: "locked"}); err != nil || bal != 1005 {
 		t.Fatalf("credit after unlock: %d, %v", bal, err)
 	}
@@ -1302,8 +1340,10 @@ func TestWriteFailure(t *testing.T) {
 // TestOpenHoldsCounted: the count of open holds that drives the writer's
 // commit delay follows every way a hold ends (settled, released, settled
 // twice, failed), and concurrent settles with the delay on all commit.
-func TestOpenHoldsCounted(t *testing.T) {
-	s := openTest(t, func(o *Options) { o.CommitDelay = 2 * time.Millisecond; o.CommitSiblings = 1 })
+func TestOpenHoldsCounted(t *testing.T) { backends(t, testOpenHoldsCounted) }
+
+func testOpenHoldsCounted(t *testing.T, b backend) {
+	s := b.open(t, func(o *Options) { o.CommitDelay = 2 * time.Millisecond; o.CommitSiblings = 1 })
 	a := mustAccount(t, s, 1_000_000)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -1348,9 +1388,11 @@ func TestOpenHoldsCounted(t *testing.T) {
 
 // TestUsageRowHostedTools: a usage row keeps its hosted-tool uses and their
 // cost (migration 5, #16).
-func TestUsageRowHostedTools(t *testing.T) {
+func TestUsageRowHostedTools(t *testing.T) { backends(t, testUsageRowHostedTools) }
+
+func testUsageRowHostedTools(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := b.open(t)
 	a := mustAccount(t, s, 1_000_000_000)
 	_, k, _ := s.CreateKey(ctx, a.ID, "k")
 	h, err := s.Reserve(a.ID, 1, 100_000_000)

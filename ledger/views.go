@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -12,6 +13,13 @@ import (
 func (s *Store) RegisterModel(ctx context.Context, id string) (created time.Time, err error) {
 	if id == "" {
 		return time.Time{}, fmt.Errorf("ledger: register model: empty id")
+	}
+	if s.pg != nil {
+		ms, err := s.pg.registerModel(ctx, id, time.Now().UnixMilli())
+		if err != nil {
+			return time.Time{}, err
+		}
+		return time.UnixMilli(ms).UTC(), nil
 	}
 	c := getCommand(cmdRegisterModel)
 	defer putCommand(c)
@@ -51,7 +59,7 @@ func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, er
 	var rows []usageRow
 	switch {
 	case f.KeyID != "":
-		q := `SELECT id, ` + usageInsertColumns + ` FROM usage WHERE key_id = ?`
+		q := `SELECT ` + s.usageSelect() + ` FROM usage WHERE key_id = ?`
 		args := []any{f.KeyID}
 		if f.AccountID != "" {
 			q += ` AND account_id = ?`
@@ -61,7 +69,7 @@ func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, er
 	case f.AccountID != "":
 		rows, err = s.accountUsage(ctx, f.AccountID, limit)
 	default:
-		rows, err = s.queryUsage(ctx, `SELECT id, `+usageInsertColumns+` FROM usage ORDER BY id DESC LIMIT ?`, limit)
+		rows, err = s.queryUsage(ctx, `SELECT `+s.usageSelect()+` FROM usage ORDER BY id DESC LIMIT ?`, limit)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: usage rows: %w", err)
@@ -88,7 +96,7 @@ func newer(a, b *usageRow) bool {
 
 // accountUsage merges the newest rows of each of the account's keys.
 func (s *Store) accountUsage(ctx context.Context, accountID string, limit int) ([]usageRow, error) {
-	keyRows, err := s.rdb.QueryContext(ctx, `SELECT id FROM keys WHERE account_id = ?`, accountID)
+	keyRows, err := s.query(ctx, `SELECT id FROM keys WHERE account_id = ?`, accountID)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +115,7 @@ func (s *Store) accountUsage(ctx context.Context, accountID string, limit int) (
 	if err := keyRows.Err(); err != nil {
 		return nil, err
 	}
-	q := `SELECT id, ` + usageInsertColumns + ` FROM usage WHERE key_id = ? AND account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`
+	q := `SELECT ` + s.usageSelect() + ` FROM usage WHERE key_id = ? AND account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`
 	var all []usageRow
 	for _, k := range keyIDs {
 		rows, err := s.queryUsage(ctx, q, k, accountID, limit)
@@ -129,7 +137,7 @@ func (s *Store) accountUsage(ctx context.Context, accountID string, limit int) (
 }
 
 func (s *Store) queryUsage(ctx context.Context, q string, args ...any) ([]usageRow, error) {
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,16 +146,20 @@ func (s *Store) queryUsage(ctx context.Context, q string, args ...any) ([]usageR
 	for rows.Next() {
 		var u usageRow
 		r := &u.rec
-		var stream, overHold int64
+		var stream, overHold, lapsed flag
 		var latency, ttft, created int64
-		if err := rows.Scan(&u.id, &r.RequestID, &r.AccountID, &r.KeyID, &r.Model, &r.Provider, &r.UpstreamModel, &r.UpstreamKeyID,
+		dest := []any{&u.id, &r.RequestID, &r.AccountID, &r.KeyID, &r.Model, &r.Provider, &r.UpstreamModel, &r.UpstreamKeyID,
 			&r.ClientFormat, &stream, &r.Tokens.Input, &r.Tokens.Output, &r.Tokens.CacheRead, &r.Tokens.CacheWrite,
 			&r.Tokens.Reasoning, &r.Cost, &r.Charged, &r.Hold, &r.DiscountBps, &overHold, &r.UsageSource, &r.Status,
 			&r.Outcome, &latency, &ttft, &created, &r.Hosted.WebSearch, &r.Hosted.WebFetch, &r.Hosted.ImageGeneration,
-			&r.HostedCost); err != nil {
+			&r.HostedCost}
+		if s.pg != nil {
+			dest = append(dest, &lapsed)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		r.Stream, r.OverHold = stream != 0, overHold != 0
+		r.Stream, r.OverHold, r.HoldLapsed = bool(stream), bool(overHold), bool(lapsed)
 		r.Latency, r.TTFT = time.Duration(latency)*time.Microsecond, time.Duration(ttft)*time.Microsecond
 		r.CreatedAt = time.UnixMilli(created).UTC()
 		out = append(out, u)
@@ -179,7 +191,7 @@ func (s *Store) DailyUsageRows(ctx context.Context, accountID, keyID, since stri
 		args = append(args, keyID)
 	}
 	q += ` ORDER BY day, key_id, model`
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: daily usage: %w", err)
 	}
@@ -225,15 +237,32 @@ func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
 		return nil, err
 	}
 	defer done()
-	conn, err := s.rdb.Conn(ctx)
+	// one snapshot: SQLite's deferred transaction on a read-only
+	// connection, PostgreSQL's repeatable read
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{Isolation: s.snapshotIsolation(), ReadOnly: s.pg != nil})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: audit: %w", err)
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return nil, fmt.Errorf("ledger: audit: %w", err)
-	}
-	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") }()
+	defer func() { _ = tx.Rollback() }()
+	return s.audit(ctx, func(ctx context.Context, query string) (auditRows, error) {
+		return tx.QueryContext(ctx, s.q(query))
+	})
+}
+
+// auditRows are the rows of an audit query: *sql.Rows, or pgx's (Copy
+// audits its copy inside the transaction that writes it).
+type auditRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Close() error
+	Err() error
+}
+
+// audit is Audit's queries, run by query on one snapshot.
+func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query string) (auditRows, error)) ([]Mismatch, error) {
+	conn := struct {
+		QueryContext func(ctx context.Context, query string) (auditRows, error)
+	}{query}
 
 	out := []Mismatch{}
 	rows, err := conn.QueryContext(ctx, `
@@ -290,7 +319,7 @@ func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
 
 	rows, err = conn.QueryContext(ctx, `
 		WITH u AS (
-			SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, key_id, model,
+			SELECT `+s.utcDay("created_at")+` AS day, key_id, model,
 				min(account_id) AS account_id, count(*) AS n, sum(input_tokens) AS i, sum(output_tokens) AS o,
 				sum(cache_read_tokens) AS cr, sum(cache_write_tokens) AS cw, sum(charged) AS s
 			FROM usage GROUP BY 1, 2, 3

@@ -30,6 +30,7 @@ const (
 	cmdCloseIncident
 	cmdPruneAvailability
 	cmdExec
+	cmdRelease // PostgreSQL: a hold released
 )
 
 // command is one write, sent to the writer goroutine. The caller owns it
@@ -52,12 +53,13 @@ type command struct {
 	// the batch transaction (possibly more than once, if the batch is
 	// retried). An error wrapping ErrNotFound or ErrDuplicate is the
 	// command's own; any other fails the batch.
-	fn func(ctx context.Context, conn *sql.Conn) error
+	fn func(ctx context.Context, conn execer) error
 
 	// outputs, reset before each attempt
 	err     error
 	balance Money
-	n       int64 // an incident id
+	n       int64 // an incident id; PostgreSQL: 1 once a committed batch deleted the hold's row
+	earlier bool  // PostgreSQL: an earlier attempt of this settle committed
 
 	done chan struct{}
 }
@@ -124,8 +126,8 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		`SELECT 1 FROM keys WHERE id = ?`,
 		`INSERT INTO models (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
 		`SELECT created_at FROM models WHERE id = ?`,
-		`SELECT id, balance, state, plan FROM accounts`,
-		`SELECT id, account_id, label, prefix, hash, deleted_at FROM keys`,
+		reloadAccountsQuery,
+		reloadKeysQuery,
 		`PRAGMA data_version`,
 	}
 	ptrs := st.all()
@@ -174,6 +176,12 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 	}
 	return st.avail.prepare(ctx, conn)
 }
+
+// The reload's queries: every account (only cached ones are updated) and every key.
+const (
+	reloadAccountsQuery = `SELECT id, balance, state, plan FROM accounts`
+	reloadKeysQuery     = `SELECT id, account_id, label, prefix, hash, deleted_at FROM keys`
+)
 
 // chunkSizes are the row counts each multi-row statement is prepared for.
 var chunkSizes = [...]int{64, 16, 4, 1}
@@ -283,6 +291,7 @@ type dailyKey struct {
 type dailyAgg struct {
 	requests, input, output, cacheRead, cacheWrite int64
 	spent                                          Money
+	account                                        string // PostgreSQL: the row's account
 }
 
 func newBatchAgg() batchAgg {
@@ -460,6 +469,8 @@ func (c *command) describe() string {
 		return c.describeAvailability()
 	case cmdExec:
 		return c.str
+	case cmdRelease:
+		return "release a hold on " + c.hold.acct.id
 	}
 	return "unknown"
 }
@@ -470,6 +481,9 @@ func (c *command) describe() string {
 // command's err without failing the batch; any other error rolls the whole
 // batch back and is returned.
 func (s *Store) runBatch(batch []*command) (err error) {
+	if s.pg != nil {
+		return s.pg.runBatch(batch)
+	}
 	ctx := context.Background()
 	start := time.Now()
 	for _, c := range batch {
@@ -820,6 +834,10 @@ func (s *Store) apply(batch []*command) {
 // poll reloads cached state when another connection has committed to the
 // file since the last look (PRAGMA data_version changes).
 func (s *Store) poll() {
+	if s.pg != nil {
+		s.pg.poll()
+		return
+	}
 	ctx := context.Background()
 	var v int64
 	if err := s.st.dataVersion.QueryRowContext(ctx).Scan(&v); err != nil {
@@ -843,7 +861,13 @@ func (s *Store) poll() {
 func (s *Store) reload(ctx context.Context) error {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	rows, err := s.st.reloadAccounts.QueryContext(ctx)
+	reloadQuery := func(stmt *sql.Stmt, query string) (*sql.Rows, error) {
+		if s.pg != nil {
+			return s.query(ctx, query)
+		}
+		return stmt.QueryContext(ctx)
+	}
+	rows, err := reloadQuery(s.st.reloadAccounts, reloadAccountsQuery)
 	if err != nil {
 		return err
 	}
@@ -867,7 +891,7 @@ func (s *Store) reload(ctx context.Context) error {
 		return err
 	}
 
-	rows, err = s.st.reloadKeys.QueryContext(ctx)
+	rows, err = reloadQuery(s.st.reloadKeys, reloadKeysQuery)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,134 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The read side of the ledger is one code path for both engines (#19): the
+// queries are written once, with SQLite's ? placeholders, and run on a
+// database/sql pool: SQLite's read-only pool, or for PostgreSQL a
+// database/sql view of the pgx pool, after q rewrites the placeholders as
+// $1, $2, …. The few expressions that differ between the two are here.
+
+// q returns query in the store's dialect: ? placeholders become $n for
+// PostgreSQL. The queries never hold a ? inside a string literal.
+// Rewrites are cached per store.
+func (s *Store) q(query string) string {
+	if s.pg == nil {
+		return query
+	}
+	if v, ok := s.rebound.Load(query); ok {
+		return v.(string)
+	}
+	out := rebind(query)
+	s.rebound.Store(query, out)
+	return out
+}
+
+// rebind rewrites ? placeholders as $1, $2, ….
+func rebind(query string) string {
+	if !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	return b.String()
+}
+
+// query, queryRow and exec run a query on the read pool in the store's dialect.
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return s.rdb.QueryContext(ctx, s.q(query), args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return s.rdb.QueryRowContext(ctx, s.q(query), args...)
+}
+
+// utcDay is an SQL expression for the UTC date ('YYYY-MM-DD') of ms, an
+// expression in unix milliseconds.
+func (s *Store) utcDay(ms string) string {
+	if s.pg != nil {
+		return "to_char(to_timestamp((" + ms + ") / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	return "strftime('%Y-%m-%d', (" + ms + ") / 1000, 'unixepoch')"
+}
+
+// insertionOrder is the column that orders a keys row by insertion.
+func (s *Store) keyInsertionOrder() string {
+	if s.pg != nil {
+		return "seq"
+	}
+	return "rowid"
+}
+
+// usageSelect is the column list UsageRows reads, in scanUsage's order.
+func (s *Store) usageSelect() string {
+	if s.pg != nil {
+		return "id, " + usageInsertColumns + ", hold_lapsed"
+	}
+	return "id, " + usageInsertColumns
+}
+
+// flag scans a boolean column stored as SQLite's 0/1 INTEGER or as
+// PostgreSQL's boolean.
+type flag bool
+
+// Scan implements sql.Scanner.
+func (f *flag) Scan(v any) error {
+	switch v := v.(type) {
+	case bool:
+		*f = flag(v)
+	case int64:
+		*f = v != 0
+	case nil:
+		*f = false
+	default:
+		return fmt.Errorf("ledger: cannot scan %T into a flag", v)
+	}
+	return nil
+}
+
+// execer is what a write inside a transaction needs: SQLite's writer
+// connection, or a PostgreSQL transaction (which rewrites placeholders).
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// pgTx is a database/sql transaction on the PostgreSQL pool that takes
+// queries with ? placeholders.
+type pgTx struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+func (t pgTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.s.q(query), args...)
+}
+
+func (t pgTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.s.q(query), args...)
+}
+
+// snapshotIsolation is the isolation level of a read that must see one
+// snapshot (Audit, Copy): SQLite's deferred transaction gives one already.
+func (s *Store) snapshotIsolation() sql.IsolationLevel {
+	if s.pg != nil {
+		return sql.LevelRepeatableRead
+	}
+	return sql.LevelDefault
+}

@@ -1,0 +1,1359 @@
+package ledger
+
+// The PostgreSQL engine (#19): one ledger shared by any number of gateway
+// instances, each a Store opened on the same database.
+//
+// Holds. A hold is a row of holds and the account's held column grows by
+// its amount, in one transaction that locks the account row and grants
+// least(max, balance − held), refused below min: however many instances
+// race on one account, their holds never exceed its balance. Reserves are
+// grouped as settles are: one goroutine per store (reserver) takes every
+// reserve waiting and makes them in one transaction of two round trips
+// (the accounts locked in id order, then their held raised once each and
+// the holds inserted), committed asynchronously. Each Store
+// registers a row in instances with a lease (the database's clock) that it
+// renews every Lease/3, one statement for all its holds. Every instance
+// reaps about once a second: it deletes the instances whose lease has run
+// out and releases the holds that have no live instance (holds rows
+// deleted, held lowered by their amounts, in one statement), so a crashed
+// instance's holds come back within Lease and a second.
+//
+// Settles. The writer goroutine (writer.go) groups settles and releases
+// as it does for SQLite; a batch is one transaction of two round trips in
+// the common case: the batch's holds deleted (RETURNING the amounts still
+// held) and its usage rows inserted (unnest arrays, one statement), then
+// the debits and releases per account, the key totals and the daily
+// rollups (one statement each) and COMMIT. A settle whose hold was reaped
+// before it (its instance lost the lease) is a lapsed settle: its cost is
+// taken from the account's available balance, never below zero, and its
+// row is marked hold_lapsed; the reaper already gave the hold's amount
+// back, so nothing is released twice. A settle tried again after an
+// outcome it could not learn (the connection lost at COMMIT) finds its own
+// row by request id and hold id and succeeds without a second debit.
+//
+// Changes. Triggers bump ledger_version and NOTIFY modelgate_ledger when a
+// key is added or deleted or an account's state or plan changes, whoever
+// changes it. Every instance LISTENs on a connection of its own (reconnected
+// when lost, with a poll of the version at once) and updates its caches;
+// the writer also polls the version every PollInterval, and reloads when
+// it moved without a notification.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"go.uber.org/zap"
+)
+
+const (
+	defaultLease    = 15 * time.Second
+	defaultMaxConns = 16
+	// maxReapInterval bounds how long a lapsed lease waits for a reaper.
+	maxReapInterval = time.Second
+	// pgBatchTimeout bounds one batch transaction; pgOpTimeout one
+	// statement outside the writer beyond BusyTimeout.
+	pgBatchTimeout = 15 * time.Second
+	pgOpTimeout    = 5 * time.Second
+	// notifyChannel is the channel of the change notifications.
+	notifyChannel = "modelgate_ledger"
+)
+
+// pgEngine is a Store's PostgreSQL state.
+type pgEngine struct {
+	s      *Store
+	pool   *pgxpool.Pool
+	cfg    *pgxpool.Config
+	id     string // this Open's row in instances
+	name   string
+	schema string // current_schema(), to tell our notifications from other schemas'
+	lease  time.Duration
+
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
+	// seen is the ledger_version the caches reflect.
+	seen atomic.Int64
+
+	pendingMu sync.Mutex
+	pending   []int64 // holds whose release failed; retried by the lease loop
+
+	reserves chan *reserveReq // to the reserver
+
+	batch pgBatch       // the writer goroutine's scratch
+	wconn *pgxpool.Conn // the writer goroutine's connection, kept while it works
+
+	reaped, lapsed, leaseLost atomic.Uint64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// openPostgres opens the ledger in the PostgreSQL database opts.Postgres.
+func openPostgres(ctx context.Context, opts Options) (*Store, error) {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = defaultMaxBatch
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = defaultBusyTimeout
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = defaultPgPollInterval
+	}
+	if opts.CommitDelay == 0 {
+		opts.CommitDelay = defaultCommitDelay
+	}
+	if opts.CommitSiblings <= 0 {
+		opts.CommitSiblings = defaultCommitSiblings
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = defaultLease
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = defaultMaxConns
+	}
+	if opts.Instance == "" {
+		opts.Instance, _ = os.Hostname()
+	}
+	// pgx leaves the password out of its parse errors
+	cfg, err := pgxpool.ParseConfig(opts.Postgres)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open postgres: %w", err)
+	}
+	cfg.MaxConns = int32(opts.MaxConns)
+	rp := cfg.ConnConfig.RuntimeParams
+	if rp["application_name"] == "" {
+		rp["application_name"] = "modelgate"
+	}
+	rp["lock_timeout"] = strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
+	rp["timezone"] = "UTC"
+
+	id, err := newID("inst_")
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open postgres: %w", err)
+	}
+	s := &Store{
+		opts:       opts,
+		log:        opts.Logger,
+		cmds:       make(chan *command, 4*opts.MaxBatch),
+		writerDone: make(chan struct{}),
+		ckptKick:   make(chan struct{}, 1),
+		refresh:    make(chan struct{}, 1),
+		keys:       newKeyCache(),
+		agg:        newBatchAgg(),
+	}
+	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease,
+		reserves: make(chan *reserveReq, maxReserveGroup)}
+	s.pg = p
+	ok := false
+	defer func() {
+		if !ok {
+			if s.rdb != nil {
+				s.rdb.Close()
+			}
+			pool.Close()
+		}
+	}()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open postgres: %w", err)
+	}
+	err = migratePostgres(ctx, conn.Conn())
+	conn.Release()
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&p.schema); err != nil {
+		return nil, fmt.Errorf("ledger: open postgres: %w", err)
+	}
+	s.rdb = stdlib.OpenDBFromPool(pool)
+	if err := p.register(ctx); err != nil {
+		return nil, err
+	}
+	var v int64
+	if err := pool.QueryRow(ctx, `SELECT v FROM ledger_version`).Scan(&v); err != nil {
+		return nil, fmt.Errorf("ledger: open postgres: read version: %w", err)
+	}
+	p.seen.Store(v)
+	if err := s.loadLiveKeys(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	p.bgCtx, p.bgCancel = context.WithCancel(context.Background())
+	go s.writer()
+	p.bg.Add(3)
+	go p.leaseLoop()
+	go p.listen()
+	go p.reserver()
+	return s, nil
+}
+
+// register (re)creates this instance's row with a fresh lease.
+func (p *pgEngine) register(ctx context.Context) error {
+	_, err := p.pool.Exec(ctx, `INSERT INTO instances (id, name, lease_until)
+		VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3))
+		ON CONFLICT (id) DO UPDATE SET lease_until = excluded.lease_until`, p.id, p.name, p.lease.Seconds())
+	if err != nil {
+		return fmt.Errorf("ledger: register instance: %w", err)
+	}
+	return nil
+}
+
+// leaseLoop renews the lease every Lease/3, reaps lapsed leases about
+// once a second, and retries releases that failed.
+func (p *pgEngine) leaseLoop() {
+	defer p.bg.Done()
+	renew := time.NewTicker(p.lease / 3)
+	defer renew.Stop()
+	reap := time.NewTicker(min(p.lease/3, maxReapInterval))
+	defer reap.Stop()
+	for {
+		select {
+		case <-p.bgCtx.Done():
+			return
+		case <-renew.C:
+			p.renew()
+		case <-reap.C:
+			p.reap()
+			p.retryReleases()
+		}
+	}
+}
+
+// renew extends this instance's lease; a lease found gone (reaped while
+// this instance could not renew it: its holds were released) is taken
+// again for the holds to come.
+func (p *pgEngine) renew() {
+	ctx, cancel := context.WithTimeout(p.bgCtx, p.lease/3)
+	defer cancel()
+	tag, err := p.pool.Exec(ctx, `UPDATE instances SET lease_until = clock_timestamp() + make_interval(secs => $2) WHERE id = $1`,
+		p.id, p.lease.Seconds())
+	if err != nil {
+		p.s.log.Warn("ledger: renew the lease on holds", zap.Error(err))
+		return
+	}
+	if tag.RowsAffected() == 0 {
+		p.leaseLost.Add(1)
+		p.s.log.Warn("ledger: this instance's lease had lapsed and its holds were released by another; their settles are charged to the available balances",
+			zap.String("instance", p.id))
+		if err := p.register(ctx); err != nil {
+			p.s.log.Warn("ledger: renew the lease on holds", zap.Error(err))
+		}
+	}
+}
+
+// reap releases the holds of instances whose lease has run out (any
+// instance may, and each hold is released once: the first DELETE wins).
+func (p *pgEngine) reap() {
+	ctx, cancel := context.WithTimeout(p.bgCtx, pgOpTimeout)
+	defer cancel()
+	if _, err := p.pool.Exec(ctx, `DELETE FROM instances WHERE lease_until < clock_timestamp()`); err != nil {
+		p.s.log.Debug("ledger: reap lapsed leases", zap.Error(err))
+		return
+	}
+	rows, err := p.pool.Query(ctx, `WITH h AS (
+			DELETE FROM holds WHERE NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = holds.instance_id)
+			RETURNING account_id, amount
+		), t AS (SELECT account_id, sum(amount)::bigint AS amount, count(*) AS n FROM h GROUP BY account_id)
+		UPDATE accounts SET held = accounts.held - t.amount FROM t WHERE accounts.id = t.account_id
+		RETURNING t.n`)
+	if err != nil {
+		p.s.log.Debug("ledger: reap lapsed holds", zap.Error(err))
+		return
+	}
+	n, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		p.s.log.Debug("ledger: reap lapsed holds", zap.Error(err))
+		return
+	}
+	var total int64
+	for _, k := range n {
+		total += k
+	}
+	if total > 0 {
+		p.reaped.Add(uint64(total))
+		p.s.log.Info("ledger: released the holds of lapsed instances", zap.Int64("holds", total))
+	}
+}
+
+// releaseIDs deletes holds and gives their amounts back to their accounts.
+func (p *pgEngine) releaseIDs(ctx context.Context, ids []int64) error {
+	_, err := p.pool.Exec(ctx, `WITH h AS (DELETE FROM holds WHERE id = ANY($1) RETURNING account_id, amount),
+		t AS (SELECT account_id, sum(amount)::bigint AS amount FROM h GROUP BY account_id)
+		UPDATE accounts SET held = accounts.held - t.amount FROM t WHERE accounts.id = t.account_id`, ids)
+	return err
+}
+
+// retryReleases tries again the releases that failed.
+func (p *pgEngine) retryReleases() {
+	p.pendingMu.Lock()
+	ids := p.pending
+	p.pending = nil
+	p.pendingMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.bgCtx, pgOpTimeout)
+	defer cancel()
+	if err := p.releaseIDs(ctx, ids); err != nil {
+		p.pendingMu.Lock()
+		p.pending = append(p.pending, ids...)
+		p.pendingMu.Unlock()
+	}
+}
+
+// listen applies the change notifications of every instance to this one's
+// caches, on a connection of its own, reconnecting when it is lost.
+func (p *pgEngine) listen() {
+	defer p.bg.Done()
+	wait := 100 * time.Millisecond
+	for p.bgCtx.Err() == nil {
+		conn, err := pgx.ConnectConfig(p.bgCtx, p.cfg.ConnConfig.Copy())
+		if err == nil {
+			_, err = conn.Exec(p.bgCtx, "LISTEN "+notifyChannel)
+			if err == nil {
+				wait = 100 * time.Millisecond
+				// what changed while nobody listened
+				p.s.Refresh()
+				for {
+					n, werr := conn.WaitForNotification(p.bgCtx)
+					if werr != nil {
+						err = werr
+						break
+					}
+					p.notified(n.Payload)
+				}
+			}
+			conn.Close(context.Background())
+		}
+		if p.bgCtx.Err() != nil {
+			return
+		}
+		p.s.log.Debug("ledger: listening for changes", zap.Error(err))
+		select {
+		case <-p.bgCtx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// notified applies one notification: "<schema> <version> <what>".
+func (p *pgEngine) notified(payload string) {
+	schema, rest, _ := strings.Cut(payload, " ")
+	if schema != p.schema {
+		return
+	}
+	vs, what, _ := strings.Cut(rest, " ")
+	v, err := strconv.ParseInt(vs, 10, 64)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.bgCtx, pgOpTimeout)
+	defer cancel()
+	switch {
+	case strings.HasPrefix(what, "key:"):
+		err = p.reloadKey(ctx, strings.TrimPrefix(what, "key:"))
+	case strings.HasPrefix(what, "account:"):
+		err = p.reloadAccount(ctx, strings.TrimPrefix(what, "account:"))
+	default: // keys added: forget the hashes known not to be keys
+		kc := &p.s.keys
+		kc.mu.Lock()
+		clear(kc.neg)
+		kc.gen++
+		kc.mu.Unlock()
+	}
+	p.s.stats.reloads.Add(1)
+	if err != nil || !p.seen.CompareAndSwap(v-1, v) && v > p.seen.Load() {
+		// a notification was missed (or this one failed): reload all
+		p.s.Refresh()
+	}
+}
+
+// reloadKey rereads one key into the cache.
+func (p *pgEngine) reloadKey(ctx context.Context, id string) error {
+	s := p.s
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	var pr Principal
+	var hash []byte
+	var deleted *int64
+	err := p.pool.QueryRow(ctx, `SELECT id, account_id, label, prefix, hash, deleted_at FROM keys WHERE id = $1`, id).
+		Scan(&pr.KeyID, &pr.AccountID, &pr.Label, &pr.Prefix, &hash, &deleted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	kc := &s.keys
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if e := kc.byID[id]; e != nil {
+		e.deleted.Store(deleted != nil)
+		return nil
+	}
+	if deleted == nil && len(hash) == 32 {
+		e := &keyEntry{principal: pr}
+		copy(e.hash[:], hash)
+		kc.putLocked(e)
+	}
+	return nil
+}
+
+// reloadAccount rereads one cached account's state and plan.
+func (p *pgEngine) reloadAccount(ctx context.Context, id string) error {
+	s := p.s
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	a := s.cachedAccount(id)
+	if a == nil {
+		return nil
+	}
+	var state, plan string
+	err := p.pool.QueryRow(ctx, `SELECT state, plan FROM accounts WHERE id = $1`, id).Scan(&state, &plan)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.state, a.plan = State(state), plan
+	a.mu.Unlock()
+	return nil
+}
+
+// poll reloads the caches when ledger_version moved past what they
+// reflect (a notification missed, or not yet arrived). It runs on the
+// writer goroutine.
+func (p *pgEngine) poll() {
+	s := p.s
+	ctx, cancel := context.WithTimeout(context.Background(), pgOpTimeout)
+	defer cancel()
+	var v int64
+	conn, err := p.writerConn(ctx)
+	if err == nil {
+		err = conn.QueryRow(ctx, `SELECT v FROM ledger_version`).Scan(&v)
+	}
+	if err != nil {
+		p.dropWriterConn()
+		s.log.Debug("ledger: read the version", zap.Error(err))
+		return
+	}
+	if v == p.seen.Load() {
+		return
+	}
+	if err := s.reload(ctx); err != nil {
+		s.log.Warn("ledger: reload after a change", zap.Error(err))
+		return
+	}
+	for {
+		old := p.seen.Load()
+		if old >= v || p.seen.CompareAndSwap(old, v) {
+			break
+		}
+	}
+	s.stats.reloads.Add(1)
+}
+
+// close stops the store; with release, this instance's holds are released
+// and its lease ends (a clean stop), without, they stay until the lease
+// runs out (a crash, for tests).
+func (p *pgEngine) close(release bool) error {
+	p.closeOnce.Do(func() {
+		s := p.s
+		s.closeMu.Lock()
+		s.closed = true
+		close(s.cmds)
+		s.closeMu.Unlock()
+		<-s.writerDone
+		p.dropWriterConn()
+		p.bgCancel()
+		p.bg.Wait()
+		var errs []error
+		if release {
+			ctx, cancel := context.WithTimeout(context.Background(), pgOpTimeout)
+			p.retryReleases()
+			_, err := p.pool.Exec(ctx, `WITH i AS (DELETE FROM instances WHERE id = $1),
+				h AS (DELETE FROM holds WHERE instance_id = $1 RETURNING account_id, amount),
+				t AS (SELECT account_id, sum(amount)::bigint AS amount FROM h GROUP BY account_id)
+				UPDATE accounts SET held = accounts.held - t.amount FROM t WHERE accounts.id = t.account_id`, p.id)
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("release this instance's holds (they lapse with its lease): %w", err))
+			}
+		}
+		errs = append(errs, s.rdb.Close())
+		p.pool.Close()
+		if err := errors.Join(errs...); err != nil {
+			p.closeErr = fmt.Errorf("ledger: close: %w", err)
+		}
+	})
+	return p.closeErr
+}
+
+// pgRetryable reports whether a PostgreSQL error may pass: not a refused
+// row (integrity, data) or statement (syntax, undefined object).
+func pgRetryable(err error) (retry, known bool) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return true, false
+	}
+	switch pe.Code[:2] {
+	case "22", "23", "42":
+		return false, true
+	}
+	return true, true
+}
+
+// reserveReq is one Reserve waiting for the reserver.
+type reserveReq struct {
+	acct     *account
+	min, max Money
+	// outputs
+	status int // 0 reserved, 1 no account, 2 not enough, 3 no lease
+	hold   int64
+	amount Money
+	err    error
+	done   chan struct{}
+}
+
+// maxReserveGroup bounds the reserves made in one transaction.
+const maxReserveGroup = 256
+
+// reserve is Store.Reserve on PostgreSQL: it hands the request to the
+// reserver and waits.
+func (p *pgEngine) reserve(a *account, min, max Money) (*Hold, error) {
+	s := p.s
+	done, err := s.beginRead()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	r := &reserveReq{acct: a, min: min, max: max, done: make(chan struct{})}
+	select {
+	case p.reserves <- r:
+	case <-p.bgCtx.Done():
+		return nil, ErrClosed
+	}
+	<-r.done
+	switch {
+	case r.err != nil:
+		return nil, fmt.Errorf("ledger: reserve on %q: %w: %w", a.id, ErrWriteFailed, r.err)
+	case r.status == 1:
+		return nil, fmt.Errorf("ledger: account %q: %w", a.id, ErrNotFound)
+	case r.status == 2:
+		return nil, ErrInsufficientFunds
+	case r.status == 3:
+		return nil, fmt.Errorf("ledger: reserve on %q: %w: this instance has no lease", a.id, ErrWriteFailed)
+	}
+	s.outstanding.Add(int64(r.amount))
+	s.openHolds.Add(1)
+	return &Hold{s: s, acct: a, amount: r.amount, id: r.hold}, nil
+}
+
+// reserver makes the reserves waiting, in groups, on a connection of its own.
+func (p *pgEngine) reserver() {
+	defer p.bg.Done()
+	var conn *pgxpool.Conn
+	defer func() {
+		if conn != nil {
+			conn.Release()
+		}
+	}()
+	group := make([]*reserveReq, 0, maxReserveGroup)
+	for {
+		var r *reserveReq
+		select {
+		case <-p.bgCtx.Done():
+			return
+		case r = <-p.reserves:
+		}
+		group = append(group[:0], r)
+	drain:
+		for len(group) < maxReserveGroup {
+			select {
+			case r := <-p.reserves:
+				group = append(group, r)
+			default:
+				break drain
+			}
+		}
+		err := p.reserveGroup(&conn, group)
+		for _, r := range group {
+			if err != nil {
+				r.err = err
+			}
+			close(r.done)
+		}
+		clear(group)
+	}
+}
+
+// reserveGroup makes a group of reserves in one transaction; a lapsed
+// lease is taken again and the group tried once more.
+func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error {
+	ctx, cancel := context.WithTimeout(p.bgCtx, p.s.opts.BusyTimeout+pgOpTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		if *conn == nil {
+			c, err := p.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			*conn = c
+		}
+		err := p.reserveTx(ctx, (*conn).Conn(), group)
+		if err != nil {
+			(*conn).Release() // the pool drops it if it is broken or in a transaction
+			*conn = nil
+			return err
+		}
+		if group[0].status != 3 || attempt > 0 {
+			return nil
+		}
+		if err := p.register(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// reserveTx is the group's transaction: lease and accounts (locked in id
+// order), then each account's held raised by its grants and the holds
+// inserted. Every request gets its status.
+func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reserveReq) error {
+	ids := make([]string, 0, len(group))
+	for _, r := range group {
+		if !slices.Contains(ids, r.acct.id) {
+			ids = append(ids, r.acct.id)
+		}
+	}
+	slices.Sort(ids)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL synchronous_commit = off")
+	b.Queue(`SELECT count(*) FROM instances WHERE id = $1 AND lease_until > clock_timestamp()`, p.id)
+	b.Queue(`SELECT id, balance - held FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	br := conn.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	var live int64
+	if err == nil {
+		err = br.QueryRow().Scan(&live)
+	}
+	avail := make(map[string]int64, len(ids))
+	if err == nil {
+		var rows pgx.Rows
+		rows, err = br.Query()
+		if err == nil {
+			var id string
+			var a int64
+			_, err = pgx.ForEachRow(rows, []any{&id, &a}, func() error {
+				avail[id] = a
+				return nil
+			})
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if live == 0 {
+		for _, r := range group {
+			r.status = 3
+		}
+		_, err := conn.Exec(ctx, "ROLLBACK")
+		return err
+	}
+	added := make(map[string]int64, len(ids))
+	var holdIDs, amounts []int64
+	var accts []string
+	for _, r := range group {
+		a, ok := avail[r.acct.id]
+		if !ok {
+			r.status = 1
+			continue
+		}
+		grant := min(int64(r.max), a)
+		if grant <= 0 || grant < int64(r.min) {
+			r.status = 2
+			continue
+		}
+		avail[r.acct.id] = a - grant
+		added[r.acct.id] += grant
+		r.status, r.amount, r.hold = 0, Money(grant), randomHoldID()
+		holdIDs, amounts, accts = append(holdIDs, r.hold), append(amounts, grant), append(accts, r.acct.id)
+	}
+	b = &pgx.Batch{}
+	if len(holdIDs) > 0 {
+		ups := make([]int64, len(ids))
+		for i, id := range ids {
+			ups[i] = added[id]
+		}
+		b.Queue(`UPDATE accounts SET held = accounts.held + v.add FROM unnest($1::text[], $2::bigint[]) AS v(id, add)
+			WHERE accounts.id = v.id AND v.add > 0`, ids, ups)
+		b.Queue(`INSERT INTO holds (id, account_id, instance_id, amount) SELECT v.id, v.account, $4, v.amount
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS v(id, account, amount)`, holdIDs, accts, amounts, p.id)
+	}
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	for range b.Len() {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// randomHoldID returns a random positive hold id (ids are chosen here, so
+// that a group's holds need no round trip to learn theirs).
+func randomHoldID() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.BigEndian.Uint64(b[:])>>1) | 1
+}
+
+// release is Hold.Release on PostgreSQL, once the hold is marked released:
+// its row goes, with the writer's next batch; a failed release is tried
+// again by the lease loop (until then the amount stays held).
+func (p *pgEngine) release(h *Hold) {
+	c := getCommand(cmdRelease)
+	defer putCommand(c)
+	c.hold = h
+	err := p.s.submit(context.Background(), c)
+	if err == nil {
+		err = c.err
+	}
+	if err != nil && !errors.Is(err, ErrClosed) {
+		p.pendingMu.Lock()
+		p.pending = append(p.pending, h.id)
+		p.pendingMu.Unlock()
+	}
+}
+
+// extend is the over-hold step of a settle: up to extra more, as far as
+// the available balance goes. It returns what was added, or -1 if the
+// hold has lapsed.
+func (p *pgEngine) extend(h *Hold, extra Money) (Money, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.s.opts.BusyTimeout+pgOpTimeout)
+	defer cancel()
+	var g int64
+	if err := p.pool.QueryRow(ctx, `SELECT mg_extend($1, $2)`, h.id, int64(extra)).Scan(&g); err != nil {
+		return 0, err
+	}
+	return Money(g), nil
+}
+
+// settle is Hold.Settle on PostgreSQL, after the checks of the record.
+func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
+	s := p.s
+	a := h.acct
+	a.mu.Lock()
+	if h.state != holdOpen {
+		a.mu.Unlock()
+		return ErrAlreadySettled
+	}
+	h.state = holdSettling
+	amount := h.amount
+	a.mu.Unlock()
+	reopen := func() {
+		a.mu.Lock()
+		h.state = holdOpen
+		a.mu.Unlock()
+		rec.Charged = 0
+	}
+
+	rec.Charged, rec.OverHold, rec.HoldLapsed = rec.Cost, false, false
+	if rec.Cost > amount {
+		g, err := p.extend(h, rec.Cost-amount)
+		if err != nil {
+			if retry, _ := pgRetryable(err); retry {
+				reopen()
+				return fmt.Errorf("ledger: settle request %s: %w: %w", rec.RequestID, ErrWriteFailed, err)
+			}
+			g = 0
+		}
+		a.mu.Lock()
+		if g > 0 {
+			h.amount += g
+			s.outstanding.Add(int64(g))
+		}
+		h.over = true
+		amount = h.amount
+		a.mu.Unlock()
+		if g >= 0 {
+			rec.Charged = amount
+		}
+	}
+	a.mu.Lock()
+	rec.OverHold = h.over
+	rec.Hold = h.amount
+	a.mu.Unlock()
+
+	c := getCommand(cmdSettle)
+	defer putCommand(c)
+	c.hold, c.rec, c.amount = h, rec, rec.Charged
+	err := s.submit(context.Background(), c)
+	if err == nil {
+		err = c.err
+	}
+	gone := c.n == 1 // the batch that answered deleted the hold's row
+	if err == nil {
+		a.mu.Lock()
+		h.state = holdSettled
+		a.mu.Unlock()
+		s.outstanding.Add(-int64(amount))
+		s.openHolds.Add(-1)
+		return nil
+	}
+	if !gone && retryable(err) {
+		reopen()
+		return fmt.Errorf("ledger: settle request %s: %w: %w", rec.RequestID, ErrWriteFailed, err)
+	}
+	a.mu.Lock()
+	h.state = holdReleased
+	a.mu.Unlock()
+	s.outstanding.Add(-int64(amount))
+	s.openHolds.Add(-1)
+	rec.Charged = 0
+	if !gone && !errors.Is(err, ErrClosed) {
+		p.release(h)
+	}
+	return fmt.Errorf("ledger: settle request %s: %w", rec.RequestID, err)
+}
+
+// pgBatch is one batch's columns and sums, reused by the writer goroutine.
+type pgBatch struct {
+	holdIDs []int64
+	held    map[int64]int64 // hold id → amount its row still held
+	avail   map[string]int64
+	need    []string
+
+	// usage rows, one slice per column (usageInsertColumns, hold_id, hold_lapsed)
+	txt                           [8][]string // request_id … client_format
+	stream                        []bool
+	num                           [5][]int64 // input … reasoning tokens
+	cost, charged, hold, discount []int64
+	over                          []bool
+	source                        []string
+	status                        []int64
+	outcome                       []string
+	latency, ttft, created        []int64
+	hosted                        [4][]int64
+	holdID                        []int64
+	lapsed                        []bool
+
+	settles  []*command       // the settles whose rows the INSERT carried, in order
+	inserted map[string]int64 // request id → hold id of the rows inserted
+
+	debit, release map[string]int64
+	keys           map[string]keyAgg
+	daily          map[dailyKey]dailyAgg
+}
+
+func (b *pgBatch) reset() {
+	if b.held == nil {
+		b.held, b.avail, b.inserted = map[int64]int64{}, map[string]int64{}, map[string]int64{}
+		b.debit, b.release = map[string]int64{}, map[string]int64{}
+		b.keys, b.daily = map[string]keyAgg{}, map[dailyKey]dailyAgg{}
+	}
+	b.holdIDs = b.holdIDs[:0]
+	clear(b.held)
+	clear(b.avail)
+	b.need = b.need[:0]
+	for i := range b.txt {
+		b.txt[i] = b.txt[i][:0]
+	}
+	for i := range b.num {
+		b.num[i] = b.num[i][:0]
+	}
+	for i := range b.hosted {
+		b.hosted[i] = b.hosted[i][:0]
+	}
+	b.stream, b.cost, b.charged, b.hold, b.discount = b.stream[:0], b.cost[:0], b.charged[:0], b.hold[:0], b.discount[:0]
+	b.over, b.source, b.status, b.outcome = b.over[:0], b.source[:0], b.status[:0], b.outcome[:0]
+	b.latency, b.ttft, b.created, b.holdID, b.lapsed = b.latency[:0], b.ttft[:0], b.created[:0], b.holdID[:0], b.lapsed[:0]
+	clear(b.settles)
+	b.settles = b.settles[:0]
+	clear(b.inserted)
+	clear(b.debit)
+	clear(b.release)
+	clear(b.keys)
+	clear(b.daily)
+}
+
+func (b *pgBatch) addRow(c *command) {
+	r := c.rec
+	for i, v := range [8]string{r.RequestID, r.AccountID, r.KeyID, r.Model, r.Provider, r.UpstreamModel, r.UpstreamKeyID, r.ClientFormat} {
+		b.txt[i] = append(b.txt[i], v)
+	}
+	b.stream = append(b.stream, r.Stream)
+	for i, v := range [5]int64{r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheRead, r.Tokens.CacheWrite, r.Tokens.Reasoning} {
+		b.num[i] = append(b.num[i], v)
+	}
+	b.cost = append(b.cost, int64(r.Cost))
+	b.charged = append(b.charged, int64(r.Charged))
+	b.hold = append(b.hold, int64(r.Hold))
+	b.discount = append(b.discount, int64(r.DiscountBps))
+	b.over = append(b.over, r.OverHold)
+	b.source = append(b.source, r.UsageSource)
+	b.status = append(b.status, int64(r.Status))
+	b.outcome = append(b.outcome, r.Outcome)
+	b.latency = append(b.latency, r.Latency.Microseconds())
+	b.ttft = append(b.ttft, r.TTFT.Microseconds())
+	b.created = append(b.created, r.CreatedAt.UnixMilli())
+	for i, v := range [4]int64{r.Hosted.WebSearch, r.Hosted.WebFetch, r.Hosted.ImageGeneration, int64(r.HostedCost)} {
+		b.hosted[i] = append(b.hosted[i], v)
+	}
+	b.holdID = append(b.holdID, c.hold.id)
+	b.lapsed = append(b.lapsed, r.HoldLapsed)
+	b.settles = append(b.settles, c)
+}
+
+func (b *pgBatch) rowArgs() []any {
+	args := make([]any, 0, 31)
+	for i := range b.txt {
+		args = append(args, b.txt[i])
+	}
+	args = append(args, b.stream)
+	for i := range b.num {
+		args = append(args, b.num[i])
+	}
+	args = append(args, b.cost, b.charged, b.hold, b.discount, b.over, b.source, b.status, b.outcome,
+		b.latency, b.ttft, b.created)
+	for i := range b.hosted {
+		args = append(args, b.hosted[i])
+	}
+	return append(args, b.holdID, b.lapsed)
+}
+
+const pgInsertUsage = `INSERT INTO usage (` + usageInsertColumns + `, hold_id, hold_lapsed)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
+		$15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::boolean[], $20::text[], $21::bigint[], $22::text[],
+		$23::bigint[], $24::bigint[], $25::bigint[], $26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[],
+		$30::bigint[], $31::boolean[])
+	ON CONFLICT (request_id) DO NOTHING RETURNING request_id, hold_id`
+
+// runBatch commits a batch of settles and releases in one transaction.
+func (p *pgEngine) runBatch(batch []*command) (err error) {
+	s := p.s
+	ctx, cancel := context.WithTimeout(context.Background(), pgBatchTimeout)
+	defer cancel()
+	start := time.Now()
+	for _, c := range batch {
+		c.err, c.balance, c.n, c.earlier = nil, 0, 0, false
+		if c.rec != nil {
+			c.rec.Charged, c.rec.HoldLapsed = c.amount, false
+		}
+	}
+	conn, err := p.writerConn(ctx)
+	if err != nil {
+		s.stats.failures.Add(1)
+		return fmt.Errorf("%w: begin: %w", errTransaction, err)
+	}
+	if err := p.batchTx(ctx, conn, batch); err != nil {
+		s.stats.failures.Add(1)
+		if conn.PgConn().TxStatus() != 'I' {
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			rcancel()
+		}
+		p.dropWriterConn()
+		return err
+	}
+	for _, c := range batch {
+		c.n = 1
+	}
+	took := time.Since(start)
+	s.stats.transactions.Add(1)
+	s.stats.commands.Add(uint64(len(batch)))
+	s.stats.commitNanos.Add(int64(took))
+	if n := int64(len(batch)); n > s.stats.maxBatch.Load() {
+		s.stats.maxBatch.Store(n)
+	}
+	if s.opts.OnCommit != nil {
+		s.opts.OnCommit(len(batch), took)
+	}
+	return nil
+}
+
+// writerConn returns the writer's own connection, so that the writer never
+// waits behind reserves for one of the pool's. It runs on the writer
+// goroutine.
+func (p *pgEngine) writerConn(ctx context.Context) (*pgx.Conn, error) {
+	if p.wconn == nil {
+		c, err := p.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.wconn = c
+	}
+	return p.wconn.Conn(), nil
+}
+
+// dropWriterConn gives the writer's connection back after a failure (the
+// pool closes it if it is broken or still in a transaction).
+func (p *pgEngine) dropWriterConn() {
+	if p.wconn != nil {
+		p.wconn.Release()
+		p.wconn = nil
+	}
+}
+
+// batchTx runs the batch's transaction on conn (see the file's comment).
+func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command) error {
+	b := &p.batch
+	b.reset()
+	for _, c := range batch {
+		b.holdIDs = append(b.holdIDs, c.hold.id)
+		if c.kind == cmdSettle {
+			b.addRow(c)
+		}
+	}
+
+	// 1: begin, delete the holds, insert the rows as if every hold covered its charge
+	accts := make([]string, 0, len(batch))
+	for _, c := range batch {
+		if !slices.Contains(accts, c.hold.acct.id) {
+			accts = append(accts, c.hold.acct.id)
+		}
+	}
+	slices.Sort(accts)
+	pb := &pgx.Batch{}
+	pb.Queue("BEGIN")
+	// the accounts first, in one order for every instance and the reserves
+	pb.Queue(`SELECT count(*) FROM (SELECT 1 FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS locked`, accts)
+	pb.Queue(`DELETE FROM holds WHERE id = ANY($1) RETURNING id, amount`, b.holdIDs)
+	if len(b.settles) > 0 {
+		pb.Queue(pgInsertUsage, b.rowArgs()...)
+	}
+	br := conn.SendBatch(ctx, pb)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return fmt.Errorf("%w: begin: %w", errTransaction, err)
+	}
+	var locked int64
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		br.Close()
+		return fmt.Errorf("settle: %w", err)
+	}
+	rows, err := br.Query()
+	if err == nil {
+		var id, amount int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &amount}, func() error {
+			b.held[id] = amount
+			return nil
+		})
+	}
+	if err == nil && len(b.settles) > 0 {
+		rows, err = br.Query()
+		if err == nil {
+			var req string
+			var hold int64
+			_, err = pgx.ForEachRow(rows, []any{&req, &hold}, func() error {
+				b.inserted[req] = hold
+				return nil
+			})
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+
+	// 2: what each settle is charged, and which rows are not ours
+	var fix, dups []*command
+	for _, c := range batch {
+		held, live := b.held[c.hold.id]
+		if live {
+			b.release[c.hold.acct.id] += held
+		}
+		if c.kind != cmdSettle {
+			continue
+		}
+		r := c.rec
+		if hid, ok := b.inserted[r.RequestID]; !ok || hid != c.hold.id {
+			dups = append(dups, c)
+			continue
+		}
+		if !live || held < int64(r.Charged) {
+			r.HoldLapsed = !live
+			if !slices.Contains(b.need, r.AccountID) {
+				b.need = append(b.need, r.AccountID)
+			}
+			fix = append(fix, c)
+		}
+	}
+	if len(fix) > 0 {
+		if err := p.fixCharges(ctx, conn, fix); err != nil {
+			return err
+		}
+	}
+	if len(dups) > 0 {
+		if err := p.resolveDuplicates(ctx, conn, dups); err != nil {
+			return err
+		}
+	}
+
+	// 3: debits and releases, key totals, rollups, commit
+	for _, c := range b.settles {
+		if c.err != nil || c.earlier { // refused, or settled by an earlier attempt
+			continue
+		}
+		r := c.rec
+		if r.Charged != 0 {
+			b.debit[r.AccountID] += int64(r.Charged)
+		}
+		created := r.CreatedAt.UnixMilli()
+		if r.KeyID != "" {
+			k := b.keys[r.KeyID]
+			k.requests++
+			k.input += r.Tokens.Input
+			k.output += r.Tokens.Output
+			k.spent += r.Charged
+			k.lastUsed = max(k.lastUsed, created)
+			b.keys[r.KeyID] = k
+		}
+		// one row per (day, key, model), as SQLite's upsert makes: keyless
+		// rows of several accounts share one (the first account's)
+		dk := dailyKey{day: floorDiv(created, millisPerDay), key: r.KeyID, model: r.Model}
+		d, ok := b.daily[dk]
+		if !ok {
+			d.account = r.AccountID
+		}
+		d.requests++
+		d.input += r.Tokens.Input
+		d.output += r.Tokens.Output
+		d.cacheRead += r.Tokens.CacheRead
+		d.cacheWrite += r.Tokens.CacheWrite
+		d.spent += r.Charged
+		b.daily[dk] = d
+		if r.HoldLapsed {
+			p.lapsed.Add(1)
+		}
+	}
+	pb = &pgx.Batch{}
+	if len(b.debit)+len(b.release) > 0 {
+		ids := make([]string, 0, len(b.release)+len(b.debit))
+		for id := range b.release {
+			ids = append(ids, id)
+		}
+		for id := range b.debit {
+			if _, ok := b.release[id]; !ok {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids) // one lock order for every instance
+		debits, releases := make([]int64, len(ids)), make([]int64, len(ids))
+		for i, id := range ids {
+			debits[i], releases[i] = b.debit[id], b.release[id]
+		}
+		pb.Queue(`UPDATE accounts SET balance = accounts.balance - v.debit, held = accounts.held - v.release
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, debit, release) WHERE accounts.id = v.id`,
+			ids, debits, releases)
+	}
+	if len(b.keys) > 0 {
+		ids := make([]string, 0, len(b.keys))
+		for id := range b.keys {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		var n, in, out, spent, last = make([]int64, len(ids)), make([]int64, len(ids)), make([]int64, len(ids)),
+			make([]int64, len(ids)), make([]int64, len(ids))
+		for i, id := range ids {
+			k := b.keys[id]
+			n[i], in[i], out[i], spent[i], last[i] = k.requests, k.input, k.output, int64(k.spent), k.lastUsed
+		}
+		pb.Queue(`UPDATE keys SET requests = keys.requests + v.n, input_tokens = keys.input_tokens + v.i,
+			output_tokens = keys.output_tokens + v.o, spent = keys.spent + v.s,
+			last_used_at = greatest(coalesce(keys.last_used_at, 0), v.last)
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS v(id, n, i, o, s, last)
+			WHERE keys.id = v.id`, ids, n, in, out, spent, last)
+	}
+	if len(b.daily) > 0 {
+		dks := make([]dailyKey, 0, len(b.daily))
+		for dk := range b.daily {
+			dks = append(dks, dk)
+		}
+		slices.SortFunc(dks, func(x, y dailyKey) int {
+			if x.day != y.day {
+				return int(x.day - y.day)
+			}
+			if c := strings.Compare(x.key, y.key); c != 0 {
+				return c
+			}
+			return strings.Compare(x.model, y.model)
+		})
+		cols := [4][]string{}
+		nums := [6][]int64{}
+		for _, dk := range dks {
+			d := b.daily[dk]
+			cols[0] = append(cols[0], time.UnixMilli(dk.day*millisPerDay).UTC().Format(time.DateOnly))
+			cols[1] = append(cols[1], dk.key)
+			cols[2] = append(cols[2], dk.model)
+			cols[3] = append(cols[3], d.account)
+			for i, v := range [6]int64{d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent)} {
+				nums[i] = append(nums[i], v)
+			}
+		}
+		pb.Queue(`INSERT INTO usage_daily (day, key_id, model, account_id, requests, input_tokens, output_tokens,
+				cache_read_tokens, cache_write_tokens, spent)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
+				$8::bigint[], $9::bigint[], $10::bigint[])
+			ON CONFLICT (day, key_id, model) DO UPDATE SET
+				requests = usage_daily.requests + excluded.requests,
+				input_tokens = usage_daily.input_tokens + excluded.input_tokens,
+				output_tokens = usage_daily.output_tokens + excluded.output_tokens,
+				cache_read_tokens = usage_daily.cache_read_tokens + excluded.cache_read_tokens,
+				cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens,
+				spent = usage_daily.spent + excluded.spent`,
+			cols[0], cols[1], cols[2], cols[3], nums[0], nums[1], nums[2], nums[3], nums[4], nums[5])
+	}
+	statements := pb.Len()
+	pb.Queue("COMMIT")
+	br = conn.SendBatch(ctx, pb)
+	for i := 0; i < statements; i++ {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return fmt.Errorf("settle: %w", err)
+		}
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: commit: %w", errTransaction, err)
+	}
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("%w: commit: %s", errTransaction, tag)
+	}
+	return nil
+}
+
+// fixCharges charges the settles whose hold lapsed, or covers less than
+// their charge, from their accounts' available balances (never below
+// zero), and corrects their rows.
+func (p *pgEngine) fixCharges(ctx context.Context, conn *pgx.Conn, fix []*command) error {
+	b := &p.batch
+	slices.Sort(b.need)
+	rows, err := conn.Query(ctx, `SELECT id, balance - held FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, b.need)
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	var id string
+	var avail int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &avail}, func() error {
+		// The holds this batch deletes are still in held: what they leave
+		// unused is not counted as available, which errs on the safe side.
+		b.avail[id] = max(avail, 0)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	reqs := make([]string, 0, len(fix))
+	charged := make([]int64, 0, len(fix))
+	over := make([]bool, 0, len(fix))
+	lapsed := make([]bool, 0, len(fix))
+	for _, c := range fix {
+		r := c.rec
+		covered := min(int64(r.Charged), b.held[c.hold.id]) // 0 when lapsed
+		excess := int64(r.Charged) - covered
+		take := min(excess, b.avail[r.AccountID])
+		b.avail[r.AccountID] -= take
+		r.Charged = Money(covered + take)
+		if take < excess {
+			r.OverHold = true
+		}
+		reqs = append(reqs, r.RequestID)
+		charged = append(charged, int64(r.Charged))
+		over = append(over, r.OverHold)
+		lapsed = append(lapsed, r.HoldLapsed)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE usage SET charged = v.charged, over_hold = v.over, hold_lapsed = v.lapsed
+		FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[]) AS v(req, charged, over, lapsed)
+		WHERE usage.request_id = v.req`, reqs, charged, over, lapsed); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	return nil
+}
+
+// resolveDuplicates looks at the rows of the settles whose request id was
+// taken: a row with the settle's own hold is an earlier attempt of this
+// settle that committed (success, nothing more to do: c.balance is set);
+// any other is a duplicate request id (refused: nothing is debited).
+func (p *pgEngine) resolveDuplicates(ctx context.Context, conn *pgx.Conn, dups []*command) error {
+	reqs := make([]string, len(dups))
+	for i, c := range dups {
+		reqs[i] = c.rec.RequestID
+	}
+	rows, err := conn.Query(ctx, `SELECT request_id, coalesce(hold_id, 0), charged, over_hold, hold_lapsed FROM usage WHERE request_id = ANY($1)`, reqs)
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	type row struct {
+		hold         int64
+		charged      int64
+		over, lapsed bool
+	}
+	found := map[string]row{}
+	var req string
+	var r row
+	if _, err := pgx.ForEachRow(rows, []any{&req, &r.hold, &r.charged, &r.over, &r.lapsed}, func() error {
+		found[req] = r
+		return nil
+	}); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	for _, c := range dups {
+		f, ok := found[c.rec.RequestID]
+		if ok && f.hold == c.hold.id {
+			c.rec.Charged, c.rec.OverHold, c.rec.HoldLapsed = Money(f.charged), f.over, f.lapsed
+			c.earlier = true // no effect in this batch
+			continue
+		}
+		c.err = fmt.Errorf("ledger: usage row for request %q exists: %w", c.rec.RequestID, ErrDuplicate)
+	}
+	return nil
+}
+
+// crash stops a PostgreSQL store as a crash would: its lease is no longer
+// renewed and its holds stay until another instance reaps them (tests).
+func (s *Store) crash() {
+	if s.pg != nil {
+		_ = s.pg.close(false)
+	}
+}
