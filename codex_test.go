@@ -9,7 +9,7 @@ import (
 )
 
 // codexTurn1 is the shape of the first request of a Codex CLI session
-// (SPEC §2.1): streamed Responses, store false, encrypted reasoning asked
+// (docs/api.md, "What real clients send"): streamed Responses, store false, encrypted reasoning asked
 // for, developer messages, a function tool, a namespace of MCP tools and the
 // hosted web_search tool. MODEL and PROMPT are replaced.
 const codexTurn1 = `{"model":"MODEL","instructions":"You are Codex, a coding agent. Be brief.",

@@ -48,7 +48,12 @@ func TestCLI(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ledger.db")
 
-	acct, err := runCLI(t, "account", "create", "--db", db, "--email", "ada@example.com", "--credit", "10.00")
+	// no ledger there yet: the command says so rather than make one (#22)
+	if _, err := runCLI(t, "account", "create", "--db", db, "--email", "ada@example.com"); err == nil ||
+		!strings.Contains(err.Error(), "there is no ledger at "+db) || !strings.Contains(err.Error(), "--create-ledger") {
+		t.Fatalf("a missing ledger: %v", err)
+	}
+	acct, err := runCLI(t, "account", "create", "--db", db, "--create-ledger", "--email", "ada@example.com", "--credit", "10.00")
 	if err != nil || !strings.HasPrefix(acct, "acct_") {
 		t.Fatalf("account create: %q, %v", acct, err)
 	}
@@ -109,18 +114,18 @@ func TestCLIWithConfig(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("{\n\tmodelgate {\n\t\tledger sqlite "+db+"\n\t\tplan developer {\n\t\t\trpm 60\n\t\t}\n\t\tplan enterprise {\n\t\t\trpm 600\n\t\t}\n\t\tdefault_plan developer\n\t}\n}\n:8080 {\n\tmodelgate_api\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	acct, err := runCLI(t, "account", "create", "--config", cfg)
+	acct, err := runCLI(t, "account", "create", "--create-ledger", "--config", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runCLI(t, "account", "create", "--config", cfg, "--plan", "gold"); err == nil {
+	if _, err := runCLI(t, "account", "create", "--create-ledger", "--config", cfg, "--plan", "gold"); err == nil {
 		t.Fatal("a plan the configuration lacks was accepted")
 	}
-	ent, err := runCLI(t, "account", "create", "--config", cfg, "--plan", "enterprise")
+	ent, err := runCLI(t, "account", "create", "--create-ledger", "--config", cfg, "--plan", "enterprise")
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := runCLI(t, "account", "create", "--config", cfg)
+	moved, err := runCLI(t, "account", "create", "--create-ledger", "--config", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +152,7 @@ func TestCLIWithConfig(t *testing.T) {
 // CLI on the ledger file of a running gateway take effect within a second.
 func TestCLIWhileServing(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
-	acct, err := runCLI(t, "account", "create", "--db", g.dbPath, "--credit", "1.00")
+	acct, err := runCLI(t, "account", "create", "--create-ledger", "--db", g.dbPath, "--credit", "1.00")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,19 +223,19 @@ func TestCLIAccountWithLogin(t *testing.T) {
 		os.Stdin = r
 	}
 	feed("a long enough password\n")
-	acct, err := runCLI(t, "account", "create", "--db", db, "--email", "ops@example.com", "--password-stdin")
+	acct, err := runCLI(t, "account", "create", "--create-ledger", "--db", db, "--email", "ops@example.com", "--password-stdin")
 	if err != nil || !strings.HasPrefix(acct, "acct_") {
 		t.Fatalf("account create: %q, %v", acct, err)
 	}
 	feed("short\n")
-	if _, err := runCLI(t, "account", "create", "--db", db, "--email", "b@example.com", "--password-stdin"); err == nil || !strings.Contains(err.Error(), "at least") {
+	if _, err := runCLI(t, "account", "create", "--create-ledger", "--db", db, "--email", "b@example.com", "--password-stdin"); err == nil || !strings.Contains(err.Error(), "at least") {
 		t.Fatalf("a short password: %v", err)
 	}
 	// a taken email, as given or in another case: an error and no account
 	// id, never an empty id with exit status 0 (#17)
 	for _, email := range []string{"ops@example.com", " OPS@Example.COM "} {
 		feed("another long password\n")
-		out, err := runCLI(t, "account", "create", "--db", db, "--email", email, "--password-stdin")
+		out, err := runCLI(t, "account", "create", "--create-ledger", "--db", db, "--email", email, "--password-stdin")
 		if err == nil || out != "" || !errors.Is(err, ledger.ErrDuplicate) {
 			t.Fatalf("taken email %q: printed %q, error %v", email, out, err)
 		}

@@ -286,7 +286,7 @@ func TestToolCallsEveryPair(t *testing.T) {
 				}
 				// upstream ids pass unchanged when the client's format takes
 				// them; ids the gateway makes (Gemini calls have none) look
-				// like the client format's own (wire/translation.md §4.5)
+				// like the client format's own (docs/translation.md, "Tool call ids and arguments")
 				want := map[string]string{"openai": "call_", "anthropic": "toolu_"}[cl.name]
 				if upstreamOf(model) != "gemini" {
 					want = map[string]string{"openai": "call_mock_", "anthropic": "toolu_mock_", "gemini": ""}[upstreamOf(model)]
@@ -735,7 +735,7 @@ func TestThinkingEveryPair(t *testing.T) {
 // TestThoughtSignatures: a Gemini 3 upstream signs its function calls and
 // refuses a history whose current-turn call lacks the signature. An OpenAI
 // client cannot carry it: the gateway keeps it by call id and puts it back
-// when the call returns in the history (wire/translation.md §4.6); a call it
+// when the call returns in the history (docs/translation.md, "Thought signatures"); a call it
 // never saw gets Google's documented placeholder.
 func TestThoughtSignatures(t *testing.T) {
 	g := startGateway(t, gatewayOptions{extra: "\t\tmodel gemini-3-test {\n\t\t\troute mock-gemini gemini-3-pro\n\t\t\tprice input 0.5 output 1.5\n\t\t}\n"})

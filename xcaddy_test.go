@@ -97,9 +97,9 @@ func runQuickStart(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	base := fmt.Sprintf("http://localhost:%d", port)
-	acct := run("modelgate", "account", "create", "--config", cfg, "--email", "you@example.com", "--credit", "10.00")
-	key := run("modelgate", "key", "create", "--config", cfg, "--account", acct, "--label", "laptop")
 
+	// the README's order: the gateway first (it creates the ledger), then
+	// an account and a key from a second terminal
 	server := exec.Command(bin, "run", "--config", cfg)
 	server.Env = env
 	var logs bytes.Buffer
@@ -121,6 +121,18 @@ func runQuickStart(t *testing.T, bin string) {
 			t.Logf("server log:\n%s", logs.String())
 		}
 	}()
+
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if resp, err := http.Get(base + "/"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway did not come up")
+		}
+	}
+	acct := run("modelgate", "account", "create", "--config", cfg, "--email", "you@example.com", "--credit", "10.00")
+	key := run("modelgate", "key", "create", "--config", cfg, "--account", acct, "--label", "laptop")
 
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello there"}]}`
 	var resp *http.Response

@@ -274,6 +274,7 @@ type load struct {
 	mu       sync.Mutex
 	complete []completion
 	status   map[int]int
+	noError  []string // 5xx answers without an error envelope
 }
 
 func newLoad(base, key string) *load {
@@ -326,6 +327,9 @@ func (l *load) one(format string, stream bool, model string) {
 	resp.Body.Close()
 	l.mu.Lock()
 	l.status[resp.StatusCode]++
+	if resp.StatusCode >= 500 && !strings.Contains(string(body), `"error"`) {
+		l.noError = append(l.noError, fmt.Sprintf("%d %.200s", resp.StatusCode, body))
+	}
 	l.mu.Unlock()
 	if resp.StatusCode != 200 {
 		return
@@ -370,4 +374,11 @@ func (l *load) statuses() map[int]int {
 		out[k] = v
 	}
 	return out
+}
+
+// unclear lists the 5xx answers that came without an error envelope.
+func (l *load) unclear() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.noError...)
 }

@@ -57,6 +57,12 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			poll_interval <duration>
 //			busy_timeout <duration>
 //		}]
+//		ledger postgres <dsn> [{
+//			poll_interval <duration>
+//			busy_timeout <duration>
+//			lease <duration>
+//			max_conns <n>
+//		}]
 //		redis <url> [{
 //			slot_lease <duration>
 //		}]
@@ -148,13 +154,20 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			args := d.RemainingArgs()
-			if len(args) < 2 || len(args) > 3 {
-				return d.Err("usage: ledger sqlite <path> [normal|full]")
+			if len(args) >= 1 && args[0] == "postgres" {
+				if len(args) != 2 {
+					return d.Err("usage: ledger postgres <dsn> (a placeholder such as {env.MODELGATE_POSTGRES} keeps the password out of the file)")
+				}
+				a.Ledger = &LedgerConfig{Driver: "postgres", DSN: args[1]}
+			} else {
+				if len(args) < 2 || len(args) > 3 {
+					return d.Err("usage: ledger sqlite <path> [normal|full], or ledger postgres <dsn>")
+				}
+				if args[0] != "sqlite" {
+					return d.Errf("unknown ledger driver %q (want sqlite or postgres)", args[0])
+				}
+				a.Ledger = &LedgerConfig{Driver: args[0], Path: args[1]}
 			}
-			if args[0] != "sqlite" {
-				return d.Errf("unknown ledger driver %q (want sqlite)", args[0])
-			}
-			a.Ledger = &LedgerConfig{Driver: args[0], Path: args[1]}
 			if len(args) == 3 {
 				if args[2] != "normal" && args[2] != "full" {
 					return d.Errf("ledger synchronous mode %q: want normal or full", args[2])
@@ -175,6 +188,24 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						return err
 					}
 					a.Ledger.BusyTimeout = dur
+				case "lease":
+					if a.Ledger.Driver != "postgres" {
+						return d.Err("ledger: lease applies to a postgres ledger only")
+					}
+					dur, err := durationArg(d)
+					if err != nil {
+						return err
+					}
+					a.Ledger.Lease = dur
+				case "max_conns":
+					if a.Ledger.Driver != "postgres" {
+						return d.Err("ledger: max_conns applies to a postgres ledger only")
+					}
+					n, err := intArg(d, 1)
+					if err != nil {
+						return err
+					}
+					a.Ledger.MaxConns = n
 				default:
 					return d.Errf("ledger: unrecognized option %q", d.Val())
 				}

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,7 +33,9 @@ func init() {
 		Long: `
 Works on the ledger of a modelgate configuration: the one named by the
 Caddyfile given with --config (or ./Caddyfile), or the SQLite file given
-with --db. A running gateway sees the changes within a second.
+with --db; each command says on stderr which ledger it opened. A SQLite
+ledger that does not exist yet is created only with --create-ledger. A
+running gateway sees the changes within a second.
 
   caddy modelgate account create --email E [--plan P] [--credit 10.00]
   caddy modelgate account plan --account ID --plan P
@@ -39,6 +44,7 @@ with --db. A running gateway sees the changes within a second.
   caddy modelgate key create --account ID [--label L]
   caddy modelgate key delete --key-id ID
   caddy modelgate credit --account ID --amount 5.00 --reason TEXT
+  caddy modelgate ledger copy --from ledger.db --to postgres://…
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			account := &cobra.Command{Use: "account", Short: "Creates, suspends and resumes accounts"}
@@ -71,10 +77,18 @@ with --db. A running gateway sees the changes within a second.
 			credit.Flags().String("reference", "", "a unique reference; a second credit with the same reference is refused (default: random)")
 
 			cmd.AddCommand(account, key, credit)
+			ledgerCmd := &cobra.Command{Use: "ledger", Short: "Moves a ledger"}
+			ledgerCopy := leaf("copy", "Copies a SQLite ledger into an empty PostgreSQL ledger, checking every total", cmdLedgerCopy)
+			ledgerCopy.Flags().String("from", "", "the SQLite ledger file (stop the gateway using it first)")
+			ledgerCopy.Flags().String("to", "", "the PostgreSQL DSN of an empty ledger (postgres://user:pass@host/db)")
+			ledgerCmd.AddCommand(ledgerCopy)
+			cmd.AddCommand(ledgerCmd)
+
 			for _, c := range []*cobra.Command{create, setPlan, suspend, resume, keyCreate, keyDelete, credit} {
 				c.Flags().StringP("config", "c", "", "the Caddyfile (or JSON config) naming the ledger")
 				c.Flags().StringP("adapter", "a", "", "the config adapter")
 				c.Flags().String("db", "", "the SQLite ledger file (instead of --config)")
+				c.Flags().Bool("create-ledger", false, "create the SQLite ledger if it does not exist yet")
 			}
 		},
 	})
@@ -87,7 +101,8 @@ func leaf(use, short string, f caddycmd.CommandFunc) *cobra.Command {
 
 // cliConfig is what the CLI needs from a configuration.
 type cliConfig struct {
-	dbPath      string
+	dbPath      string          // a SQLite ledger
+	postgres    string          // or a PostgreSQL ledger's DSN
 	plans       map[string]bool // nil when no configuration was read
 	defaultPlan string
 	redisURL    string // the configured Redis, if any
@@ -142,7 +157,15 @@ func loadCLIConfig(fl caddycmd.Flags) (cliConfig, error) {
 	if err := app.setDefaults(); err != nil {
 		return cc, err
 	}
-	cc.dbPath = app.Ledger.Path
+	if app.Ledger.Driver == "postgres" {
+		dsn, err := caddy.NewReplacer().ReplaceOrErr(app.Ledger.DSN, true, true)
+		if err != nil {
+			return cc, fmt.Errorf("the ledger's dsn: %w", err)
+		}
+		cc.postgres = dsn
+	} else {
+		cc.dbPath = app.Ledger.Path
+	}
 	cc.defaultPlan = app.DefaultPlan
 	if app.Redis != nil {
 		cc.redisURL = caddy.NewReplacer().ReplaceKnown(app.Redis.URL, "")
@@ -163,9 +186,9 @@ func withStore(fl caddycmd.Flags, f func(ctx context.Context, s *ledger.Store, a
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := ledger.Open(ctx, ledger.Options{Path: cc.dbPath})
+	s, err := openCLILedger(ctx, fl, cc)
 	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("opening the ledger: %w", err)
+		return caddy.ExitCodeFailedStartup, err
 	}
 	acc := &accounts.Service{Store: s, DefaultPlan: cc.defaultPlan}
 	if cc.plans != nil {
@@ -344,3 +367,87 @@ type wrapped struct {
 
 func (w *wrapped) Error() string { return w.msg }
 func (w *wrapped) Unwrap() error { return w.err }
+
+// openCLILedger opens the configuration's ledger and says which on stderr.
+// A SQLite file that does not exist yet is created only with
+// --create-ledger: a relative path resolves against the current
+// directory, and a command run from elsewhere would otherwise work on a new,
+// empty ledger without a word (#22).
+func openCLILedger(ctx context.Context, fl caddycmd.Flags, cc cliConfig) (*ledger.Store, error) {
+	if cc.postgres != "" {
+		fmt.Fprintln(os.Stderr, "ledger: postgres ("+redactDSN(cc.postgres)+")")
+		s, err := ledger.Open(ctx, ledger.Options{Postgres: cc.postgres})
+		if err != nil {
+			return nil, fmt.Errorf("opening the PostgreSQL ledger: %w", err)
+		}
+		return s, nil
+	}
+	path, err := filepath.Abs(cc.dbPath)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && !fl.Bool("create-ledger") {
+		return nil, fmt.Errorf("there is no ledger at %s (relative paths resolve against the current directory: "+
+			"run the command where the gateway runs, or give --db with the full path); to create a new, empty ledger there, add --create-ledger", path)
+	}
+	fmt.Fprintln(os.Stderr, "ledger: "+path)
+	s, err := ledger.Open(ctx, ledger.Options{Path: path})
+	if err != nil {
+		return nil, fmt.Errorf("opening the ledger %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// redactDSN is a PostgreSQL DSN without its password, for messages.
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		return u.Redacted()
+	}
+	// key=value form: drop the password pair
+	fields := strings.Fields(dsn)
+	for i, f := range fields {
+		if strings.HasPrefix(f, "password=") {
+			fields[i] = "password=xxxxx"
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
+// cmdLedgerCopy copies a single-machine ledger into PostgreSQL (#19): the
+// source opened as a server would (so that a running gateway on it is
+// refused first), the destination empty, every total checked before the
+// copy commits.
+func cmdLedgerCopy(fl caddycmd.Flags) (int, error) {
+	from, err := required(fl, "from")
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	to, err := required(fl, "to")
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	ctx := context.Background()
+	if _, err := os.Stat(from); err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("--from %s: %w", from, err)
+	}
+	src, err := ledger.Open(ctx, ledger.Options{Path: from, ServerLock: true})
+	if errors.Is(err, ledger.ErrInUse) {
+		return caddy.ExitCodeFailedStartup, errors.New("a gateway is using " + from + ": stop it first, so that nothing changes during the copy")
+	}
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("opening %s: %w", from, err)
+	}
+	defer src.Close()
+	dst, err := ledger.Open(ctx, ledger.Options{Postgres: to})
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("opening the PostgreSQL ledger (%s): %w", redactDSN(to), err)
+	}
+	defer dst.Close()
+	fmt.Fprintf(os.Stderr, "copying %s into %s\n", from, redactDSN(to))
+	rep, err := ledger.Copy(ctx, dst, src)
+	if err != nil {
+		return 1, err
+	}
+	fmt.Println(rep.String())
+	return 0, nil
+}

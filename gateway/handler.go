@@ -397,7 +397,7 @@ func (h *APIHandler) authenticate(c credential) (relay.Principal, *formats.Error
 }
 
 // serveUsage answers GET /api/usage with the key's totals and the account's
-// balance (SPEC §5.5).
+// balance (docs/api.md).
 func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.Principal) {
 	ku, err := h.app.store.KeyUsage(r.Context(), p.KeyID)
 	if err == nil {

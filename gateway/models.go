@@ -177,7 +177,7 @@ func indexBefore(ms []*relay.Model, id string) int {
 	return i
 }
 
-// indexDoc renders the public index of GET / and GET /v1 (seed §4).
+// indexDoc renders the public index of GET / and GET /v1 (docs/api.md).
 func indexDoc() []byte {
 	b, _ := json.Marshal(struct {
 		Service   string              `json:"service"`

@@ -9,6 +9,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -180,10 +182,20 @@ type App struct {
 
 // LedgerConfig selects the ledger store.
 type LedgerConfig struct {
-	// Driver is the store: "sqlite".
+	// Driver is the store: "sqlite" (embedded, one server per file) or
+	// "postgres" (shared by any number of instances).
 	Driver string `json:"driver,omitempty"`
 	// Path is the SQLite database file.
 	Path string `json:"path,omitempty"`
+	// DSN is the PostgreSQL connection string (postgres://user:pass@host/db
+	// or key=value form); placeholders such as {env.MODELGATE_POSTGRES}
+	// are expanded, and it is never logged.
+	DSN string `json:"dsn,omitempty"`
+	// Lease is how long a PostgreSQL ledger keeps the holds of an instance
+	// that stopped renewing them (a crashed one). Default: 15s.
+	Lease caddy.Duration `json:"lease,omitempty"`
+	// MaxConns bounds a PostgreSQL ledger's connection pool. Default: 16.
+	MaxConns int `json:"max_conns,omitempty"`
 	// Synchronous is SQLite's synchronous setting: "normal" (default,
 	// durable against a process crash) or "full" (also against power loss).
 	Synchronous string `json:"synchronous,omitempty"`
@@ -489,25 +501,38 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.publicURL = u
 	}
 
-	// by absolute path, so that a reload spelling the path differently
-	// keeps the store (and its server lock) rather than refusing itself
-	path, err := filepath.Abs(a.Ledger.Path)
-	if err != nil {
-		return fmt.Errorf("ledger path: %w", err)
+	opts := ledger.Options{
+		Synchronous:  a.Ledger.Synchronous,
+		PollInterval: time.Duration(a.Ledger.PollInterval),
+		BusyTimeout:  time.Duration(a.Ledger.BusyTimeout),
+		Lease:        time.Duration(a.Ledger.Lease),
+		MaxConns:     a.Ledger.MaxConns,
+		Logger:       a.logger.Named("ledger"),
+		ServerLock:   true, // one server per SQLite file (#16)
 	}
-	a.storeKey = "sqlite:" + path
+	if a.Ledger.Driver == "postgres" {
+		dsn, err := caddy.NewReplacer().ReplaceOrErr(a.Ledger.DSN, true, true)
+		if err != nil {
+			return fmt.Errorf("ledger postgres: %w", err) // names the placeholder, never a value
+		}
+		opts.Postgres = dsn
+		// by a digest of the DSN, which holds a password and is never logged
+		sum := sha256.Sum256([]byte(dsn))
+		a.storeKey = "postgres:" + hex.EncodeToString(sum[:8])
+	} else {
+		// by absolute path, so that a reload spelling the path differently
+		// keeps the store (and its server lock) rather than refusing itself
+		path, err := filepath.Abs(a.Ledger.Path)
+		if err != nil {
+			return fmt.Errorf("ledger path: %w", err)
+		}
+		opts.Path = path
+		a.storeKey = "sqlite:" + path
+	}
 	v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
 		h := new(ledgerHandle)
-		opts := ledger.Options{
-			Path:         path,
-			Synchronous:  a.Ledger.Synchronous,
-			PollInterval: time.Duration(a.Ledger.PollInterval),
-			BusyTimeout:  time.Duration(a.Ledger.BusyTimeout),
-			Logger:       a.logger.Named("ledger"),
-			OnCommit:     h.committed,
-			OnChange:     h.changed,
-			ServerLock:   true, // one server per SQLite file (#16)
-		}
+		opts := opts
+		opts.OnCommit, opts.OnChange = h.committed, h.changed
 		s, err := ledger.Open(ctx, opts)
 		if errors.Is(err, ledger.ErrInUse) {
 			h.inUse = err
@@ -651,10 +676,16 @@ func (a *App) setDefaults() error {
 	if a.Ledger.Driver == "" {
 		a.Ledger.Driver = "sqlite"
 	}
-	if a.Ledger.Driver != "sqlite" {
-		return fmt.Errorf("ledger: unknown driver %q (want sqlite)", a.Ledger.Driver)
+	switch a.Ledger.Driver {
+	case "sqlite":
+	case "postgres":
+		if a.Ledger.DSN == "" {
+			return errors.New("ledger postgres: no dsn")
+		}
+	default:
+		return fmt.Errorf("ledger: unknown driver %q (want sqlite or postgres)", a.Ledger.Driver)
 	}
-	if a.Ledger.Path == "" {
+	if a.Ledger.Driver == "sqlite" && a.Ledger.Path == "" {
 		a.Ledger.Path = filepath.Join(caddy.AppDataDir(), "modelgate", "ledger.db")
 	}
 	if a.Currency == "" {

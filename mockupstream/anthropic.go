@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The Anthropic routes: wire/anthropic.md.
+// The Anthropic routes (see doc.go).
 
 // DefaultAnthropicModels is the model list of GET /v1/models (Anthropic
 // shape) when Config.Models is empty.

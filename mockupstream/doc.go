@@ -1,6 +1,6 @@
 // Package mockupstream is a fake LLM provider for tests and for the offline
 // example configuration. It speaks the real wire formats of the three
-// vendors (see wire/openai.md, wire/anthropic.md, wire/gemini.md): OpenAI
+// vendors, as their public API references define them: OpenAI
 // chat completions, Anthropic Messages and Gemini generateContent, with
 // their field names, stream framings, validation and error envelopes. It is
 // fully deterministic, with exact, predictable token counts that are the
@@ -12,11 +12,11 @@
 //
 // # Routes
 //
-// OpenAI (wire/openai.md):
+// OpenAI:
 //
-//	POST /v1/chat/completions   chat completions, streaming and not (§2)
-//	POST /v1/responses          Responses, streaming and not (§3)
-//	POST /v1/images/generations images (§4): b64_json for gpt-image-* models, with usage
+//	POST /v1/chat/completions   chat completions, streaming and not
+//	POST /v1/responses          Responses, streaming and not
+//	POST /v1/images/generations images: b64_json for gpt-image-* models, with usage
 //	                            (prompt words as text tokens, [ImageOutputTokens] per image);
 //	                            dall-e-* answer URLs (or b64_json) and no usage
 //	POST /v1/images/edits       the same, from a multipart form read as it arrives (file parts are
@@ -26,23 +26,23 @@
 //	GET  /v1/models             {"object":"list","data":[...]}
 //	GET  /v1/models/{id}        one model object; unknown id → 404 model_not_found
 //
-// Anthropic (wire/anthropic.md), recognised by the path, and on /v1/models
+// Anthropic, recognised by the path, and on /v1/models
 // by the anthropic-version header:
 //
-//	POST /v1/messages               messages, streaming and not (§4, §5)
-//	POST /v1/messages/count_tokens  {"input_tokens": N} (§7)
-//	GET  /v1/models                 {"data":[...],"has_more","first_id","last_id"} (§9); limit, after_id, before_id
+//	POST /v1/messages               messages, streaming and not
+//	POST /v1/messages/count_tokens  {"input_tokens": N}
+//	GET  /v1/models                 {"data":[...],"has_more","first_id","last_id"}; limit, after_id, before_id
 //	GET  /v1/models/{id}            one model; unknown → 404 not_found_error "model: ID"
 //
-// Gemini (wire/gemini.md), everything under /v1beta/, and under /v1/ (the
+// Gemini, everything under /v1beta/, and under /v1/ (the
 // SDKs' API version "v1") a path with a ":method", or the model list with a
 // Gemini key and no Authorization header. A doubled "models/models/" is
 // accepted:
 //
-//	POST /v1beta/models/{m}:generateContent        one answer (§2)
+//	POST /v1beta/models/{m}:generateContent        one answer
 //	POST /v1beta/models/{m}:streamGenerateContent  ?alt=sse: "data: " events, each ending in a blank CRLF
 //	                                               line (\r\n\r\n), no end marker; without alt: one JSON
-//	                                               array written element by element ("[", ",\r\n", "]") (§3)
+//	                                               array written element by element ("[", ",\r\n", "]")
 //	POST /v1beta/models/{m}:countTokens            {"totalTokens": N, "promptTokensDetails": [...]}; the body is
 //	                                               {"contents"} or {"generateContentRequest"} (the latter counts
 //	                                               its systemInstruction)

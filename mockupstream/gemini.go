@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// The Gemini routes: wire/gemini.md.
+// The Gemini routes (see doc.go).
 
 // DefaultGeminiModels is the model list of GET /v1beta/models when
 // Config.Models is empty.

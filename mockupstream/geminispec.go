@@ -11,7 +11,7 @@ import (
 
 // The Gemini request schema, for Google's strict JSON parsing: unknown
 // field names are rejected, lowerCamelCase and snake_case names are both
-// accepted (wire/gemini.md §0.3), enums are checked case-insensitively.
+// accepted (as Google's API does), enums are checked case-insensitively.
 
 // gSpec is the schema of one JSON value of a Gemini request.
 type gSpec struct {

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The OpenAI images routes (wire/openai.md §4): POST /v1/images/generations
+// The OpenAI images routes (OpenAI's Images API): POST /v1/images/generations
 // (JSON) and POST /v1/images/edits (multipart, read part by part: file
 // parts are hashed and counted, never held).
 

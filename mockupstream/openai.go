@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The OpenAI routes: wire/openai.md §0, §1, §2.
+// The OpenAI routes (see doc.go).
 
 const (
 	openAIFingerprint = "fp_mock"

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// POST /v1/responses (wire/openai.md §3): the same plans as chat
+// POST /v1/responses (OpenAI's Responses API): the same plans as chat
 // completions, answered as a Responses object or event stream.
 
 // responsesRequest is the part of a Responses request the mock reads.

@@ -75,6 +75,11 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 					" at this model's price). Top up your balance and try again."}
 		}
 		s.Logger.Error("reserving a hold", zap.String("account", spec.principal.AccountID), zap.Error(err))
+		if errors.Is(err, ledger.ErrWriteFailed) {
+			// a shared ledger out of reach: nothing was held or sent
+			return nil, &formats.Error{Kind: formats.KindOverloaded, RetryAfter: 1,
+				Message: "The gateway cannot reach its ledger right now; nothing was charged. Try again shortly."}
+		}
 		return nil, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
 	}
 	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,

@@ -75,7 +75,7 @@ type call struct {
 // cap, for each of the request's choices, at the output price. When the
 // balance covers the input, the hosted tools and at least min_output tokens
 // but not the whole cap, the cap is lowered to what the balance covers
-// (SPEC §5.3).
+// (docs/billing.md, "Holds").
 func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.Error) {
 	price := c.model.Price
 	inPrice := max(price.Input, price.CacheRead, price.CacheWrite)
@@ -499,7 +499,7 @@ func (s *Service) classifyUpstreamError(logger *zap.Logger, reqID string, p *Pro
 	if !failed {
 		return ferr, cause, 0, false
 	}
-	hint, ok := upstream.RetryHint(resp.Header, time.Now())
+	hint, ok := retryHint(resp.StatusCode, resp.Header, time.Now())
 	if !ok && ferr.RetryAfter > 0 {
 		hint = time.Duration(ferr.RetryAfter) * time.Second // Gemini's retryDelay
 	}
@@ -507,6 +507,20 @@ func (s *Service) classifyUpstreamError(logger *zap.Logger, reqID string, p *Pro
 		ferr.RetryAfter = int(max(1, hint/time.Second))
 	}
 	return ferr, cause, hint, true
+}
+
+// retryHint is how long a key that failed with status should rest, from
+// the answer's headers: only a refusal for load (429, 503, Anthropic's 529)
+// says when to come back. The rate-limit reset headers that vendors send
+// on every answer are no such hint on a 500 or a 504 (they would rest a
+// key for a minute after one server error); those get the provider's
+// failure cooldown.
+func retryHint(status int, h http.Header, now time.Time) (time.Duration, bool) {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, 529:
+		return upstream.RetryHint(h, now)
+	}
+	return 0, false
 }
 
 // transportFailure classifies a failed round trip to an upstream, with what

@@ -20,7 +20,7 @@ import (
 	"github.com/modelgate/modelgate/upstream"
 )
 
-// The OpenAI images routes (wire/openai.md §4): POST /v1/images/generations
+// The OpenAI images routes (docs/api.md): POST /v1/images/generations
 // (JSON) and POST /v1/images/edits (a multipart form, forwarded as it
 // arrives). Only a model's OpenAI-format routes make images; the request
 // goes to them with the model rewritten, and the answer, whose usage comes
@@ -138,7 +138,7 @@ func formBoundary(contentType string) (string, *formats.Error) {
 }
 
 // imageBodyLimit is the largest edit form accepted: twice the request body
-// limit (64 MiB by default, SPEC §3).
+// limit (64 MiB by default).
 func (s *Service) imageBodyLimit() int64 { return 2 * s.MaxRequestBody }
 
 // perImage is the most one image of q can cost: the per-image price, or the

@@ -234,3 +234,32 @@ func TestBilledUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryHint: only a refusal for load says when a key may come back; a
+// server error with the rate-limit reset headers every Anthropic answer
+// carries does not rest the key for a minute.
+func TestRetryHint(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	resets := http.Header{"Anthropic-Ratelimit-Requests-Reset": {now.Add(time.Minute).Format(time.RFC3339)},
+		"Anthropic-Ratelimit-Requests-Remaining": {"0"}}
+	retry := http.Header{"Retry-After": {"7"}}
+	for _, tc := range []struct {
+		status int
+		h      http.Header
+		want   time.Duration
+		ok     bool
+	}{
+		{429, retry, 7 * time.Second, true},
+		{503, retry, 7 * time.Second, true},
+		{529, resets, time.Minute, true},
+		{429, resets, time.Minute, true},
+		{500, resets, 0, false},
+		{504, resets, 0, false},
+		{502, retry, 0, false},
+		{401, retry, 0, false},
+	} {
+		if got, ok := retryHint(tc.status, tc.h, now); got != tc.want || ok != tc.ok {
+			t.Errorf("%d %v: %s %v, want %s %v", tc.status, tc.h, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -13,8 +13,8 @@ const (
 
 // SignatureCache keeps the Gemini thought signature of each tool call the
 // gateway gave to a client that cannot carry it, so that it can be put back
-// when the call returns in the conversation's history (wire/translation.md
-// §4.6). It is bounded: the oldest entries go first, and entries expire.
+// when the call returns in the conversation's history (docs/translation.md,
+// "Thought signatures"). It is bounded: the oldest entries go first, and entries expire.
 type SignatureCache struct {
 	mu    sync.Mutex
 	max   int

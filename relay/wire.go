@@ -45,7 +45,7 @@ func (f Format) String() string {
 }
 
 // toolIDPrefix is how the format's tool call ids start, for ids the gateway
-// makes (wire/translation.md §4.5).
+// makes (docs/translation.md, "Tool call ids and arguments").
 func (f Format) toolIDPrefix() string {
 	if f == FormatMessages {
 		return "toolu_"

@@ -11,7 +11,7 @@ type LookupPage struct {
 	Result *LookupResult
 }
 
-// LookupResult is one key's figures (SPEC §5.5), formatted.
+// LookupResult is one key's figures (docs/api.md), formatted.
 type LookupResult struct {
 	Label, Prefix                    string
 	Requests, InputTokens, OutputTok string

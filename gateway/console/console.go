@@ -60,7 +60,7 @@ const (
 	newKeyCookie  = "mg_console_newkey"
 )
 
-// ConsoleHandler serves the customer console (SPEC §7): sign-up, sign-in
+// ConsoleHandler serves the customer console (docs/operations.md): sign-up, sign-in
 // and sign-out; the balance; API keys, created with the full key shown
 // once, listed, deleted; usage by day, key and model with charts and a
 // CSV export; top-ups through the payment provider. Pages are rendered on

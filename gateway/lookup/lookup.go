@@ -31,7 +31,7 @@ const (
 	lookupMaxBody = 4 << 10 // a form with one key
 )
 
-// LookupHandler serves the public usage lookup page (SPEC §5.5): a form
+// LookupHandler serves the public usage lookup page (docs/api.md): a form
 // that POSTs a key and answers with that key's figures and its account's
 // balance. The key travels only in the form body, is never logged or
 // stored, and the answer is not cacheable. A client that sends many wrong
