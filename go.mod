@@ -106,6 +106,7 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mgutz/ansi v0.0.0-20200706080929-d51e80ef957d // indirect
 	github.com/mholt/acmez/v3 v3.1.7 // indirect
+	github.com/mibk/dupl v1.1.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/mitchellh/copystructure v1.2.0 // indirect
 	github.com/mitchellh/go-ps v1.0.0 // indirect
@@ -216,5 +217,6 @@ require (
 
 tool (
 	github.com/caddyserver/xcaddy/cmd/xcaddy
+	github.com/mibk/dupl
 	honnef.co/go/tools/cmd/staticcheck
 )

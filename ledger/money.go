@@ -181,26 +181,8 @@ func ParseMoney(s string) (Money, error) {
 // "0.001" → 1. The result must be a whole number of nanos ≥ 0, so at most
 // 3 significant decimal places ("0.0375" is an error).
 func ParsePerMillion(s string) (Money, error) {
-	d, err := parseDecimal(s)
-	if err != nil {
-		return 0, fmt.Errorf("ledger: parse price per 1M tokens: %w", err)
-	}
-	if d.neg {
-		return 0, fmt.Errorf("ledger: parse price per 1M tokens %q: negative price", s)
-	}
 	// price/1e6 units per token = price·1e9/1e6 nanos = price·1e3 nanos.
-	u, ok, err := d.scaled(3, true)
-	if !ok {
-		return 0, fmt.Errorf("ledger: price per 1M tokens %q is not a whole number of nanos per token (at most 3 decimal places allowed)", s)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("ledger: parse price per 1M tokens %q: %w", s, err)
-	}
-	v, err := signed(u, false)
-	if err != nil {
-		return 0, fmt.Errorf("ledger: parse price per 1M tokens %q: %w", s, err)
-	}
-	return Money(v), nil
+	return parsePrice(s, 3, "price per 1M tokens", "nanos per token")
 }
 
 // ParsePerThousand parses a price per 1,000 uses (how vendors publish
@@ -209,24 +191,30 @@ func ParsePerMillion(s string) (Money, error) {
 // The result must be a whole number of nanos ≥ 0, so at most 6 significant
 // decimal places.
 func ParsePerThousand(s string) (Money, error) {
+	// price/1e3 units per use = price·1e9/1e3 nanos = price·1e6 nanos.
+	return parsePrice(s, 6, "price per 1,000 uses", "nanos per use")
+}
+
+// parsePrice parses a price of at least 0, given in the currency unit per
+// 10^(9−decimals) of something, into whole nanos per one of it.
+func parsePrice(s string, decimals int, what, per string) (Money, error) {
 	d, err := parseDecimal(s)
 	if err != nil {
-		return 0, fmt.Errorf("ledger: parse price per 1,000 uses: %w", err)
+		return 0, fmt.Errorf("ledger: parse %s: %w", what, err)
 	}
 	if d.neg {
-		return 0, fmt.Errorf("ledger: parse price per 1,000 uses %q: negative price", s)
+		return 0, fmt.Errorf("ledger: parse %s %q: negative price", what, s)
 	}
-	// price/1e3 units per use = price·1e9/1e3 nanos = price·1e6 nanos.
-	u, ok, err := d.scaled(6, true)
+	u, ok, err := d.scaled(decimals, true)
 	if !ok {
-		return 0, fmt.Errorf("ledger: price per 1,000 uses %q is not a whole number of nanos per use (at most 6 decimal places allowed)", s)
+		return 0, fmt.Errorf("ledger: %s %q is not a whole number of %s (at most %d decimal places allowed)", what, s, per, decimals)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("ledger: parse price per 1,000 uses %q: %w", s, err)
+		return 0, fmt.Errorf("ledger: parse %s %q: %w", what, s, err)
 	}
 	v, err := signed(u, false)
 	if err != nil {
-		return 0, fmt.Errorf("ledger: parse price per 1,000 uses %q: %w", s, err)
+		return 0, fmt.Errorf("ledger: parse %s %q: %w", what, s, err)
 	}
 	return Money(v), nil
 }
