@@ -97,7 +97,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := text(`[data-figure="balance"]`); got != "0.000000000 USD" {
+	if got := text(`[data-figure="balance"]`); got != "0.00 USD" {
 		t.Fatalf("new account's balance: %q", got)
 	}
 	// the operator credits the account; the page shows it
@@ -105,7 +105,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)), shot("console-balance.png"))
-	if got := text(`[data-figure="balance"]`); got != "5.000000000 USD" {
+	if got := text(`[data-figure="balance"]`); got != "5.00 USD" {
 		t.Fatalf("balance after the credit: %q", got)
 	}
 
@@ -155,9 +155,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		`[data-figure="requests"]`:      "1",
 		`[data-figure="input_tokens"]`:  strconv.FormatInt(completion.Usage.PromptTokens, 10),
 		`[data-figure="output_tokens"]`: strconv.FormatInt(completion.Usage.CompletionTokens, 10),
-		`[data-figure="spent"]`:         row.Charged.String() + " USD",
+		`[data-figure="spent"]`:         row.Charged.Rounded() + " USD",
 		`#chart-requests rect title`:    today + " · requests: 1",
-		`#chart-spent rect title`:       today + " · spent: " + row.Charged.String() + " USD",
+		`#chart-spent rect title`:       today + " · spent: " + row.Charged.Rounded() + " USD",
 	} {
 		if got := text(sel); got != want {
 			t.Errorf("%s: %q, want %q", sel, got, want)
@@ -183,7 +183,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := text(`[data-figure="requests"]`); got != "1" {
 		t.Fatalf("lookup requests: %q", got)
 	}
-	if got := text(`[data-figure="spent"]`); got != row.Charged.String()+" USD" {
+	if got := text(`[data-figure="spent"]`); got != row.Charged.Rounded()+" USD" {
 		t.Fatalf("lookup spent: %q", got)
 	}
 	if strings.Contains(page(), key) {

@@ -178,7 +178,7 @@ func TestConsoleSessions(t *testing.T) {
 		t.Fatalf("the email is kept in lower case: %v", err)
 	}
 	home := c.get("/console/")
-	if home.status != 200 || !strings.Contains(home.body, "ada@example.com") || figure(home.body, "balance") != "0.000000000 USD" ||
+	if home.status != 200 || !strings.Contains(home.body, "ada@example.com") || figure(home.body, "balance") != "0.00 USD" ||
 		figure(home.body, "plan") != "developer" {
 		t.Fatalf("home: %d\n%s", home.status, home.body)
 	}
@@ -440,8 +440,8 @@ func TestConsoleKeysAndUsage(t *testing.T) {
 	}
 	row := g.rows(acct)[0]
 	usage := c.get("/console/usage")
-	if figure(usage.body, "requests") != "1" || figure(usage.body, "spent") != row.Charged.String()+" USD" ||
-		!strings.Contains(usage.body, `<rect class="s-requests"`) || !strings.Contains(usage.body, "<td>"+row.Charged.String()+"</td>") {
+	if figure(usage.body, "requests") != "1" || figure(usage.body, "spent") != row.Charged.Rounded()+" USD" || exactFigure(usage.body, "spent") != row.Charged.String() ||
+		!strings.Contains(usage.body, `<rect class="s-requests"`) || !strings.Contains(usage.body, `<td><span class="amount" title="`+row.Charged.String()+`">`+row.Charged.Rounded()+`</span></td>`) {
 		t.Fatalf("usage page:\n%s", usage.body)
 	}
 	csvResp := c.get("/console/usage.csv")
@@ -536,7 +536,7 @@ func TestConsoleTopUp(t *testing.T) {
 		t.Fatalf("top-up page: %v\n%s", page.header, page.body)
 	}
 	for _, amount := range []string{"4.99", "abc", "-10", "12.345"} {
-		if r := c.post("/console/topup", url.Values{"amount": {amount}}); r.status != http.StatusBadRequest || !strings.Contains(r.body, "at least 5.000000000 USD") {
+		if r := c.post("/console/topup", url.Values{"amount": {amount}}); r.status != http.StatusBadRequest || !strings.Contains(r.body, "at least 5.00 USD") {
 			t.Errorf("amount %s: %d", amount, r.status)
 		}
 	}
@@ -565,7 +565,7 @@ func TestConsoleTopUp(t *testing.T) {
 	if r := deliver(t, paid, stripetest.Signed(paid, testWebhookSecret, time.Now())); r.status != 200 || !strings.Contains(r.body, `"credited"`) {
 		t.Fatalf("webhook: %d %s", r.status, r.body)
 	}
-	if got := figure(c.get("/console/").body, "balance"); got != "12.340000000 USD" {
+	if got := figure(c.get("/console/").body, "balance"); got != "12.34 USD" {
 		t.Fatalf("balance after paying: %q", got)
 	}
 

@@ -19,9 +19,19 @@ func postLookup(t *testing.T, key string) response {
 	return send(t, http.DefaultClient, req)
 }
 
-// figure reads one figure of the lookup page.
+// figure reads one figure of a page as people see it (its tags removed).
 func figure(page, name string) string {
-	m := regexp.MustCompile(`data-figure="` + name + `">([^<]*)<`).FindStringSubmatch(page)
+	m := regexp.MustCompile(`data-figure="` + name + `">(.*?)</dd>`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return regexp.MustCompile(`<[^>]*>`).ReplaceAllString(m[1], "")
+}
+
+// exactFigure reads the exact amount behind a money figure of a page (the
+// title people can hover over).
+func exactFigure(page, name string) string {
+	m := regexp.MustCompile(`data-figure="` + name + `"><span class="amount" title="([^"]*)"`).FindStringSubmatch(page)
 	if m == nil {
 		return ""
 	}
@@ -53,12 +63,16 @@ func TestLookupPage(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"requests": "1", "input_tokens": strconv.FormatInt(row.Tokens.Input, 10), "output_tokens": strconv.FormatInt(row.Tokens.Output, 10),
-		"spent": row.Charged.String() + " USD", "balance": balance.String() + " USD", "held": "0.000000000 USD",
+		"spent": row.Charged.Rounded() + " USD", "balance": balance.Rounded() + " USD", "held": "0.00 USD",
 		"plan": "developer", "state": "active",
 	} {
 		if got := figure(r.body, name); got != want {
 			t.Errorf("%s: %q, want %q", name, got, want)
 		}
+	}
+	// money is rounded for people, exact on hover (#22)
+	if got := exactFigure(r.body, "spent"); got != row.Charged.String() {
+		t.Errorf("spent, exact: %q, want %s", got, row.Charged)
 	}
 	if strings.Contains(r.body, key) {
 		t.Fatal("the page shows the key")

@@ -40,6 +40,67 @@ func (m Money) Append(b []byte) []byte {
 	return append(b, digits[:]...)
 }
 
+// Rounded formats m for people: to the cent, with thousands separated
+// ("19.999146400" → "20.00", 1234567 units → "1,234,567.00"), or, below a
+// cent, to three significant digits ("0.000146400" → "0.000146"), so that a
+// tiny cost does not read as nothing. Zero is "0.00". String is the exact
+// form, for machines and for a title to hover over.
+func (m Money) Rounded() string {
+	u := uint64(m)
+	neg := m < 0
+	if neg {
+		u = -u
+	}
+	var b []byte
+	if neg {
+		b = append(b, '-')
+	}
+	const cent = NanosPerUnit / 100
+	if u == 0 || u >= cent {
+		cents := u / cent
+		if u%cent >= cent/2 {
+			cents++
+		}
+		b = appendGrouped(b, cents/100)
+		b = append(b, '.', byte('0'+cents%100/10), byte('0'+cents%10))
+		return string(b)
+	}
+	// below a cent: "0.00…" and three significant digits, trailing zeros cut
+	digits := strconv.AppendUint(nil, u, 10) // at most 7 digits
+	zeros := 9 - len(digits)
+	sig := digits[:min(3, len(digits))]
+	if len(digits) > 3 && digits[3] >= '5' {
+		// round half up; 999 → 1000 stays within the cent (9,995,000 rounds to 0.01)
+		n, _ := strconv.Atoi(string(sig))
+		n++
+		if n == 1000 {
+			if zeros == 2 {
+				return string(append(b, "0.01"...))
+			}
+			zeros--
+			n = 100
+		}
+		sig = strconv.AppendInt(nil, int64(n), 10)
+	}
+	b = append(b, "0."...)
+	for range zeros {
+		b = append(b, '0')
+	}
+	return string(append(b, strings.TrimRight(string(sig), "0")...))
+}
+
+// appendGrouped appends n with its thousands separated by commas.
+func appendGrouped(b []byte, n uint64) []byte {
+	s := strconv.FormatUint(n, 10)
+	for i, c := range []byte(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b = append(b, ',')
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
 // MarshalText encodes m as its exact decimal String form.
 func (m Money) MarshalText() ([]byte, error) { return m.Append(nil), nil }
 

@@ -66,7 +66,7 @@ func TestConsolePagesRender(t *testing.T) {
 			return RenderConsoleAuth(b, &ConsoleAuthPage{ConsoleFrame: f, SignUp: true})
 		},
 		"overview": func(b *strings.Builder) error {
-			return RenderConsoleOverview(b, &ConsoleOverview{ConsoleFrame: f, Balance: "1.000000000"})
+			return RenderConsoleOverview(b, &ConsoleOverview{ConsoleFrame: f, Balance: Amount{Shown: "1.00", Exact: "1.000000000"}})
 		},
 		"keys": func(b *strings.Builder) error {
 			return RenderConsoleKeys(b, &ConsoleKeys{ConsoleFrame: f, Keys: []ConsoleKey{key}, CanCreate: true, NewKey: "mg-new"})

@@ -28,7 +28,7 @@ type ConsoleAuthPage struct {
 // ConsoleOverview is the account's home: its money and state.
 type ConsoleOverview struct {
 	ConsoleFrame
-	Balance, Held, Available string
+	Balance, Held, Available Amount
 	Plan, State              string
 	Suspended                bool
 	Keys                     int // live keys
@@ -60,8 +60,9 @@ type ConsoleKeyDelete struct {
 
 // UsageLine is one row of a usage table: a day, a key or a model.
 type UsageLine struct {
-	Name, Detail                               string
-	Requests, InputTokens, OutputTokens, Spent string
+	Name, Detail                        string
+	Requests, InputTokens, OutputTokens string
+	Spent                               Amount
 }
 
 // UsageTable is one breakdown of the usage: its heading, the heading of

@@ -15,8 +15,8 @@ type LookupPage struct {
 type LookupResult struct {
 	Label, Prefix                    string
 	Requests, InputTokens, OutputTok string
-	Spent, Balance, Held, Currency   string
-	Plan, State                      string
+	Spent, Balance, Held             Amount
+	Currency, Plan, State            string
 }
 
 // RenderLookup writes the lookup page.

@@ -565,8 +565,8 @@ func (h *ConsoleHandler) serveOverview(c *consoleRequest) {
 		}
 	}
 	c.frame.Heading, c.frame.Page = "Balance", "overview"
-	p := &web.ConsoleOverview{ConsoleFrame: c.frame, Balance: a.Balance.String(), Held: a.Held.String(),
-		Available: max(a.Balance-a.Held, 0).String(), Plan: a.Plan, State: string(a.State),
+	p := &web.ConsoleOverview{ConsoleFrame: c.frame, Balance: web.AmountOf(a.Balance), Held: web.AmountOf(a.Held),
+		Available: web.AmountOf(max(a.Balance-a.Held, 0)), Plan: a.Plan, State: string(a.State),
 		Suspended: a.State == ledger.StateSuspended, Keys: live}
 	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleOverview(b, p) })
 }
@@ -772,7 +772,7 @@ func (h *ConsoleHandler) topUpPage(c *consoleRequest, status int, amount string)
 	c.frame.Heading, c.frame.Page = "Top up", "topup"
 	p := &web.ConsoleTopUp{ConsoleFrame: c.frame, Amount: amount}
 	if pay := h.app.PaymentProvider(); pay != nil {
-		p.Provider, p.Minimum = pay.Name(), pay.Minimum().String()
+		p.Provider, p.Minimum = pay.Name(), pay.Minimum().Rounded()
 		c.csp = web.ContentSecurityPolicyFormTo(pay.CheckoutOrigin())
 	}
 	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleTopUp(b, p) })
@@ -789,7 +789,7 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 	raw := strings.TrimSpace(c.r.PostForm.Get("amount"))
 	amount, err := ledger.ParseMoney(raw)
 	if err != nil || amount < pay.Minimum() || amount <= 0 {
-		c.frame.Error = "Enter an amount of at least " + pay.Minimum().String() + " " + h.app.Currency + "."
+		c.frame.Error = "Enter an amount of at least " + pay.Minimum().Rounded() + " " + h.app.Currency + "."
 		h.topUpPage(c, http.StatusBadRequest, raw)
 		return
 	}
@@ -804,7 +804,7 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 	co, err := pay.StartCheckout(c.r.Context(), payments.CheckoutOptions{AccountID: c.sess.account.ID,
 		Email: c.sess.account.Email, Amount: amount, SuccessURL: base + "?paid=1", CancelURL: base + "?cancelled=1"})
 	if errors.Is(err, payments.ErrAmount) {
-		c.frame.Error = "Enter an amount in whole cents (the currency's smallest unit), at least " + pay.Minimum().String() + " " + h.app.Currency + "."
+		c.frame.Error = "Enter an amount in whole cents (the currency's smallest unit), at least " + pay.Minimum().Rounded() + " " + h.app.Currency + "."
 		h.topUpPage(c, http.StatusBadRequest, raw)
 		return
 	}

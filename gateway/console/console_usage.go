@@ -99,7 +99,7 @@ func (t *usageTotals) add(d ledger.DailyUsage) {
 // line formats totals as a table row.
 func (t usageTotals) line(name, detail string) web.UsageLine {
 	return web.UsageLine{Name: name, Detail: detail, Requests: strconv.FormatInt(t.requests, 10),
-		InputTokens: strconv.FormatInt(t.input, 10), OutputTokens: strconv.FormatInt(t.output, 10), Spent: t.spent.String()}
+		InputTokens: strconv.FormatInt(t.input, 10), OutputTokens: strconv.FormatInt(t.output, 10), Spent: web.AmountOf(t.spent)}
 }
 
 // usageRows reads the account's rollup rows of the query's range.
@@ -188,7 +188,7 @@ func (h *ConsoleHandler) serveUsage(c *consoleRequest) {
 		return s
 	}
 	count := func(v int64) string { return strconv.FormatInt(v, 10) }
-	money := func(v int64) string { return ledger.Money(v).String() + " " + h.app.Currency }
+	money := func(v int64) string { return ledger.Money(v).Rounded() + " " + h.app.Currency }
 	p.Charts = []web.Chart{
 		web.NewChart("requests", "Requests", days, count,
 			series("requests", "s-requests", func(t usageTotals) int64 { return t.requests }, count)),

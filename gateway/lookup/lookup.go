@@ -161,7 +161,7 @@ func (h *LookupHandler) lookup(w http.ResponseWriter, r *http.Request, page *web
 		Requests:    strconv.FormatInt(ku.Requests, 10),
 		InputTokens: strconv.FormatInt(ku.InputTokens, 10),
 		OutputTok:   strconv.FormatInt(ku.OutputTokens, 10),
-		Spent:       ku.Spent.String(), Balance: acct.Balance.String(), Held: acct.Held.String(),
+		Spent:       web.AmountOf(ku.Spent), Balance: web.AmountOf(acct.Balance), Held: web.AmountOf(acct.Held),
 		Currency: h.app.Currency, Plan: acct.Plan, State: string(acct.State),
 	}
 	return http.StatusOK
