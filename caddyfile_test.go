@@ -54,7 +54,7 @@ func TestCaddyfileErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ body, want string }{
 		"unknown provider in a route": {
 			provider + "\t\tmodel m {\n\t\t\troute nope x\n\t\t\tprice input 1 output 2\n\t\t}\n",
-			`model m: route to unknown provider "nope", at Caddyfile:9`},
+			`model m: route to unknown provider "nope" (the providers are p), at Caddyfile:9`},
 		"duplicate model": {
 			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2\n\t\t}\n\t\tmodel m {\n\t\t\troute p y\n\t\t\tprice input 1 output 2\n\t\t}\n",
 			"duplicate model m (first defined at line 8), at Caddyfile:12"},
@@ -114,13 +114,19 @@ func TestCaddyfileErrors(t *testing.T) {
 			`rpm "-1": want an integer of at least 0, at Caddyfile:4`},
 		"unknown default plan": {
 			"\t\tplan a {\n\t\t\trpm 1\n\t\t}\n\t\tdefault_plan b\n",
-			"default_plan b: no such plan, at Caddyfile:6"},
+			"default_plan b: no such plan (the plans are a; did you mean a?), at Caddyfile:6"},
 		"duplicate plan": {
 			"\t\tplan a {\n\t\t\trpm 1\n\t\t}\n\t\tplan a {\n\t\t\trpm 2\n\t\t}\n",
 			"plan a defined twice, at Caddyfile:6"},
 		"ledger driver": {
-			"\t\tledger postgres x\n",
-			`unknown ledger driver "postgres" (want sqlite), at Caddyfile:3`},
+			"\t\tledger mysql x\n",
+			`unknown ledger driver "mysql" (want sqlite or postgres), at Caddyfile:3`},
+		"ledger postgres without a dsn": {
+			"\t\tledger postgres\n",
+			`usage: ledger postgres <dsn>`},
+		"lease on sqlite": {
+			"\t\tledger sqlite x.db {\n\t\t\tlease 5s\n\t\t}\n",
+			`ledger: lease applies to a postgres ledger only`},
 		"bad key weight": {
 			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkey k weight 0\n\t\t}\n",
 			`provider p: key weight "0": want a positive integer, at Caddyfile:6`},

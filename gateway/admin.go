@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -184,7 +186,7 @@ func (a *AdminAPI) setPlan(w http.ResponseWriter, r *http.Request, app *App) err
 		return err
 	}
 	if app.plans[body.Plan] == nil {
-		return adminBadRequest("plan %q is not in the configuration (it has %s)", body.Plan, app.planNames())
+		return adminBadRequest("plan %q is not in the configuration %s", body.Plan, known("plans", body.Plan, slices.Collect(maps.Keys(app.plans))))
 	}
 	id := r.PathValue("id")
 	if err := app.store.SetAccountPlan(r.Context(), id, body.Plan); err != nil {
@@ -390,15 +392,16 @@ func adminBadRequest(format string, args ...any) error {
 // ledgerError maps an error to its status: 400 for a request to change,
 // 404 for an unknown account or key, 409 for a duplicate, 500 otherwise.
 func ledgerError(err error) error {
+	status := http.StatusInternalServerError
 	switch {
 	case accounts.IsInvalid(err):
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+		status = http.StatusBadRequest
 	case errors.Is(err, ledger.ErrNotFound):
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: err}
+		status = http.StatusNotFound
 	case errors.Is(err, ledger.ErrDuplicate):
-		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
+		status = http.StatusConflict
 	}
-	return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	return caddy.APIError{HTTPStatus: status, Err: errors.New(sentence(err))}
 }
 
 // Interface guards

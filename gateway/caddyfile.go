@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -387,13 +389,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		for i := range m.Routes {
 			r := &m.Routes[i]
 			if !providers[r.Provider] {
-				return routeRefs[r].errf("model %s: route to unknown provider %q", m.ID, r.Provider)
+				return routeRefs[r].errf("model %s: route to unknown provider %q %s", m.ID, r.Provider, known("providers", r.Provider, slices.Collect(maps.Keys(providers))))
 			}
 		}
 	}
 	if a.DefaultPlan != "" {
 		if _, ok := planAt[a.DefaultPlan]; !ok {
-			return defaultPlanAt.errf("default_plan %s: no such plan", a.DefaultPlan)
+			return defaultPlanAt.errf("default_plan %s: no such plan %s", a.DefaultPlan, known("plans", a.DefaultPlan, slices.Collect(maps.Keys(planAt))))
 		}
 	}
 	return nil

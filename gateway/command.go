@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,9 +96,29 @@ running gateway sees the changes within a second.
 	})
 }
 
-// leaf makes a subcommand that runs f.
+// leaf makes a subcommand that runs f. An error is printed as a sentence
+// on stderr ("modelgate: there is no ledger at …"), not as a log line.
 func leaf(use, short string, f caddycmd.CommandFunc) *cobra.Command {
-	return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: caddycmd.WrapCommandFuncForCobra(f)}
+	return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
+		_, err := f(caddycmd.Flags{FlagSet: cmd.Flags()})
+		if err != nil {
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			fmt.Fprintln(os.Stderr, "modelgate: "+sentence(err))
+		}
+		return err
+	}}
+}
+
+// sentence is err's message for a person: without the package prefixes
+// that wrapping repeats ("ledger: account …: ledger: not found" →
+// "account …: not found"), ending in a full stop.
+func sentence(err error) string {
+	msg := strings.ReplaceAll(err.Error(), "ledger: ", "")
+	msg = strings.TrimSpace(msg)
+	if msg != "" && !strings.HasSuffix(msg, ".") {
+		msg += "."
+	}
+	return msg
 }
 
 // cliConfig is what the CLI needs from a configuration.
@@ -285,7 +307,7 @@ func cmdAccountPlan(fl caddycmd.Flags) (int, error) {
 			return err
 		}
 		if cc.plans != nil && !cc.plans[plan] {
-			return fmt.Errorf("plan %s is not in the configuration", plan)
+			return fmt.Errorf("plan %s is not in the configuration %s", plan, known("plans", plan, slices.Collect(maps.Keys(cc.plans))))
 		}
 		if err := s.SetAccountPlan(ctx, id, plan); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -617,16 +618,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// planNames lists the configured plans, for messages.
-func (a *App) planNames() string {
-	names := make([]string, 0, len(a.plans))
-	for n := range a.plans {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
 // signatureCaches holds the one thought-signature cache, so that a config
 // reload keeps the signatures of conversations in progress.
 var signatureCaches = caddy.NewUsagePool()
@@ -773,7 +764,7 @@ func (a *App) buildCatalogue() error {
 		a.plans[p.Name] = p
 	}
 	if _, ok := a.plans[a.DefaultPlan]; !ok {
-		return fmt.Errorf("default_plan %s: no such plan", a.DefaultPlan)
+		return fmt.Errorf("default_plan %s: no such plan %s", a.DefaultPlan, known("plans", a.DefaultPlan, slices.Collect(maps.Keys(a.plans))))
 	}
 	return nil
 }
@@ -796,7 +787,7 @@ func (a *App) buildModel(mc *ModelConfig) (*relay.Model, error) {
 	for _, rc := range mc.Routes {
 		p, ok := a.providers[rc.Provider]
 		if !ok {
-			return nil, fmt.Errorf("model %s: route to unknown provider %q", m.ID, rc.Provider)
+			return nil, fmt.Errorf("model %s: route to unknown provider %q %s", m.ID, rc.Provider, known("providers", rc.Provider, slices.Collect(maps.Keys(a.providers))))
 		}
 		if rc.Model == "" {
 			return nil, fmt.Errorf("model %s: route to %s without an upstream model name", m.ID, rc.Provider)
