@@ -1,11 +1,11 @@
 package anthropic
 
 import (
-	"strconv"
-
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -112,7 +112,7 @@ func parseErrorBody(body []byte) (ue upstreamError, ok bool) {
 		return parseErrorObject(ev), true
 	}
 	if m := rawjson.Get(body, "message"); rawjson.Kind(m) == '"' {
-		return upstreamError{message: str(m)}, true
+		return upstreamError{message: jsonval.Str(m)}, true
 	}
 	return ue, false
 }
@@ -124,11 +124,11 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 		switch {
 		case it.NameIs("type"):
 			if rawjson.Kind(v) == '"' {
-				ue.typ = str(v)
+				ue.typ = jsonval.Str(v)
 			}
 		case it.NameIs("message"):
 			if rawjson.Kind(v) == '"' {
-				ue.message = str(v)
+				ue.message = jsonval.Str(v)
 			}
 		}
 	}
@@ -136,42 +136,24 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 }
 
 // ParseUpstreamError reads an error answer of api.anthropic.com and maps it
-// to the gateway's kinds (wire/translation.md §8.2). A 400 keeps the
+// to the gateway's kinds (docs/translation.md, "Errors"). A 400 keeps the
 // upstream's message (redacted) and takes Param from its leading field
-// path: the client's request was bad. 401, 402, 403 and 404 are the
-// gateway's own fault (its credentials, billing or routing) and become 502,
-// never 401. 413 is too large, 429/503/529 overload, 408/504 timeouts, other
-// 5xx upstream failures. Keys and request ids are redacted from any message
-// that is kept.
+// path: the client's request was bad. 402 (the gateway's billing at
+// Anthropic) is an upstream failure; other statuses follow the table shared
+// by every vendor (upstream.StatusError): 401/403/404 are the gateway's own
+// fault and become 502, never 401; 413 is too large, 429/503/529 overload,
+// 408/504 timeouts, other 5xx upstream failures. Keys and request ids are
+// redacted from any message that is kept.
 func ParseUpstreamError(status int, body []byte) *formats.Error {
 	ue, _ := parseErrorBody(body)
 	switch {
 	case status == 400 || status == 422:
 		msg, param := redactKeepPath(ue.message)
-		if msg == "" {
-			msg = "The upstream provider rejected the request as invalid."
-		}
-		return &formats.Error{Kind: formats.KindInvalidRequest, Message: msg, Param: param}
-	case status == 401 || status == 403:
-		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's credentials (HTTP "+strconv.Itoa(status)+").")
+		return upstream.Rejected(msg, param, "")
 	case status == 402:
 		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's account (HTTP 402).")
-	case status == 404:
-		return formats.NewError(formats.KindUpstream, "The upstream provider does not serve the routed model (HTTP 404).")
-	case status == 408 || status == 504:
-		return formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
-	case status == 413:
-		msg := formats.Redact(ue.message)
-		if msg == "" {
-			msg = "The request is too large for the upstream provider."
-		}
-		return formats.NewError(formats.KindRequestTooLarge, msg)
-	case status == 429 || status == 503 || status == 529:
-		return formats.NewError(formats.KindOverloaded, "The upstream provider is overloaded; retry later.")
-	case status >= 500:
-		return formats.NewError(formats.KindUpstream, "The upstream provider failed (HTTP "+strconv.Itoa(status)+").")
 	case status >= 400:
-		return formats.NewError(formats.KindUpstream, "The upstream provider rejected the request (HTTP "+strconv.Itoa(status)+").")
+		return upstream.StatusError(status, formats.Redact(ue.message))
 	}
 	return streamError(ue)
 }
@@ -230,19 +212,7 @@ func streamError(ue upstreamError) *formats.Error {
 		}
 		return e
 	case msg == "":
-		msg = defaultMessage(kind)
-	default:
-		msg = "The upstream provider reported an error: " + msg
+		return formats.NewError(kind, defaultMessage(kind))
 	}
-	return formats.NewError(kind, msg)
-}
-
-// unusable is the error of an answer the gateway cannot read.
-func unusable() *formats.Error {
-	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")
-}
-
-// badEvent is the error of a stream event the gateway cannot read.
-func badEvent() *formats.Error {
-	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+	return upstream.Reported(kind, msg)
 }

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -164,7 +165,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	case '"':
 		w.req.size.TextBytes += int64(len(content) - 2)
 		if mb != nil {
-			mb.add(w, formats.Part{Type: formats.PartText, Text: str(content)})
+			mb.add(w, formats.Part{Type: formats.PartText, Text: jsonval.Str(content)})
 		}
 	case '[':
 		ci := rawjson.Array(content, 0)
@@ -334,7 +335,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		size.TextBytes += int64(len(f.id) + len(f.name) - 4 + len(f.input))
 		if mb != nil {
 			mb.add(w, formats.Part{Type: formats.PartToolCall, ToolCall: &formats.ToolCall{
-				ID: str(f.id), Name: str(f.name), Arguments: string(rawjson.Compact(nil, f.input))}})
+				ID: jsonval.Str(f.id), Name: jsonval.Str(f.name), Arguments: string(rawjson.Compact(nil, f.input))}})
 		}
 	case blockToolResult:
 		if r != roleUser {
@@ -350,7 +351,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		}
 		size.TextBytes += int64(len(f.thinking) - 2)
 		if mb != nil {
-			mb.add(w, formats.Part{Type: formats.PartThinking, Text: str(f.thinking), Signature: str(f.signature)})
+			mb.add(w, formats.Part{Type: formats.PartThinking, Text: jsonval.Str(f.thinking), Signature: jsonval.Str(f.signature)})
 		}
 	case blockRedactedThinking:
 		if err := w.reqString("data", f.data); err != nil {
@@ -358,7 +359,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		}
 		size.TextBytes += int64(len(f.data) - 2)
 		if mb != nil {
-			mb.add(w, formats.Part{Type: formats.PartRedactedThinking, Signature: str(f.data)})
+			mb.add(w, formats.Part{Type: formats.PartRedactedThinking, Signature: jsonval.Str(f.data)})
 		}
 	default: // Anthropic-only: passed through, dropped when translating
 		size.TextBytes += int64(len(v))
@@ -366,7 +367,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 			w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
 		}
 		if w.ir != nil {
-			w.ir.Drop("messages." + str(f.typ))
+			w.ir.Drop("messages." + jsonval.Str(f.typ))
 		}
 	}
 	return nil
@@ -394,7 +395,7 @@ func (w *walker) textBlock(f *blockFields, mb *msgBuilder) *formats.Error {
 	}
 	w.req.size.TextBytes += int64(len(f.text) - 2)
 	if mb != nil {
-		mb.add(w, formats.Part{Type: formats.PartText, Text: str(f.text)})
+		mb.add(w, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.text)})
 	}
 	return nil
 }
@@ -442,21 +443,21 @@ func (w *walker) image(src []byte, mb *msgBuilder) *formats.Error {
 			return err
 		}
 		if mb != nil {
-			m.MediaType, m.Data = str(mediaType), str(data)
+			m.MediaType, m.Data = jsonval.Str(mediaType), jsonval.Str(data)
 		}
 	case rawjson.StringIs(typ, "url"):
 		if err := w.reqString("url", url); err != nil {
 			return err
 		}
 		if mb != nil {
-			m.URL = str(url)
+			m.URL = jsonval.Str(url)
 		}
 	case rawjson.StringIs(typ, "file"):
 		if err := w.reqString("file_id", fileID); err != nil {
 			return err
 		}
 		if mb != nil {
-			m.FileID = str(fileID)
+			m.FileID = jsonval.Str(fileID)
 		}
 		w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
 	default:
@@ -526,7 +527,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 	if mb != nil {
 		m = &formats.Media{}
 		if rawjson.Kind(f.title) == '"' {
-			m.Filename = str(f.title)
+			m.Filename = jsonval.Str(f.title)
 		}
 	}
 	var imgs *msgBuilder // images of a content-source document
@@ -543,7 +544,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		}
 		size.MediaBytes += int64(len(data) - 2)
 		if m != nil {
-			m.MediaType, m.Data = "application/pdf", str(data)
+			m.MediaType, m.Data = "application/pdf", jsonval.Str(data)
 		}
 	case rawjson.StringIs(typ, "text"):
 		if err := w.reqString("media_type", mediaType); err != nil {
@@ -557,14 +558,14 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		}
 		size.TextBytes += int64(len(data) - 2)
 		if m != nil {
-			m.MediaType, m.Text = "text/plain", str(data)
+			m.MediaType, m.Text = "text/plain", jsonval.Str(data)
 		}
 	case rawjson.StringIs(typ, "url"):
 		if err := w.reqString("url", url); err != nil {
 			return err
 		}
 		if m != nil {
-			m.MediaType, m.URL = "application/pdf", str(url)
+			m.MediaType, m.URL = "application/pdf", jsonval.Str(url)
 		}
 		// the upstream fetches it: nothing bounds its pages (#16)
 		w.gate(formats.Gated{State: formats.StateDocumentURL, Param: w.param("url"), Tool: -1})
@@ -573,7 +574,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 			return err
 		}
 		if m != nil {
-			m.FileID = str(fileID)
+			m.FileID = jsonval.Str(fileID)
 		}
 		w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
 	case rawjson.StringIs(typ, "content"):
@@ -583,7 +584,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		case '"':
 			size.TextBytes += int64(len(content) - 2)
 			if m != nil {
-				m.MediaType, m.Text = "text/plain", str(content)
+				m.MediaType, m.Text = "text/plain", jsonval.Str(content)
 			}
 		case '[':
 			// text and image blocks: the text becomes the document's, the
@@ -723,7 +724,7 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 	size.TextBytes += int64(len(f.toolUseID) - 2)
 	var res *formats.ToolResult
 	if mb != nil {
-		id := str(f.toolUseID)
+		id := jsonval.Str(f.toolUseID)
 		res = &formats.ToolResult{CallID: id, Name: w.ir.ToolName(id), IsError: isErr}
 	}
 	switch rawjson.Kind(f.content) {
@@ -731,7 +732,7 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 	case '"':
 		size.TextBytes += int64(len(f.content) - 2)
 		if res != nil && len(f.content) > 2 {
-			res.Parts = append(res.Parts, formats.Part{Type: formats.PartText, Text: str(f.content)})
+			res.Parts = append(res.Parts, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.content)})
 		}
 	case '[':
 		w.push("content")
@@ -766,7 +767,7 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 				err = w.searchResult(bv, &bf, sub)
 			default: // tool_reference and other Anthropic-only content
 				size.TextBytes += int64(len(bv))
-				w.drop("tool_result." + str(bf.typ))
+				w.drop("tool_result." + jsonval.Str(bf.typ))
 			}
 			if err != nil {
 				return err

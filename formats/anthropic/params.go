@@ -305,20 +305,5 @@ func SanitizeToolID(id string) string {
 	return string(b)
 }
 
-// str unquotes a raw string already known to be valid.
-func str(v []byte) string {
-	s, _ := rawjson.Unquote(v)
-	return s
-}
-
 // ptr returns a pointer to a copy of v.
 func ptr[T any](v T) *T { return &v }
-
-// count reads a non-negative integer count (0 for anything else).
-func count(v []byte) int64 {
-	n, ok := rawjson.ParseInt(v)
-	if !ok || n < 0 {
-		return 0
-	}
-	return n
-}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -323,7 +324,7 @@ func (w *walker) top(body []byte) *formats.Error {
 	if err := w.reqString("model", f[fModel]); err != nil {
 		return err
 	}
-	req.Model = str(f[fModel])
+	req.Model = jsonval.Str(f[fModel])
 	if req.Model == "" {
 		return w.errAt("model", "String should have at least 1 character")
 	}
@@ -434,7 +435,7 @@ func (w *walker) top(body []byte) *formats.Error {
 		return err
 	} else if ok {
 		w.drop("mcp_servers")
-		if !rawjson.IsNull(f[fMCPServers]) && countArray(f[fMCPServers]) > 0 {
+		if !rawjson.IsNull(f[fMCPServers]) && jsonval.Len(f[fMCPServers]) > 0 {
 			w.gate(formats.Gated{State: formats.StateMCP, Param: "mcp_servers", Tool: -1})
 		}
 	}
@@ -457,17 +458,10 @@ func (w *walker) markForced(tc []byte) {
 	}
 	name := rawjson.Get(tc, "name")
 	for i := range w.req.gated {
-		if g := &w.req.gated[i]; g.Tool >= 0 && g.Label == "tools."+str(name) {
+		if g := &w.req.gated[i]; g.Tool >= 0 && g.Label == "tools."+jsonval.Str(name) {
 			g.Forced = true
 		}
 	}
-}
-
-func countArray(v []byte) int {
-	it := rawjson.Array(v, 0)
-	for it.Next() {
-	}
-	return it.Len()
 }
 
 // stopSequences validates stop_sequences: a list of strings.
@@ -483,7 +477,7 @@ func (w *walker) stopSequences(v []byte) *formats.Error {
 			return w.errType(strconv.Itoa(it.Len()-1), tString)
 		}
 		if w.ir != nil {
-			w.ir.Stop = append(w.ir.Stop, str(s))
+			w.ir.Stop = append(w.ir.Stop, jsonval.Str(s))
 		}
 	}
 	w.pop()
@@ -510,7 +504,7 @@ func (w *walker) metadata(v []byte) *formats.Error {
 			return err
 		}
 		if ok && w.ir != nil {
-			w.ir.User = str(it.Value())
+			w.ir.User = jsonval.Str(it.Value())
 		}
 	}
 	w.pop()

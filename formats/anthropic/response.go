@@ -6,6 +6,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -16,12 +18,12 @@ import (
 // the upstream reported none. A body that is not a Message (or that is an
 // error) yields a *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return dst, u, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return dst, u, upstream.Unusable()
 	}
-	var model rawjson.Member
-	var hasModel, hasContent bool
+	var model upstream.Model
+	var hasContent bool
 	var seen formats.HostedUses
 	it := rawjson.Object(body, 0)
 	for it.Next() {
@@ -29,7 +31,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 		v := it.Value()
 		switch {
 		case m.NameIs("model"):
-			model, hasModel = *m, true
+			model.Found(m)
 		case m.NameIs("content"):
 			hasContent = rawjson.Kind(v) == '['
 			seen = serverToolUses(v)
@@ -42,17 +44,10 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 		}
 	}
 	if it.Err() != nil || !hasContent {
-		return dst, formats.Usage{}, unusable()
+		return dst, formats.Usage{}, upstream.Unusable()
 	}
 	u.Hosted = u.Hosted.Max(seen)
-	var mq [96]byte
-	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
-	if hasModel {
-		return rawjson.Apply(dst, body, rawjson.Edit{Start: model.ValueStart, End: model.ValueEnd, Text: quoted}), u, nil
-	}
-	at := it.Last()
-	var tb [128]byte
-	return rawjson.Apply(dst, body, rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "model", quoted)}), u, nil
+	return model.Append(dst, body, &it, "model", serviceModel), u, nil
 }
 
 // DecodeMessagesResponse parses an upstream Message into the IR: text,
@@ -62,9 +57,9 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 // RenderMessagesRequest) becomes the answer's text. HasUsage is set when
 // the body has a usage object.
 func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return nil, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return nil, upstream.Unusable()
 	}
 	resp := &formats.Response{}
 	var content, stop, seq []byte
@@ -74,11 +69,11 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 		switch {
 		case it.NameIs("id"):
 			if rawjson.Kind(v) == '"' {
-				resp.ID = str(v)
+				resp.ID = jsonval.Str(v)
 			}
 		case it.NameIs("model"):
 			if rawjson.Kind(v) == '"' {
-				resp.Model = str(v)
+				resp.Model = jsonval.Str(v)
 			}
 		case it.NameIs("content"):
 			content = v
@@ -95,7 +90,7 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 		}
 	}
 	if rawjson.Kind(content) != '[' {
-		return nil, unusable()
+		return nil, upstream.Unusable()
 	}
 	resp.Usage.Hosted = resp.Usage.Hosted.Max(serverToolUses(content))
 	jsonOut := false
@@ -105,20 +100,20 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 		switch {
 		case rawjson.StringIs(f.typ, "text"):
 			if rawjson.Kind(f.text) == '"' && len(f.text) > 2 {
-				resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: str(f.text)})
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.text)})
 			}
 		case rawjson.StringIs(f.typ, "thinking"):
 			p := formats.Part{Type: formats.PartThinking}
 			if rawjson.Kind(f.thinking) == '"' {
-				p.Text = str(f.thinking)
+				p.Text = jsonval.Str(f.thinking)
 			}
 			if rawjson.Kind(f.signature) == '"' {
-				p.Signature = str(f.signature)
+				p.Signature = jsonval.Str(f.signature)
 			}
 			resp.Content = append(resp.Content, p)
 		case rawjson.StringIs(f.typ, "redacted_thinking"):
 			if rawjson.Kind(f.data) == '"' {
-				resp.Content = append(resp.Content, formats.Part{Type: formats.PartRedactedThinking, Signature: str(f.data)})
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartRedactedThinking, Signature: jsonval.Str(f.data)})
 			}
 		case rawjson.StringIs(f.typ, "tool_use"):
 			args := "{}"
@@ -132,20 +127,20 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 			}
 			tc := &formats.ToolCall{Arguments: args}
 			if rawjson.Kind(f.id) == '"' {
-				tc.ID = str(f.id)
+				tc.ID = jsonval.Str(f.id)
 			}
 			if rawjson.Kind(f.name) == '"' {
-				tc.Name = str(f.name)
+				tc.Name = jsonval.Str(f.name)
 			}
 			resp.Content = append(resp.Content, formats.Part{Type: formats.PartToolCall, ToolCall: tc})
 		}
 	}
 	if ci.Err() != nil {
-		return nil, unusable()
+		return nil, upstream.Unusable()
 	}
 	resp.Stop = stopToIR(stop)
 	if resp.Stop == formats.StopSequence && rawjson.Kind(seq) == '"' {
-		resp.StopSequence = str(seq)
+		resp.StopSequence = jsonval.Str(seq)
 	}
 	hasCalls := resp.HasToolCalls()
 	if jsonOut && !hasCalls && resp.Stop == formats.StopToolUse {
@@ -265,9 +260,9 @@ func AppendCountTokensResponse(dst []byte, inputTokens int64) []byte {
 
 // ParseCountTokensResponse reads an upstream count_tokens answer.
 func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return 0, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return 0, upstream.Unusable()
 	}
 	if ev := rawjson.Get(body, "error"); rawjson.Kind(ev) == '{' {
 		return 0, streamError(parseErrorObject(ev))
@@ -275,7 +270,7 @@ func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
 	v := rawjson.Get(body, "input_tokens")
 	n, ok := rawjson.ParseInt(v)
 	if rawjson.Kind(v) != '0' || !ok || n < 0 {
-		return 0, unusable()
+		return 0, upstream.Unusable()
 	}
 	return n, nil
 }

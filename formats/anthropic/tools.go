@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -18,7 +19,7 @@ func (w *walker) system(v []byte) *formats.Error {
 		size.Messages++
 		size.TextBytes += int64(len(v) - 2)
 		if w.ir != nil && len(v) > 2 {
-			w.ir.System = append(w.ir.System, formats.Part{Type: formats.PartText, Text: str(v)})
+			w.ir.System = append(w.ir.System, formats.Part{Type: formats.PartText, Text: jsonval.Str(v)})
 		}
 		return nil
 	case '[':
@@ -55,7 +56,7 @@ func (w *walker) system(v []byte) *formats.Error {
 		}
 		size.TextBytes += int64(len(f.text) - 2)
 		if w.ir != nil {
-			sys = append(sys, formats.Part{Type: formats.PartText, Text: str(f.text)})
+			sys = append(sys, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.text)})
 		}
 		w.pop()
 	}
@@ -148,15 +149,15 @@ func (w *walker) tool(b []byte, start, index int) (int, *formats.Error) {
 		if err != nil {
 			return end, err
 		}
-		label := str(typ)
+		label := jsonval.Str(typ)
 		if ok {
-			label = str(name)
+			label = jsonval.Str(name)
 		}
 		if w.ir != nil {
 			w.serverTools = append(w.serverTools, label)
 			w.ir.Drop("tools." + label)
 		}
-		if g, gated := serverToolGate(str(typ), maxUses, maxContent); gated {
+		if g, gated := serverToolGate(jsonval.Str(typ), maxUses, maxContent); gated {
 			g.Label, g.Tool = "tools."+label, index
 			w.gate(g)
 		}
@@ -192,9 +193,9 @@ func (w *walker) tool(b []byte, start, index int) (int, *formats.Error) {
 		return end, err
 	}
 	if w.ir != nil {
-		t := formats.Tool{Name: str(name), Parameters: schema}
+		t := formats.Tool{Name: jsonval.Str(name), Parameters: schema}
 		if hasDesc {
-			t.Description = str(desc)
+			t.Description = jsonval.Str(desc)
 		}
 		if hasStrict {
 			t.Strict = ptr(sv)
@@ -241,7 +242,7 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 			return err
 		}
 		if w.ir != nil {
-			tc.Name = str(name)
+			tc.Name = jsonval.Str(name)
 			for _, s := range w.serverTools {
 				if s == tc.Name {
 					return invalid("tool_choice.name", "tool_choice forces the Anthropic server tool '"+s+"', which this model's provider cannot run.")
@@ -347,7 +348,7 @@ func (w *walker) outputConfig(v []byte) *formats.Error {
 		if w.ir.Reasoning == nil {
 			w.ir.Reasoning = &formats.Reasoning{}
 		}
-		w.ir.Reasoning.Effort = str(effort)
+		w.ir.Reasoning.Effort = jsonval.Str(effort)
 	}
 	return w.jsonFormat("format", format)
 }

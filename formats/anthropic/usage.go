@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -23,32 +24,32 @@ func (u *usage) merge(v []byte) (ok bool) {
 		switch {
 		case it.NameIs("input_tokens"):
 			if rawjson.Kind(val) == '0' {
-				u.in, ok = count(val), true
+				u.in, ok = jsonval.Count(val), true
 			}
 		case it.NameIs("cache_creation_input_tokens"):
 			if rawjson.Kind(val) == '0' {
-				u.cacheWrite, ok = count(val), true
+				u.cacheWrite, ok = jsonval.Count(val), true
 			}
 		case it.NameIs("cache_read_input_tokens"):
 			if rawjson.Kind(val) == '0' {
-				u.cacheRead, ok = count(val), true
+				u.cacheRead, ok = jsonval.Count(val), true
 			}
 		case it.NameIs("output_tokens"):
 			if rawjson.Kind(val) == '0' {
-				u.out, ok = count(val), true
+				u.out, ok = jsonval.Count(val), true
 			}
 		case it.NameIs("output_tokens_details"):
 			if t := rawjson.Get(val, "thinking_tokens"); rawjson.Kind(t) == '0' {
-				u.thinking = count(t)
+				u.thinking = jsonval.Count(t)
 			}
 		case it.NameIs("server_tool_use"):
 			// {"web_search_requests": n, "web_fetch_requests": n}: the
 			// server tools' uses, billed per use (#16)
 			if n := rawjson.Get(val, "web_search_requests"); rawjson.Kind(n) == '0' {
-				u.searches = max(u.searches, count(n))
+				u.searches = max(u.searches, jsonval.Count(n))
 			}
 			if n := rawjson.Get(val, "web_fetch_requests"); rawjson.Kind(n) == '0' {
-				u.fetches = max(u.fetches, count(n))
+				u.fetches = max(u.fetches, jsonval.Count(n))
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -265,7 +266,7 @@ func (w *walker) part(v []byte) *formats.Error {
 		}
 		w.req.size.TextBytes += int64(len(signature) - 2)
 		if w.ir != nil {
-			sig = str(signature)
+			sig = jsonval.Str(signature)
 		}
 	}
 	size := &w.req.size
@@ -288,7 +289,7 @@ func (w *walker) part(v []byte) *formats.Error {
 		}
 		size.TextBytes += int64(len(data) - 2)
 		if w.ir != nil && !isThought && len(data) > 2 {
-			p = formats.Part{Type: formats.PartText, Text: str(data)}
+			p = formats.Part{Type: formats.PartText, Text: jsonval.Str(data)}
 		}
 	case dInline:
 		w.push("inline_data")
@@ -355,13 +356,13 @@ func codePart(kind int, v []byte) formats.Part {
 		}
 		switch string(key(&it, nameBuf[:0])) {
 		case "language":
-			lang = strings.ToLower(str(it.Value()))
+			lang = strings.ToLower(jsonval.Str(it.Value()))
 		case "code":
-			code = str(it.Value())
+			code = jsonval.Str(it.Value())
 		case "outcome":
-			outcome = str(it.Value())
+			outcome = jsonval.Str(it.Value())
 		case "output":
-			output = str(it.Value())
+			output = jsonval.Str(it.Value())
 		}
 	}
 	if kind == dCode {
@@ -418,8 +419,8 @@ func (w *walker) blob(v []byte) (*formats.Part, *formats.Error) {
 	if w.ir == nil {
 		return nil, nil
 	}
-	typ := strings.ToLower(str(mime))
-	b64 := stdBase64(str(data))
+	typ := strings.ToLower(jsonval.Str(mime))
+	b64 := stdBase64(jsonval.Str(data))
 	switch mt {
 	case "image":
 		return &formats.Part{Type: formats.PartImage, Media: &formats.Media{MediaType: typ, Data: b64}}, nil
@@ -546,13 +547,13 @@ func (w *walker) functionCall(v []byte) (*formats.ToolCall, *formats.Error) {
 	if w.ir == nil {
 		return nil, nil
 	}
-	n, ok := toSafe(str(name))
+	n, ok := toSafe(jsonval.Str(name))
 	if !ok {
 		return nil, w.reject("name", "the function name is too long for this model's provider (64 characters).")
 	}
 	tc := &formats.ToolCall{Name: n, Arguments: "{}"}
 	if hasID {
-		tc.ID = str(id)
+		tc.ID = jsonval.Str(id)
 	}
 	if hasArgs {
 		tc.Arguments = string(rawjson.Compact(nil, args))
@@ -642,13 +643,13 @@ func (w *walker) functionResponse(v []byte) (*formats.ToolResult, *formats.Error
 	if w.ir == nil {
 		return nil, nil
 	}
-	n, ok := toSafe(str(name))
+	n, ok := toSafe(jsonval.Str(name))
 	if !ok {
 		return nil, w.reject("name", "the function name is too long for this model's provider (64 characters).")
 	}
 	res := &formats.ToolResult{Name: n}
 	if hasID {
-		res.CallID = str(id)
+		res.CallID = jsonval.Str(id)
 	}
 	if hasResponse {
 		text, isErr := responseText(response)
@@ -677,10 +678,10 @@ func responseText(resp []byte) (text string, isErr bool) {
 	}
 	switch {
 	case rawjson.Kind(output) == '"':
-		return str(output), false
+		return jsonval.Str(output), false
 	case output == nil && errV != nil && n == 1:
 		if rawjson.Kind(errV) == '"' {
-			return str(errV), true
+			return jsonval.Str(errV), true
 		}
 		return string(rawjson.Compact(nil, errV)), true
 	}

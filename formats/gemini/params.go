@@ -372,12 +372,6 @@ func stdBase64(s string) string {
 // key appends the current member's unescaped name to buf.
 func key(it *rawjson.Iter, buf []byte) []byte { return it.AppendName(buf) }
 
-// str unquotes a raw string already known to be valid.
-func str(v []byte) string {
-	s, _ := rawjson.Unquote(v)
-	return s
-}
-
 // count reads a non-negative count (a number or a string holding one).
 func count(v []byte) int64 {
 	num, ok := number(v)

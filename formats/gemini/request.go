@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -655,7 +656,7 @@ func (w *walker) stopSequences(v []byte) *formats.Error {
 		}
 		w.req.size.TextBytes += int64(len(it.Value()) - 2)
 		if w.ir != nil {
-			if s := str(it.Value()); s != "" {
+			if s := jsonval.Str(it.Value()); s != "" {
 				w.ir.Stop = append(w.ir.Stop, s)
 			}
 		}
@@ -744,7 +745,7 @@ func (w *walker) responseFormat(mime, schema, jsonSchema []byte) *formats.Error 
 	case mi >= 0 && mimeTypes[mi] == "TEXT/X.ENUM":
 		return w.reject("response_mime_type", "text/x.enum output cannot be produced by this model's provider.")
 	case mi >= 0 && (mimeTypes[mi] == "APPLICATION/XML" || mimeTypes[mi] == "APPLICATION/YAML"):
-		return w.reject("response_mime_type", str(mime)+" output cannot be produced by this model's provider.")
+		return w.reject("response_mime_type", jsonval.Str(mime)+" output cannot be produced by this model's provider.")
 	case hasJSONSchema:
 		ir.ResponseFormat = formats.ResponseFormat{Type: formats.FormatJSONSchema, Schema: jsonSchema}
 	case hasSchema:

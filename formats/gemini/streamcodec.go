@@ -2,6 +2,8 @@ package gemini
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -55,25 +57,21 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 			feedback = v
 		case m.NameIs("error"):
 			if !rawjson.IsNull(v) {
-				ue := upstreamError{message: str(v)}
-				if rawjson.Kind(v) == '{' {
-					ue = parseErrorObject(v)
-				}
-				return append(dst, formats.Event{Type: formats.EventError, Err: upstreamErr(0, ue)}), nil
+				return append(dst, formats.Event{Type: formats.EventError, Err: upstreamErr(0, errorValue(v))}), nil
 			}
 		}
 	}
 	if it.Err() != nil {
-		return dst, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, upstream.BadEvent()
 	}
 	if !d.started {
 		d.started = true
 		ev := formats.Event{Type: formats.EventStart}
 		if rawjson.Kind(id) == '"' {
-			ev.ID = str(id)
+			ev.ID = jsonval.Str(id)
 		}
 		if rawjson.Kind(model) == '"' {
-			ev.Model = str(model)
+			ev.Model = jsonval.Str(model)
 		}
 		dst = append(dst, ev)
 	}
@@ -115,9 +113,9 @@ func (d *streamDecoder) part(dst []formats.Event, v []byte) []formats.Event {
 		k := d.k
 		d.k++
 		d.sawTools = true
-		ev := formats.Event{Type: formats.EventToolStart, Index: k, ID: callID(id, d.idPrefix), Name: unescapeName(str(name))}
+		ev := formats.Event{Type: formats.EventToolStart, Index: k, ID: callID(id, d.idPrefix), Name: unescapeName(jsonval.Str(name))}
 		if p.signature != nil {
-			ev.Signature = str(p.signature)
+			ev.Signature = jsonval.Str(p.signature)
 			if d.sigs != nil {
 				d.sigs.Put(ev.ID, ev.Signature)
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -151,7 +152,7 @@ func (w *walker) declarations(v []byte) *formats.Error {
 // validDeclName checks a raw name string without copying it.
 func validDeclName(v []byte) bool {
 	if bytes.IndexByte(v, '\\') >= 0 {
-		return geminiName(str(v))
+		return geminiName(jsonval.Str(v))
 	}
 	return geminiName(v[1 : len(v)-1])
 }
@@ -223,13 +224,13 @@ func (w *walker) declaration(v []byte) *formats.Error {
 	if w.ir == nil {
 		return nil
 	}
-	n, ok := toSafe(str(name))
+	n, ok := toSafe(jsonval.Str(name))
 	if !ok {
 		return w.reject("name", "the function name is too long for this model's provider (64 characters).")
 	}
 	t := formats.Tool{Name: n}
 	if hasDesc {
-		t.Description = str(desc)
+		t.Description = jsonval.Str(desc)
 	}
 	switch {
 	case hasJSON && rawjson.Kind(jsonParams) == '{':
@@ -333,7 +334,7 @@ func openAPIToJSONSchema(dst, v []byte, depth int) []byte {
 		switch name {
 		case "nullable", "propertyOrdering", "property_ordering", "example":
 		case "type":
-			t := strings.ToLower(str(val))
+			t := strings.ToLower(jsonval.Str(val))
 			if rawjson.Kind(val) != '"' || t == "type_unspecified" || t == "" {
 				continue
 			}
@@ -492,7 +493,7 @@ func (w *walker) toolConfig(v []byte) *formats.Error {
 			}
 			w.req.size.TextBytes += int64(len(ai.Value()))
 			if w.ir != nil {
-				n, ok := toSafe(str(ai.Value()))
+				n, ok := toSafe(jsonval.Str(ai.Value()))
 				if !ok {
 					w.pushIndex(ai.Len() - 1)
 					return w.reject("", "the function name is too long for this model's provider (64 characters).")

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -141,7 +142,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	if w.ir != nil {
 		msg = &formats.Message{}
 		if name != nil && !rawjson.IsNull(name) {
-			msg.Name = str(name)
+			msg.Name = jsonval.Str(name)
 		}
 	}
 	if content != nil {
@@ -160,7 +161,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 		} else if ok {
 			size.TextBytes += int64(len(refusal) - 2)
 			if msg != nil && len(refusal) > 2 {
-				msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartRefusal, Text: str(refusal)})
+				msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartRefusal, Text: jsonval.Str(refusal)})
 			}
 		}
 		if err := w.toolCalls(toolCalls, msg); err != nil {
@@ -198,10 +199,10 @@ func (w *walker) addMessage(r role, msg *formats.Message, toolCallID, name []byt
 	case roleTool, roleFunction:
 		res := &formats.ToolResult{Parts: msg.Parts}
 		if r == roleTool {
-			res.CallID = str(toolCallID)
+			res.CallID = jsonval.Str(toolCallID)
 			res.Name = ir.ToolName(res.CallID)
 		} else {
-			res.Name = str(name)
+			res.Name = jsonval.Str(name)
 			res.CallID = legacyCallID(ir, res.Name)
 		}
 		part := formats.Part{Type: formats.PartToolResult, ToolResult: res}
@@ -239,7 +240,7 @@ func (w *walker) content(v []byte, r role, msg *formats.Message) *formats.Error 
 	case '"':
 		size.TextBytes += int64(len(v) - 2)
 		if msg != nil && (len(v) > 2 || r != roleAssistant) {
-			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: str(v)})
+			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: jsonval.Str(v)})
 		}
 		return nil
 	case '[':
@@ -324,7 +325,7 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 		}
 		size.TextBytes += int64(len(text) - 2)
 		if msg != nil {
-			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: str(text)})
+			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: jsonval.Str(text)})
 		}
 	case partRefusal:
 		if err := w.reqString("refusal", refusal); err != nil {
@@ -332,7 +333,7 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 		}
 		size.TextBytes += int64(len(refusal) - 2)
 		if msg != nil {
-			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartRefusal, Text: str(refusal)})
+			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartRefusal, Text: jsonval.Str(refusal)})
 		}
 	case partImage:
 		return w.imagePart(image, msg)
@@ -374,14 +375,14 @@ func (w *walker) imagePart(v []byte, msg *formats.Message) *formats.Error {
 	w.req.size.Images++
 	if msg != nil {
 		m := &formats.Media{}
-		u := str(url)
+		u := jsonval.Str(url)
 		if mt, data, ok := formats.ParseDataURL(u); ok {
 			m.MediaType, m.Data = mt, data
 		} else {
 			m.URL = u
 		}
 		if detail != nil && !rawjson.IsNull(detail) {
-			m.Detail = str(detail)
+			m.Detail = jsonval.Str(detail)
 		}
 		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartImage, Media: m})
 	}
@@ -423,7 +424,7 @@ func (w *walker) audioPart(v []byte, msg *formats.Message) *formats.Error {
 		if rawjson.StringIs(format, "mp3") {
 			mt = "audio/mpeg"
 		}
-		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartAudio, Media: &formats.Media{MediaType: mt, Data: str(data)}})
+		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartAudio, Media: &formats.Media{MediaType: mt, Data: jsonval.Str(data)}})
 	}
 	return nil
 }
@@ -479,7 +480,7 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 	if msg != nil {
 		m := &formats.Media{}
 		if hasData {
-			d := str(data)
+			d := jsonval.Str(data)
 			if mt, b64, ok := formats.ParseDataURL(d); ok {
 				m.MediaType, m.Data = mt, b64
 			} else {
@@ -487,10 +488,10 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 			}
 		}
 		if hasID {
-			m.FileID = str(id)
+			m.FileID = jsonval.Str(id)
 		}
 		if hasName {
-			m.Filename = str(filename)
+			m.Filename = jsonval.Str(filename)
 		}
 		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartFile, Media: m})
 	}
@@ -565,7 +566,7 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 		size.TextBytes += int64(len(name) + len(args) - 4)
 		if msg != nil {
 			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartToolCall,
-				ToolCall: &formats.ToolCall{ID: str(id), Name: str(name), Arguments: str(args)}})
+				ToolCall: &formats.ToolCall{ID: jsonval.Str(id), Name: jsonval.Str(name), Arguments: jsonval.Str(args)}})
 		}
 	case rawjson.StringIs(typ, "custom"):
 		if rawjson.Kind(custom) != '{' {
@@ -603,7 +604,7 @@ func (w *walker) legacyCall(v []byte, msg *formats.Message) *formats.Error {
 	if msg != nil {
 		id := "call_" + strconv.Itoa(len(w.ir.Messages))
 		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartToolCall,
-			ToolCall: &formats.ToolCall{ID: id, Name: str(name), Arguments: str(args)}})
+			ToolCall: &formats.ToolCall{ID: id, Name: jsonval.Str(name), Arguments: jsonval.Str(args)}})
 	}
 	return nil
 }

@@ -289,11 +289,5 @@ func (p *path) checkName(child string, v []byte) *formats.Error {
 	return nil
 }
 
-// str unquotes a raw string already known to be valid.
-func str(v []byte) string {
-	s, _ := rawjson.Unquote(v)
-	return s
-}
-
 // ptr returns a pointer to a copy of v (allocated only when called).
 func ptr[T any](v T) *T { return &v }

@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -355,7 +356,7 @@ func (w *walker) top(body []byte) *formats.Error {
 	if len(f[fModel]) == 2 {
 		return errCode("model", "You must provide a model parameter.", "invalid_value")
 	}
-	req.Model = str(f[fModel])
+	req.Model = jsonval.Str(f[fModel])
 	if ir != nil {
 		ir.Model = req.Model
 	}
@@ -505,7 +506,7 @@ func (w *walker) top(body []byte) *formats.Error {
 	if ok, err := w.optString("reasoning_effort", f[fReasoningEffort]); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.Reasoning = &formats.Reasoning{Effort: str(f[fReasoningEffort])}
+		ir.Reasoning = &formats.Reasoning{Effort: jsonval.Str(f[fReasoningEffort])}
 	}
 	if err := w.modalities(f[fModalities], f[fAudio]); err != nil {
 		return err
@@ -523,12 +524,12 @@ func (w *walker) top(body []byte) *formats.Error {
 		switch i {
 		case fUser:
 			if ir.User == "" {
-				ir.User = str(f[i])
+				ir.User = jsonval.Str(f[i])
 			}
 		case fSafetyIdentifier:
-			ir.User = str(f[i])
+			ir.User = jsonval.Str(f[i])
 		case fServiceTier:
-			ir.ServiceTier = str(f[i])
+			ir.ServiceTier = jsonval.Str(f[i])
 		case fPromptCacheKey:
 			ir.Drop("prompt_cache_key")
 		}
@@ -557,7 +558,7 @@ func (w *walker) stop(v []byte) *formats.Error {
 		return nil
 	case '"':
 		if w.ir != nil {
-			if s := str(v); s != "" {
+			if s := jsonval.Str(v); s != "" {
 				w.ir.Stop = []string{s}
 			} else {
 				w.ir.Stop = []string{}
@@ -577,10 +578,10 @@ func (w *walker) stop(v []byte) *formats.Error {
 		}
 		if it.Len() > 4 {
 			w.pop()
-			return errCode("stop", "Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length "+strconv.Itoa(countArray(v))+" instead.", "array_above_max_length")
+			return errCode("stop", "Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length "+strconv.Itoa(jsonval.Len(v))+" instead.", "array_above_max_length")
 		}
 		if w.ir != nil {
-			if s := str(it.Value()); s != "" {
+			if s := jsonval.Str(it.Value()); s != "" {
 				w.ir.Stop = append(w.ir.Stop, s)
 			}
 		}
@@ -590,13 +591,6 @@ func (w *walker) stop(v []byte) *formats.Error {
 		w.ir.Stop = []string{}
 	}
 	return nil
-}
-
-func countArray(v []byte) int {
-	it := rawjson.Array(v, 0)
-	for it.Next() {
-	}
-	return it.Len()
 }
 
 func (w *walker) logitBias(v []byte) *formats.Error {
@@ -644,7 +638,7 @@ func (w *walker) metadata(v []byte) *formats.Error {
 			if w.ir.Metadata == nil {
 				w.ir.Metadata = make(map[string]string)
 			}
-			w.ir.Metadata[name] = str(it.Value())
+			w.ir.Metadata[name] = jsonval.Str(it.Value())
 		}
 	}
 	w.pop()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -60,34 +62,30 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 			usage = v
 		case it.NameIs("error"):
 			if !rawjson.IsNull(v) {
-				ue := upstreamError{message: str(v)}
-				if rawjson.Kind(v) == '{' {
-					ue = parseErrorObject(v)
-				}
-				return append(dst, formats.Event{Type: formats.EventError, Err: streamError(ue)}), nil
+				return append(dst, formats.Event{Type: formats.EventError, Err: streamError(errorValue(v))}), nil
 			}
 		}
 	}
 	if it.Err() != nil {
-		return dst, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, upstream.BadEvent()
 	}
 	if !d.started {
 		d.started = true
 		ev := formats.Event{Type: formats.EventStart}
 		if rawjson.Kind(id) == '"' {
-			ev.ID = str(id)
+			ev.ID = jsonval.Str(id)
 		}
 		if rawjson.Kind(model) == '"' {
-			ev.Model = str(model)
+			ev.Model = jsonval.Str(model)
 		}
-		ev.Created = count(created)
+		ev.Created = jsonval.Count(created)
 		dst = append(dst, ev)
 	}
 	if rawjson.Kind(choices) == '[' {
 		ci := rawjson.Array(choices, 0)
 		for ci.Next() {
 			c := ci.Value()
-			if idx := rawjson.Get(c, "index"); idx != nil && !rawjson.IsNull(idx) && count(idx) != 0 {
+			if idx := rawjson.Get(c, "index"); idx != nil && !rawjson.IsNull(idx) && jsonval.Count(idx) != 0 {
 				continue // not the first choice
 			}
 			dst = d.choice(dst, c)
@@ -174,7 +172,7 @@ func (d *streamDecoder) toolDelta(dst []formats.Event, tc []byte) []formats.Even
 	// find the call this fragment belongs to
 	ci := -1
 	if rawjson.Kind(idx) == '0' {
-		n := int(count(idx))
+		n := int(jsonval.Count(idx))
 		for i := range d.calls {
 			if d.calls[i].index == n {
 				ci = i
@@ -198,10 +196,10 @@ func (d *streamDecoder) toolDelta(dst []formats.Event, tc []byte) []formats.Even
 		d.sawTools = true
 		ev := formats.Event{Type: formats.EventToolStart, Index: call.k}
 		if rawjson.Kind(id) == '"' {
-			ev.ID = str(id)
+			ev.ID = jsonval.Str(id)
 		}
 		if rawjson.Kind(name) == '"' {
-			ev.Name = str(name)
+			ev.Name = jsonval.Str(name)
 		}
 		dst = append(dst, ev)
 	}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -80,7 +81,7 @@ func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 		}
 		w.pop()
 		if w.ir != nil {
-			w.ir.Drop("tools." + str(name))
+			w.ir.Drop("tools." + jsonval.Str(name))
 		}
 		return end, nil
 	}
@@ -150,9 +151,9 @@ func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *forma
 	}
 	d.schema = schema
 	if w.ir != nil {
-		d.name = str(name)
+		d.name = jsonval.Str(name)
 		if hasDesc {
-			d.description = str(desc)
+			d.description = jsonval.Str(desc)
 		}
 		if hasStrict {
 			d.strict = ptr(sv)
@@ -226,7 +227,7 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 			w.pop()
 			tc.Mode = formats.ToolChoiceNamed
 			if w.ir != nil {
-				tc.Name = str(name)
+				tc.Name = jsonval.Str(name)
 			}
 		case rawjson.StringIs(typ, "allowed_tools"):
 			if err := w.allowedTools(rawjson.Get(v, "allowed_tools"), &tc); err != nil {
@@ -317,7 +318,7 @@ func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
 		}
 		w.pop()
 		if w.ir != nil && name != nil {
-			tc.Allowed = append(tc.Allowed, str(name))
+			tc.Allowed = append(tc.Allowed, jsonval.Str(name))
 		}
 	}
 	w.pop()
@@ -352,7 +353,7 @@ func (w *walker) functionCall(v []byte) *formats.Error {
 		}
 		w.pop()
 		if w.ir != nil && w.ir.ToolChoice.Mode == formats.ToolChoiceUnset {
-			w.ir.ToolChoice = formats.ToolChoice{Mode: formats.ToolChoiceNamed, Name: str(name)}
+			w.ir.ToolChoice = formats.ToolChoice{Mode: formats.ToolChoiceNamed, Name: jsonval.Str(name)}
 		}
 		return nil
 	}

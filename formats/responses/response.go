@@ -3,9 +3,8 @@ package responses
 import (
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -22,49 +21,10 @@ func Rewrite(dst, body []byte, upstreamModel string, maxTokens int) ([]byte, err
 	return rawjson.Set(dst, out, "max_output_tokens", rawjson.AppendInt(nb[:0], int64(maxTokens)))
 }
 
-// parseUsage reads a Responses usage object (wire/translation.md §5.3):
-// input_tokens includes cached_tokens, output_tokens includes
-// reasoning_tokens.
-func parseUsage(v []byte) (u formats.Usage, ok bool) {
-	it := rawjson.Object(v, 0)
-	for it.Next() {
-		val := it.Value()
-		switch {
-		case it.NameIs("input_tokens"):
-			u.Input, ok = count(val), true
-		case it.NameIs("output_tokens"):
-			u.Output, ok = count(val), true
-		case it.NameIs("input_tokens_details"):
-			d := rawjson.Object(val, 0)
-			for d.Next() {
-				switch {
-				case d.NameIs("cached_tokens"):
-					u.CacheRead = count(d.Value())
-				case d.NameIs("cache_write_tokens"), d.NameIs("cache_creation_tokens"):
-					u.CacheWrite = count(d.Value())
-				}
-			}
-		case it.NameIs("output_tokens_details"):
-			d := rawjson.Object(val, 0)
-			for d.Next() {
-				if d.NameIs("reasoning_tokens") {
-					u.Reasoning = count(d.Value())
-				}
-			}
-		}
-	}
-	if it.Err() != nil {
-		return formats.Usage{}, false
-	}
-	return u.Normalized(), ok
-}
-
-func count(v []byte) int64 {
-	n, ok := rawjson.ParseInt(v)
-	if !ok || n < 0 {
-		return 0
-	}
-	return n
+// parseUsage reads a Responses usage object: input_tokens includes
+// cached_tokens, output_tokens includes reasoning_tokens.
+func parseUsage(v []byte) (formats.Usage, bool) {
+	return upstream.ParseUsage(v, &upstream.ResponsesUsage)
 }
 
 // appendUsage renders IR usage as a Responses usage object.
@@ -86,12 +46,12 @@ func appendUsage(dst []byte, u formats.Usage) []byte {
 // replaced by the service model, and reads its usage.
 func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, *formats.Error) {
 	var u formats.Usage
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return dst, u, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return dst, u, upstream.Unusable()
 	}
-	var model rawjson.Member
-	hasModel, hasOutput := false, false
+	var model upstream.Model
+	hasOutput := false
 	var seen formats.HostedUses
 	it := rawjson.Object(body, 0)
 	for it.Next() {
@@ -99,7 +59,7 @@ func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, 
 		v := it.Value()
 		switch {
 		case m.NameIs("model"):
-			model, hasModel = *m, true
+			model.Found(m)
 		case m.NameIs("output"):
 			hasOutput = rawjson.Kind(v) == '['
 			seen = hostedItems(v)
@@ -108,20 +68,10 @@ func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, 
 		}
 	}
 	if it.Err() != nil || !hasOutput {
-		return dst, formats.Usage{}, unusable()
+		return dst, formats.Usage{}, upstream.Unusable()
 	}
 	u.Hosted = u.Hosted.Max(seen)
-	var mq [96]byte
-	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
-	if hasModel {
-		return rawjson.Apply(dst, body, rawjson.Edit{Start: model.ValueStart, End: model.ValueEnd, Text: quoted}), u, nil
-	}
-	out, _ := rawjson.Set(dst, body, "model", quoted)
-	return out, u, nil
-}
-
-func unusable() *formats.Error {
-	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")
+	return model.Append(dst, body, &it, "model", serviceModel), u, nil
 }
 
 // status is a Responses status and incomplete reason for an IR stop.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/openai"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
@@ -312,7 +313,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		return dst, t.done, nil
 	}
 	if rawjson.Kind(data) != '{' {
-		return dst, false, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, false, upstream.BadEvent()
 	}
 	var typ, item []byte
 	var resp rawjson.Member
@@ -336,7 +337,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		}
 	}
 	if it.Err() != nil {
-		return dst, false, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, false, upstream.BadEvent()
 	}
 	name, _ := rawjson.Unquote(typ)
 	if name == "" {
