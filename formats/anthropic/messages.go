@@ -100,10 +100,10 @@ func (w *walker) messages(top *rawjson.Iter) (int, *formats.Error) {
 	if b[start] != '[' {
 		return 0, w.errType("messages", tList)
 	}
-	w.push("messages")
+	w.Push("messages")
 	it := rawjson.Array(b, start)
 	for it.NextLazy() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if b[it.Start()] != '{' {
 			return 0, w.errType("", tDict)
 		}
@@ -112,9 +112,9 @@ func (w *walker) messages(top *rawjson.Iter) (int, *formats.Error) {
 			return 0, err
 		}
 		it.SetEnd(end)
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	if it.Err() != nil {
 		return 0, invalid("", "The request body is not valid JSON")
 	}
@@ -136,7 +136,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 		}
 	}
 	end := it.End() + 1
-	if err := w.reqString("role", roleV); err != nil {
+	if err := w.ReqString("role", roleV); err != nil {
 		return end, err
 	}
 	var r role
@@ -159,8 +159,8 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	if w.ir != nil {
 		mb = &msgBuilder{role: r}
 	}
-	w.push("content")
-	defer w.pop()
+	w.Push("content")
+	defer w.Pop()
 	switch rawjson.Kind(content) {
 	case '"':
 		w.req.size.TextBytes += int64(len(content) - 2)
@@ -170,11 +170,11 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	case '[':
 		ci := rawjson.Array(content, 0)
 		for ci.Next() {
-			w.pushIndex(ci.Len() - 1)
+			w.PushIndex(ci.Len() - 1)
 			if err := w.block(ci.Value(), r, mb); err != nil {
 				return end, err
 			}
-			w.pop()
+			w.Pop()
 		}
 	default:
 		return end, w.errType("", tList)
@@ -289,7 +289,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		return w.errType("", tDict)
 	}
 	f := readBlock(v)
-	if err := w.reqString("type", f.typ); err != nil {
+	if err := w.ReqString("type", f.typ); err != nil {
 		return err
 	}
 	kind, ok := blockType(f.typ)
@@ -316,13 +316,13 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		if r != roleAssistant {
 			return w.errAt("type", "tool_use blocks are only allowed in assistant messages")
 		}
-		if err := w.reqString("id", f.id); err != nil {
+		if err := w.ReqString("id", f.id); err != nil {
 			return err
 		}
 		if !rawValid(f.id, validID[[]byte]) {
 			return w.errAt("id", "String should match pattern '^[a-zA-Z0-9_-]+$'")
 		}
-		if err := w.reqString("name", f.name); err != nil {
+		if err := w.ReqString("name", f.name); err != nil {
 			return err
 		}
 		switch rawjson.Kind(f.input) {
@@ -343,10 +343,10 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		}
 		return w.toolResult(&f, mb)
 	case blockThinking:
-		if err := w.reqString("thinking", f.thinking); err != nil {
+		if err := w.ReqString("thinking", f.thinking); err != nil {
 			return err
 		}
-		if err := w.reqString("signature", f.signature); err != nil {
+		if err := w.ReqString("signature", f.signature); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(f.thinking) - 2)
@@ -354,7 +354,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 			mb.add(w, formats.Part{Type: formats.PartThinking, Text: jsonval.Str(f.thinking), Signature: jsonval.Str(f.signature)})
 		}
 	case blockRedactedThinking:
-		if err := w.reqString("data", f.data); err != nil {
+		if err := w.ReqString("data", f.data); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(f.data) - 2)
@@ -364,7 +364,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 	default: // Anthropic-only: passed through, dropped when translating
 		size.TextBytes += int64(len(v))
 		if rawjson.StringIs(f.typ, "container_upload") {
-			w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+			w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 		}
 		if w.ir != nil {
 			w.ir.Drop("messages." + jsonval.Str(f.typ))
@@ -376,7 +376,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 // cacheControl validates a cache_control marker (an object); translation
 // drops it.
 func (w *walker) cacheControl(v []byte) *formats.Error {
-	ok, err := w.optObject("cache_control", v)
+	ok, err := w.OptObject("cache_control", v)
 	if ok {
 		w.drop("cache_control")
 	}
@@ -385,10 +385,10 @@ func (w *walker) cacheControl(v []byte) *formats.Error {
 
 // textBlock validates a text block.
 func (w *walker) textBlock(f *blockFields, mb *msgBuilder) *formats.Error {
-	if err := w.reqString("text", f.text); err != nil {
+	if err := w.ReqString("text", f.text); err != nil {
 		return err
 	}
-	if ok, err := w.optArray("citations", f.citations); err != nil {
+	if ok, err := w.OptArray("citations", f.citations); err != nil {
 		return err
 	} else if ok {
 		w.drop("citations")
@@ -409,8 +409,8 @@ func (w *walker) image(src []byte, mb *msgBuilder) *formats.Error {
 	default:
 		return w.errType("source", tDict)
 	}
-	w.push("source")
-	defer w.pop()
+	w.Push("source")
+	defer w.Pop()
 	var typ, mediaType, data, url, fileID []byte
 	it := rawjson.Object(src, 0)
 	for it.Next() {
@@ -427,39 +427,39 @@ func (w *walker) image(src []byte, mb *msgBuilder) *formats.Error {
 			fileID = it.Value()
 		}
 	}
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	m := &formats.Media{}
 	switch {
 	case rawjson.StringIs(typ, "base64"):
-		if err := w.reqString("media_type", mediaType); err != nil {
+		if err := w.ReqString("media_type", mediaType); err != nil {
 			return err
 		}
 		if !imageMediaType(mediaType) {
 			return w.errEnum("media_type", "image/jpeg", "image/png", "image/gif", "image/webp")
 		}
-		if err := w.reqString("data", data); err != nil {
+		if err := w.ReqString("data", data); err != nil {
 			return err
 		}
 		if mb != nil {
 			m.MediaType, m.Data = jsonval.Str(mediaType), jsonval.Str(data)
 		}
 	case rawjson.StringIs(typ, "url"):
-		if err := w.reqString("url", url); err != nil {
+		if err := w.ReqString("url", url); err != nil {
 			return err
 		}
 		if mb != nil {
 			m.URL = jsonval.Str(url)
 		}
 	case rawjson.StringIs(typ, "file"):
-		if err := w.reqString("file_id", fileID); err != nil {
+		if err := w.ReqString("file_id", fileID); err != nil {
 			return err
 		}
 		if mb != nil {
 			m.FileID = jsonval.Str(fileID)
 		}
-		w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+		w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 	default:
 		return w.errTag("", typ, "base64", "url", "file")
 	}
@@ -481,11 +481,11 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		name string
 		v    []byte
 	}{{"title", f.title}, {"context", f.context}} {
-		if _, err := w.optString(o.name, o.v); err != nil {
+		if _, err := w.OptString(o.name, o.v); err != nil {
 			return err
 		}
 	}
-	if ok, err := w.optObject("citations", f.citations); err != nil {
+	if ok, err := w.OptObject("citations", f.citations); err != nil {
 		return err
 	} else if ok {
 		w.drop("citations")
@@ -498,8 +498,8 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 	default:
 		return w.errType("source", tDict)
 	}
-	w.push("source")
-	defer w.pop()
+	w.Push("source")
+	defer w.Pop()
 	var typ, mediaType, data, url, fileID, content []byte
 	it := rawjson.Object(src, 0)
 	for it.Next() {
@@ -518,7 +518,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 			content = it.Value()
 		}
 	}
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	size := &w.req.size
@@ -533,13 +533,13 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 	var imgs *msgBuilder // images of a content-source document
 	switch {
 	case rawjson.StringIs(typ, "base64"):
-		if err := w.reqString("media_type", mediaType); err != nil {
+		if err := w.ReqString("media_type", mediaType); err != nil {
 			return err
 		}
 		if !rawjson.StringIs(mediaType, "application/pdf") {
 			return w.errEnum("media_type", "application/pdf")
 		}
-		if err := w.reqString("data", data); err != nil {
+		if err := w.ReqString("data", data); err != nil {
 			return err
 		}
 		size.MediaBytes += int64(len(data) - 2)
@@ -547,13 +547,13 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 			m.MediaType, m.Data = "application/pdf", jsonval.Str(data)
 		}
 	case rawjson.StringIs(typ, "text"):
-		if err := w.reqString("media_type", mediaType); err != nil {
+		if err := w.ReqString("media_type", mediaType); err != nil {
 			return err
 		}
 		if !rawjson.StringIs(mediaType, "text/plain") {
 			return w.errEnum("media_type", "text/plain")
 		}
-		if err := w.reqString("data", data); err != nil {
+		if err := w.ReqString("data", data); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(data) - 2)
@@ -561,22 +561,22 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 			m.MediaType, m.Text = "text/plain", jsonval.Str(data)
 		}
 	case rawjson.StringIs(typ, "url"):
-		if err := w.reqString("url", url); err != nil {
+		if err := w.ReqString("url", url); err != nil {
 			return err
 		}
 		if m != nil {
 			m.MediaType, m.URL = "application/pdf", jsonval.Str(url)
 		}
 		// the upstream fetches it: nothing bounds its pages (#16)
-		w.gate(formats.Gated{State: formats.StateDocumentURL, Param: w.param("url"), Tool: -1})
+		w.gate(formats.Gated{State: formats.StateDocumentURL, Param: w.Param("url"), Tool: -1})
 	case rawjson.StringIs(typ, "file"):
-		if err := w.reqString("file_id", fileID); err != nil {
+		if err := w.ReqString("file_id", fileID); err != nil {
 			return err
 		}
 		if m != nil {
 			m.FileID = jsonval.Str(fileID)
 		}
-		w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+		w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 	case rawjson.StringIs(typ, "content"):
 		switch rawjson.Kind(content) {
 		case 0:
@@ -589,22 +589,22 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		case '[':
 			// text and image blocks: the text becomes the document's, the
 			// images follow it
-			w.push("content")
+			w.Push("content")
 			var text []byte
 			ci := rawjson.Array(content, 0)
 			for ci.Next() {
-				w.pushIndex(ci.Len() - 1)
+				w.PushIndex(ci.Len() - 1)
 				bv := ci.Value()
 				if rawjson.Kind(bv) != '{' {
 					return w.errType("", tDict)
 				}
 				bf := readBlock(bv)
-				if err := w.reqString("type", bf.typ); err != nil {
+				if err := w.ReqString("type", bf.typ); err != nil {
 					return err
 				}
 				switch {
 				case rawjson.StringIs(bf.typ, "text"):
-					if err := w.reqString("text", bf.text); err != nil {
+					if err := w.ReqString("text", bf.text); err != nil {
 						return err
 					}
 					size.TextBytes += int64(len(bf.text) - 2)
@@ -624,9 +624,9 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 				default:
 					return w.errTag("type", bf.typ, "text", "image")
 				}
-				w.pop()
+				w.Pop()
 			}
-			w.pop()
+			w.Pop()
 			if m != nil {
 				m.MediaType, m.Text = "text/plain", string(text)
 			}
@@ -651,13 +651,13 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 // text (the source and title go with them).
 func (w *walker) searchResult(v []byte, f *blockFields, mb *msgBuilder) *formats.Error {
 	src := rawjson.Get(v, "source")
-	if err := w.reqString("source", src); err != nil {
+	if err := w.ReqString("source", src); err != nil {
 		return err
 	}
-	if err := w.reqString("title", f.title); err != nil {
+	if err := w.ReqString("title", f.title); err != nil {
 		return err
 	}
-	if ok, err := w.optObject("citations", f.citations); err != nil {
+	if ok, err := w.OptObject("citations", f.citations); err != nil {
 		return err
 	} else if ok {
 		w.drop("citations")
@@ -678,23 +678,23 @@ func (w *walker) searchResult(v []byte, f *blockFields, mb *msgBuilder) *formats
 		text, _ = rawjson.AppendUnquote(text, src)
 		text = append(text, ')')
 	}
-	w.push("content")
+	w.Push("content")
 	ci := rawjson.Array(f.content, 0)
 	for ci.Next() {
-		w.pushIndex(ci.Len() - 1)
+		w.PushIndex(ci.Len() - 1)
 		bv := ci.Value()
 		if rawjson.Kind(bv) != '{' {
 			return w.errType("", tDict)
 		}
 		t := rawjson.Get(bv, "type")
 		if !rawjson.StringIs(t, "text") {
-			if err := w.reqString("type", t); err != nil {
+			if err := w.ReqString("type", t); err != nil {
 				return err
 			}
 			return w.errTag("type", t, "text")
 		}
 		tv := rawjson.Get(bv, "text")
-		if err := w.reqString("text", tv); err != nil {
+		if err := w.ReqString("text", tv); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(tv) - 2)
@@ -702,9 +702,9 @@ func (w *walker) searchResult(v []byte, f *blockFields, mb *msgBuilder) *formats
 			text = append(text, '\n')
 			text, _ = rawjson.AppendUnquote(text, tv)
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	if mb != nil {
 		mb.add(w, formats.Part{Type: formats.PartText, Text: string(text)})
 	}
@@ -713,10 +713,10 @@ func (w *walker) searchResult(v []byte, f *blockFields, mb *msgBuilder) *formats
 
 // toolResult validates a tool_result block.
 func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
-	if err := w.reqString("tool_use_id", f.toolUseID); err != nil {
+	if err := w.ReqString("tool_use_id", f.toolUseID); err != nil {
 		return err
 	}
-	isErr, _, err := w.optBool("is_error", f.isError)
+	isErr, _, err := w.OptBool("is_error", f.isError)
 	if err != nil {
 		return err
 	}
@@ -735,20 +735,20 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 			res.Parts = append(res.Parts, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.content)})
 		}
 	case '[':
-		w.push("content")
+		w.Push("content")
 		var sub *msgBuilder
 		if res != nil {
 			sub = &msgBuilder{role: roleUser}
 		}
 		ci := rawjson.Array(f.content, 0)
 		for ci.Next() {
-			w.pushIndex(ci.Len() - 1)
+			w.PushIndex(ci.Len() - 1)
 			bv := ci.Value()
 			if rawjson.Kind(bv) != '{' {
 				return w.errType("", tDict)
 			}
 			bf := readBlock(bv)
-			if err := w.reqString("type", bf.typ); err != nil {
+			if err := w.ReqString("type", bf.typ); err != nil {
 				return err
 			}
 			if err := w.cacheControl(bf.cacheControl); err != nil {
@@ -772,9 +772,9 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 			if err != nil {
 				return err
 			}
-			w.pop()
+			w.Pop()
 		}
-		w.pop()
+		w.Pop()
 		if sub != nil && sub.cur != nil {
 			res.Parts = sub.cur.Parts
 		}

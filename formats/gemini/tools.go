@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -72,10 +73,10 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 	default:
 		return w.errType("tools", top.Value(), "list")
 	}
-	w.push("tools")
+	w.Push("tools")
 	it := rawjson.Array(b, start)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		t := it.Value()
 		if rawjson.Kind(t) != '{' {
 			return w.errType("", t, "object")
@@ -107,7 +108,7 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 					w.ir.Drop("tools." + bt)
 				}
 				if g, ok := builtinGate(bt); ok {
-					g.Param, g.Label, g.Tool, g.Member = w.param(snakeCase(bt)), "tools."+bt, it.Len()-1, string(name)
+					g.Param, g.Label, g.Tool, g.Member = w.Param(snakeCase(bt)), "tools."+bt, it.Len()-1, string(name)
 					w.gate(g)
 				}
 				continue
@@ -119,9 +120,9 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 		if err := w.declarations(decls); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	if it.Err() == nil {
 		top.SetEnd(it.End() + 1)
 	}
@@ -136,16 +137,16 @@ func (w *walker) declarations(v []byte) *formats.Error {
 	default:
 		return w.errType("function_declarations", v, "list")
 	}
-	w.push("function_declarations")
+	w.Push("function_declarations")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if err := w.declaration(it.Value()); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }
 
@@ -182,24 +183,24 @@ func (w *walker) declaration(v []byte) *formats.Error {
 			behavior = it.Value()
 		}
 	}
-	if err := w.reqString("name", name); err != nil {
+	if err := w.ReqString("name", name); err != nil {
 		return err
 	}
 	if !validDeclName(name) {
 		return w.errValue("name", "Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum length of 128.")
 	}
-	hasDesc, err := w.optString("description", desc)
+	hasDesc, err := w.OptString("description", desc)
 	if err != nil {
 		return err
 	}
-	hasParams, err := w.optObject("parameters", params)
+	hasParams, err := w.OptObject("parameters", params)
 	if err != nil {
 		return err
 	}
 	if hasParams {
-		w.push("parameters")
+		w.Push("parameters")
 		err := w.schema(params)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return err
 		}
@@ -263,39 +264,39 @@ func (w *walker) schema(v []byte) *formats.Error {
 				return err
 			}
 		case "items":
-			w.push("items")
+			w.Push("items")
 			if err := w.schema(val); err != nil {
 				return err
 			}
-			w.pop()
+			w.Pop()
 		case "properties":
 			if rawjson.Kind(val) != '{' {
 				return w.errType("properties", val, "object")
 			}
-			w.push("properties")
+			w.Push("properties")
 			pi := rawjson.Object(val, 0)
 			for pi.Next() {
-				w.pushRaw(pi.Member().Name)
+				w.PushRaw(pi.Member().Name)
 				if err := w.schema(pi.Value()); err != nil {
 					return err
 				}
-				w.pop()
+				w.Pop()
 			}
-			w.pop()
+			w.Pop()
 		case "anyOf", "any_of":
 			if rawjson.Kind(val) != '[' {
 				return w.errType("any_of", val, "list")
 			}
-			w.push("any_of")
+			w.Push("any_of")
 			ai := rawjson.Array(val, 0)
 			for ai.Next() {
-				w.pushIndex(ai.Len() - 1)
+				w.PushIndex(ai.Len() - 1)
 				if err := w.schema(ai.Value()); err != nil {
 					return err
 				}
-				w.pop()
+				w.Pop()
 			}
-			w.pop()
+			w.Pop()
 		}
 	}
 	return nil
@@ -384,7 +385,7 @@ func openAPIToJSONSchema(dst, v []byte, depth int) []byte {
 		case "minItems", "min_items", "maxItems", "max_items", "minProperties", "min_properties",
 			"maxProperties", "max_properties", "minLength", "min_length", "maxLength", "max_length":
 			member(camel(name))
-			if num, ok := number(val); ok {
+			if num, ok := walk.ProtoNumber(val); ok {
 				dst = append(dst, num...)
 			} else {
 				dst = rawjson.Compact(dst, val)
@@ -438,11 +439,11 @@ var callingModes = []string{"MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATE
 // toolConfig validates toolConfig and maps functionCallingConfig to the IR's
 // tool choice (wire/translation.md §4.4).
 func (w *walker) toolConfig(v []byte) *formats.Error {
-	if ok, err := w.optObject("tool_config", v); !ok {
+	if ok, err := w.OptObject("tool_config", v); !ok {
 		return err
 	}
-	w.push("tool_config")
-	defer w.pop()
+	w.Push("tool_config")
+	defer w.Pop()
 	var fcc []byte
 	var nameBuf [48]byte
 	it := rawjson.Object(v, 0)
@@ -460,10 +461,10 @@ func (w *walker) toolConfig(v []byte) *formats.Error {
 			}
 		}
 	}
-	if ok, err := w.optObject("function_calling_config", fcc); !ok {
+	if ok, err := w.OptObject("function_calling_config", fcc); !ok {
 		return err
 	}
-	w.push("function_calling_config")
+	w.Push("function_calling_config")
 	var mode, allowed []byte
 	fi := rawjson.Object(fcc, 0)
 	for fi.Next() {
@@ -484,28 +485,28 @@ func (w *walker) toolConfig(v []byte) *formats.Error {
 	case 0, 'n':
 	case '[':
 		hasNames = true
-		w.push("allowed_function_names")
+		w.Push("allowed_function_names")
 		ai := rawjson.Array(allowed, 0)
 		for ai.Next() {
 			if rawjson.Kind(ai.Value()) != '"' {
-				w.pushIndex(ai.Len() - 1)
+				w.PushIndex(ai.Len() - 1)
 				return w.errType("", ai.Value(), "TYPE_STRING")
 			}
 			w.req.size.TextBytes += int64(len(ai.Value()))
 			if w.ir != nil {
 				n, ok := toSafe(jsonval.Str(ai.Value()))
 				if !ok {
-					w.pushIndex(ai.Len() - 1)
+					w.PushIndex(ai.Len() - 1)
 					return w.reject("", "the function name is too long for this model's provider (64 characters).")
 				}
 				names = append(names, n)
 			}
 		}
-		w.pop()
+		w.Pop()
 	default:
 		return w.errType("allowed_function_names", allowed, "list")
 	}
-	w.pop()
+	w.Pop()
 	if w.ir == nil {
 		return nil
 	}

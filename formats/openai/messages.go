@@ -44,10 +44,10 @@ func (w *walker) messages(top *rawjson.Iter) (int, *formats.Error) {
 	if b[start] != '[' {
 		return 0, w.errType("messages", top.Value(), "an array")
 	}
-	w.push("messages")
+	w.Push("messages")
 	it := rawjson.Array(b, start)
 	for it.NextLazy() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if b[it.Start()] != '{' {
 			return 0, w.errType("", it.Value(), "an object")
 		}
@@ -56,9 +56,9 @@ func (w *walker) messages(top *rawjson.Iter) (int, *formats.Error) {
 			return 0, err
 		}
 		it.SetEnd(end)
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	if it.Err() != nil {
 		return 0, errCode("messages", "We could not parse the JSON body of your request.", "invalid_json")
 	}
@@ -91,7 +91,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 		}
 	}
 	end := it.End() + 1
-	if err := w.reqString("role", roleV); err != nil {
+	if err := w.ReqString("role", roleV); err != nil {
 		return end, err
 	}
 	var r role
@@ -114,13 +114,13 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	size := &w.req.size
 	size.Messages++
 
-	if ok, err := w.optString("name", name); err != nil {
+	if ok, err := w.OptString("name", name); err != nil {
 		return end, err
 	} else if ok {
 		size.TextBytes += int64(len(name) - 2)
 	}
 	if r == roleFunction {
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqString("name", name); err != nil {
 			return end, err
 		}
 	}
@@ -146,9 +146,9 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 		}
 	}
 	if content != nil {
-		w.push("content")
+		w.Push("content")
 		err := w.content(content, r, msg)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return end, err
 		}
@@ -156,7 +156,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 
 	switch r {
 	case roleAssistant:
-		if ok, err := w.optString("refusal", refusal); err != nil {
+		if ok, err := w.OptString("refusal", refusal); err != nil {
 			return end, err
 		} else if ok {
 			size.TextBytes += int64(len(refusal) - 2)
@@ -171,7 +171,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 			return end, err
 		}
 	case roleTool:
-		if err := w.reqString("tool_call_id", toolCallID); err != nil {
+		if err := w.ReqString("tool_call_id", toolCallID); err != nil {
 			return end, err
 		}
 		size.TextBytes += int64(len(toolCallID) - 2)
@@ -253,11 +253,11 @@ func (w *walker) content(v []byte, r role, msg *formats.Message) *formats.Error 
 	allowed := roleParts[r]
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if err := w.part(it.Value(), allowed, msg); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
 	if it.Len() == 0 && r != roleAssistant {
 		return w.errEmpty("")
@@ -289,7 +289,7 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 			refusal = it.Value()
 		}
 	}
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	var kind uint8
@@ -320,7 +320,7 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 	size := &w.req.size
 	switch kind {
 	case partText:
-		if err := w.reqString("text", text); err != nil {
+		if err := w.ReqString("text", text); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(text) - 2)
@@ -328,7 +328,7 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: jsonval.Str(text)})
 		}
 	case partRefusal:
-		if err := w.reqString("refusal", refusal); err != nil {
+		if err := w.ReqString("refusal", refusal); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(refusal) - 2)
@@ -352,7 +352,7 @@ func (w *walker) imagePart(v []byte, msg *formats.Message) *formats.Error {
 	if rawjson.Kind(v) != '{' {
 		return w.errType("image_url", v, "an object")
 	}
-	w.push("image_url")
+	w.Push("image_url")
 	var url, detail []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -363,15 +363,15 @@ func (w *walker) imagePart(v []byte, msg *formats.Message) *formats.Error {
 			detail = it.Value()
 		}
 	}
-	if err := w.reqString("url", url); err != nil {
+	if err := w.ReqString("url", url); err != nil {
 		return err
 	}
-	if ok, err := w.optString("detail", detail); err != nil {
+	if ok, err := w.OptString("detail", detail); err != nil {
 		return err
 	} else if ok && !rawjson.StringIs(detail, "auto") && !rawjson.StringIs(detail, "low") && !rawjson.StringIs(detail, "high") {
 		return w.errEnum("detail", detail, "auto", "low", "high")
 	}
-	w.pop()
+	w.Pop()
 	w.req.size.Images++
 	if msg != nil {
 		m := &formats.Media{}
@@ -396,7 +396,7 @@ func (w *walker) audioPart(v []byte, msg *formats.Message) *formats.Error {
 	if rawjson.Kind(v) != '{' {
 		return w.errType("input_audio", v, "an object")
 	}
-	w.push("input_audio")
+	w.Push("input_audio")
 	var data, format []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -407,16 +407,16 @@ func (w *walker) audioPart(v []byte, msg *formats.Message) *formats.Error {
 			format = it.Value()
 		}
 	}
-	if err := w.reqString("data", data); err != nil {
+	if err := w.ReqString("data", data); err != nil {
 		return err
 	}
-	if err := w.reqString("format", format); err != nil {
+	if err := w.ReqString("format", format); err != nil {
 		return err
 	}
 	if !rawjson.StringIs(format, "wav") && !rawjson.StringIs(format, "mp3") {
 		return w.errEnum("format", format, "wav", "mp3")
 	}
-	w.pop()
+	w.Pop()
 	w.req.size.Audio++
 	w.req.size.MediaBytes += int64(len(data) - 2)
 	if msg != nil {
@@ -436,7 +436,7 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 	if rawjson.Kind(v) != '{' {
 		return w.errType("file", v, "an object")
 	}
-	w.push("file")
+	w.Push("file")
 	var data, id, filename []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -449,15 +449,15 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 			filename = it.Value()
 		}
 	}
-	hasData, err := w.optString("file_data", data)
+	hasData, err := w.OptString("file_data", data)
 	if err != nil {
 		return err
 	}
-	hasID, err := w.optString("file_id", id)
+	hasID, err := w.OptString("file_id", id)
 	if err != nil {
 		return err
 	}
-	hasName, err := w.optString("filename", filename)
+	hasName, err := w.OptString("filename", filename)
 	if err != nil {
 		return err
 	}
@@ -466,9 +466,9 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 	}
 	if hasID && w.ir == nil {
 		// a file in the operator's account (#16)
-		w.req.gated = append(w.req.gated, formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+		w.req.gated = append(w.req.gated, formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 	}
-	w.pop()
+	w.Pop()
 	size := &w.req.size
 	size.Files++
 	if hasData {
@@ -507,16 +507,16 @@ func (w *walker) toolCalls(v []byte, msg *formats.Message) *formats.Error {
 	default:
 		return w.errType("tool_calls", v, "an array")
 	}
-	w.push("tool_calls")
+	w.Push("tool_calls")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if err := w.toolCall(it.Value(), msg); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }
 
@@ -538,10 +538,10 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 			custom = it.Value()
 		}
 	}
-	if err := w.reqString("id", id); err != nil {
+	if err := w.ReqString("id", id); err != nil {
 		return err
 	}
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	size := &w.req.size
@@ -554,15 +554,15 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 		if rawjson.Kind(fn) != '{' {
 			return w.errType("function", fn, "an object")
 		}
-		w.push("function")
+		w.Push("function")
 		name, args := rawjson.Get(fn, "name"), rawjson.Get(fn, "arguments")
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqString("name", name); err != nil {
 			return err
 		}
-		if err := w.reqString("arguments", args); err != nil {
+		if err := w.ReqString("arguments", args); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 		size.TextBytes += int64(len(name) + len(args) - 4)
 		if msg != nil {
 			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartToolCall,
@@ -574,7 +574,7 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 		}
 		size.TextBytes += int64(len(custom))
 		if msg != nil {
-			return w.errValue("type", "Custom tool calls in '"+w.param("")+"' cannot be sent to this model's provider.")
+			return w.errValue("type", "Custom tool calls in '"+w.Param("")+"' cannot be sent to this model's provider.")
 		}
 	default:
 		return w.errEnum("type", typ, "function", "custom")
@@ -591,15 +591,15 @@ func (w *walker) legacyCall(v []byte, msg *formats.Message) *formats.Error {
 	default:
 		return w.errType("function_call", v, "an object")
 	}
-	w.push("function_call")
+	w.Push("function_call")
 	name, args := rawjson.Get(v, "name"), rawjson.Get(v, "arguments")
-	if err := w.reqString("name", name); err != nil {
+	if err := w.ReqString("name", name); err != nil {
 		return err
 	}
-	if err := w.reqString("arguments", args); err != nil {
+	if err := w.ReqString("arguments", args); err != nil {
 		return err
 	}
-	w.pop()
+	w.Pop()
 	w.req.size.TextBytes += int64(len(name) + len(args) - 4)
 	if msg != nil {
 		id := "call_" + strconv.Itoa(len(w.ir.Messages))

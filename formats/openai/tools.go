@@ -17,10 +17,10 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 	default:
 		return w.errType("tools", top.Value(), "an array")
 	}
-	w.push("tools")
+	w.Push("tools")
 	it := rawjson.Array(b, start)
 	for it.NextLazy() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if b[it.Start()] != '{' {
 			return w.errType("", it.Value(), "an object")
 		}
@@ -29,9 +29,9 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 			return err
 		}
 		it.SetEnd(end)
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	if it.Err() == nil {
 		top.SetEnd(it.End() + 1)
 	}
@@ -54,7 +54,7 @@ func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 		}
 	}
 	end := it.End() + 1
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return end, err
 	}
 	w.req.size.Tools++
@@ -64,8 +64,8 @@ func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 		if fn == nil {
 			return end, w.errMissing("function")
 		}
-		w.push("function")
-		defer w.pop()
+		w.Push("function")
+		defer w.Pop()
 		return end, w.function(fn)
 	case rawjson.StringIs(typ, "custom"):
 		if custom == nil {
@@ -74,12 +74,12 @@ func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 		if rawjson.Kind(custom) != '{' {
 			return end, w.errType("custom", custom, "an object")
 		}
-		w.push("custom")
+		w.Push("custom")
 		name := rawjson.Get(custom, "name")
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqString("name", name); err != nil {
 			return end, err
 		}
-		w.pop()
+		w.Pop()
 		if w.ir != nil {
 			w.ir.Drop("tools." + jsonval.Str(name))
 		}
@@ -134,7 +134,7 @@ func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *forma
 	if err := w.checkName("name", name); err != nil {
 		return d, err
 	}
-	hasDesc, err := w.optString("description", desc)
+	hasDesc, err := w.OptString("description", desc)
 	if err != nil {
 		return d, err
 	}
@@ -145,7 +145,7 @@ func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *forma
 	default:
 		return d, w.errType(schemaKey, schema, "an object")
 	}
-	sv, hasStrict, err := w.optBool("strict", strict)
+	sv, hasStrict, err := w.OptBool("strict", strict)
 	if err != nil {
 		return d, err
 	}
@@ -171,18 +171,18 @@ func (w *walker) functions(v []byte) *formats.Error {
 	default:
 		return w.errType("functions", v, "an array")
 	}
-	w.push("functions")
+	w.Push("functions")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		w.req.size.Tools++
 		w.req.size.TextBytes += int64(len(it.Value()))
 		if err := w.function(it.Value()); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }
 
@@ -204,9 +204,9 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 			return w.errEnum("tool_choice", v, "none", "auto", "required")
 		}
 	case '{':
-		w.push("tool_choice")
+		w.Push("tool_choice")
 		typ := rawjson.Get(v, "type")
-		if err := w.reqString("type", typ); err != nil {
+		if err := w.ReqString("type", typ); err != nil {
 			return err
 		}
 		w.req.size.TextBytes += int64(len(v))
@@ -219,12 +219,12 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 			if rawjson.Kind(fn) != '{' {
 				return w.errType("function", fn, "an object")
 			}
-			w.push("function")
+			w.Push("function")
 			name := rawjson.Get(fn, "name")
-			if err := w.reqString("name", name); err != nil {
+			if err := w.ReqString("name", name); err != nil {
 				return err
 			}
-			w.pop()
+			w.Pop()
 			tc.Mode = formats.ToolChoiceNamed
 			if w.ir != nil {
 				tc.Name = jsonval.Str(name)
@@ -247,7 +247,7 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 		default:
 			return w.errEnum("type", typ, "function", "allowed_tools", "custom")
 		}
-		w.pop()
+		w.Pop()
 	default:
 		return w.errType("tool_choice", v, "one of a string or an object")
 	}
@@ -264,9 +264,9 @@ func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
 	if rawjson.Kind(v) != '{' {
 		return w.errType("allowed_tools", v, "an object")
 	}
-	w.push("allowed_tools")
+	w.Push("allowed_tools")
 	mode, tools := rawjson.Get(v, "mode"), rawjson.Get(v, "tools")
-	if err := w.reqString("mode", mode); err != nil {
+	if err := w.ReqString("mode", mode); err != nil {
 		return err
 	}
 	switch {
@@ -283,16 +283,16 @@ func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
 	if rawjson.Kind(tools) != '[' {
 		return w.errType("tools", tools, "an array")
 	}
-	w.push("tools")
+	w.Push("tools")
 	it := rawjson.Array(tools, 0)
 	for it.Next() {
 		t := it.Value()
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if rawjson.Kind(t) != '{' {
 			return w.errType("", t, "an object")
 		}
 		typ := rawjson.Get(t, "type")
-		if err := w.reqString("type", typ); err != nil {
+		if err := w.ReqString("type", typ); err != nil {
 			return err
 		}
 		var name []byte
@@ -306,23 +306,23 @@ func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
 				return w.errType("function", fn, "an object")
 			}
 			name = rawjson.Get(fn, "name")
-			w.push("function")
-			if err := w.reqString("name", name); err != nil {
+			w.Push("function")
+			if err := w.ReqString("name", name); err != nil {
 				return err
 			}
-			w.pop()
+			w.Pop()
 		case rawjson.StringIs(typ, "custom"):
 			// OpenAI-only; a custom tool is dropped when translating
 		default:
 			return w.errEnum("type", typ, "function", "custom")
 		}
-		w.pop()
+		w.Pop()
 		if w.ir != nil && name != nil {
 			tc.Allowed = append(tc.Allowed, jsonval.Str(name))
 		}
 	}
-	w.pop()
-	w.pop()
+	w.Pop()
+	w.Pop()
 	if w.ir != nil && tc.Allowed == nil {
 		tc.Allowed = []string{}
 	}
@@ -346,12 +346,12 @@ func (w *walker) functionCall(v []byte) *formats.Error {
 		}
 		return nil
 	case '{':
-		w.push("function_call")
+		w.Push("function_call")
 		name := rawjson.Get(v, "name")
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqString("name", name); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 		if w.ir != nil && w.ir.ToolChoice.Mode == formats.ToolChoiceUnset {
 			w.ir.ToolChoice = formats.ToolChoice{Mode: formats.ToolChoiceNamed, Name: jsonval.Str(name)}
 		}
@@ -369,10 +369,10 @@ func (w *walker) responseFormat(v []byte) *formats.Error {
 	default:
 		return w.errType("response_format", v, "an object")
 	}
-	w.push("response_format")
-	defer w.pop()
+	w.Push("response_format")
+	defer w.Pop()
 	typ := rawjson.Get(v, "type")
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	rf := formats.ResponseFormat{}
@@ -390,12 +390,12 @@ func (w *walker) responseFormat(v []byte) *formats.Error {
 		if rawjson.Kind(js) != '{' {
 			return w.errType("json_schema", js, "an object")
 		}
-		w.push("json_schema")
+		w.Push("json_schema")
 		d, err := w.namedSchema(js, "schema")
 		if err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 		w.req.size.TextBytes += int64(len(js))
 		rf.Name, rf.Description, rf.Schema, rf.Strict = d.name, d.description, d.schema, d.strict
 	default:

@@ -1,0 +1,309 @@
+// Package walk holds what the vendor request parsers share: the stack of
+// the JSON path a parser is validating, rendered as a parameter name only
+// when an error names it, and the typed readers of member values, whose
+// errors each vendor words in its own way (a Dialect).
+//
+// Nothing here allocates unless it reports an error.
+package walk
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
+)
+
+// Style is how a path is rendered as a parameter name.
+type Style uint8
+
+// The path styles.
+const (
+	// Brackets puts list indexes, and names taken from the body, in
+	// brackets: messages[2].content[0].type (OpenAI, Google).
+	Brackets Style = iota
+	// Dots joins every element with dots: messages.2.content.0.type
+	// (Anthropic).
+	Dots
+)
+
+// maxDepth is how many elements a path keeps; deeper elements are counted
+// but left out of the rendered name.
+const maxDepth = 12
+
+type elem struct {
+	name  string // "" for a list index or a raw name
+	raw   []byte // a name taken from the body (a map key), not copied
+	index int
+}
+
+// Path is the JSON path of the value being validated, as a stack.
+type Path struct {
+	elems [maxDepth]elem
+	n     int
+	style Style
+}
+
+// Push enters the member name.
+func (p *Path) Push(name string) {
+	if p.n < len(p.elems) {
+		p.elems[p.n] = elem{name: name}
+	}
+	p.n++
+}
+
+// PushRaw enters a member whose name is taken from the body (a map key);
+// the body must not change while the path is in use.
+func (p *Path) PushRaw(name []byte) {
+	if p.n < len(p.elems) {
+		p.elems[p.n] = elem{raw: name}
+	}
+	p.n++
+}
+
+// PushIndex enters the list element i.
+func (p *Path) PushIndex(i int) {
+	if p.n < len(p.elems) {
+		p.elems[p.n] = elem{index: i}
+	}
+	p.n++
+}
+
+// Pop leaves the innermost element.
+func (p *Path) Pop() { p.n-- }
+
+// Depth is the number of elements on the path.
+func (p *Path) Depth() int { return p.n }
+
+// Truncate leaves every element past the first n (an error leaves the
+// path where it was found).
+func (p *Path) Truncate(n int) { p.n = n }
+
+// Param renders the path, with child appended when not empty.
+func (p *Path) Param(child string) string {
+	var b strings.Builder
+	for i := 0; i < p.n && i < len(p.elems); i++ {
+		e := p.elems[i]
+		switch {
+		case p.style == Dots:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			switch {
+			case e.raw != nil:
+				b.Write(e.raw)
+			case e.name != "":
+				b.WriteString(e.name)
+			default:
+				b.WriteString(strconv.Itoa(e.index))
+			}
+		case e.raw != nil:
+			b.WriteByte('[')
+			b.Write(e.raw)
+			b.WriteByte(']')
+		case e.name == "":
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(e.index))
+			b.WriteByte(']')
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(e.name)
+		}
+	}
+	if child != "" {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(child)
+	}
+	return b.String()
+}
+
+// Want is the JSON type a typed reader expected.
+type Want uint8
+
+// The types the readers expect.
+const (
+	String Want = iota
+	Bool
+	Number  // any number
+	Integer // a number without a fraction
+	Object
+	Array
+)
+
+// A Dialect words a vendor's validation errors. param is the rendered
+// path of the offending value; scope is the Reader's Scope.
+type Dialect interface {
+	// Missing is the error of a required member that is absent.
+	Missing(scope, param string) *formats.Error
+	// Type is the error of the value v, which is not of the wanted type.
+	Type(scope, param string, v []byte, want Want) *formats.Error
+	// Range is the error of got, a number outside [min, max].
+	Range(scope, param string, integer bool, min, max, got float64) *formats.Error
+}
+
+// Reader reads the typed values of the members at a Path. Each reader takes
+// the name of the member (child, relative to the path) and its raw value,
+// nil when the member is absent; an optional member's null is absent.
+type Reader struct {
+	Path
+	// Dialect words the errors.
+	Dialect Dialect
+	// Scope is passed to the Dialect (Google names the request message
+	// that the path starts in: "GenerateContentRequest").
+	Scope string
+	// Proto selects the proto3 JSON rules of Google's APIs: null is
+	// absent even for a required member, and a number may be given as a
+	// JSON string.
+	Proto bool
+}
+
+// New returns a Reader whose paths render in style and whose errors d words.
+func New(style Style, d Dialect) Reader {
+	return Reader{Path: Path{style: style}, Dialect: d}
+}
+
+func (r *Reader) missing(child string) *formats.Error {
+	return r.Dialect.Missing(r.Scope, r.Param(child))
+}
+
+func (r *Reader) wrongType(child string, v []byte, want Want) *formats.Error {
+	return r.Dialect.Type(r.Scope, r.Param(child), v, want)
+}
+
+func (r *Reader) outOfRange(child string, integer bool, min, max, got float64) *formats.Error {
+	return r.Dialect.Range(r.Scope, r.Param(child), integer, min, max, got)
+}
+
+// absent reports a value that stands for no value.
+func absent(v []byte) bool { return len(v) == 0 || rawjson.IsNull(v) }
+
+// OptString checks an optional string; ok reports that it is there.
+func (r *Reader) OptString(child string, v []byte) (ok bool, err *formats.Error) {
+	switch {
+	case absent(v):
+		return false, nil
+	case v[0] == '"':
+		return true, nil
+	}
+	return false, r.wrongType(child, v, String)
+}
+
+// ReqString checks a required string. A null one has the wrong type,
+// except under Proto, where it is missing.
+func (r *Reader) ReqString(child string, v []byte) *formats.Error {
+	switch {
+	case len(v) == 0, r.Proto && rawjson.IsNull(v):
+		return r.missing(child)
+	case v[0] == '"':
+		return nil
+	}
+	return r.wrongType(child, v, String)
+}
+
+// OptBool reads an optional boolean.
+func (r *Reader) OptBool(child string, v []byte) (val, ok bool, err *formats.Error) {
+	switch rawjson.Kind(v) {
+	case 0, 'n':
+		return false, false, nil
+	case 't':
+		return true, true, nil
+	case 'f':
+		return false, true, nil
+	}
+	return false, false, r.wrongType(child, v, Bool)
+}
+
+// number is the JSON number of v (under Proto, ProtoNumber).
+func (r *Reader) number(v []byte) ([]byte, bool) {
+	if r.Proto {
+		return ProtoNumber(v)
+	}
+	return v, rawjson.Kind(v) == '0'
+}
+
+// ProtoNumber is the JSON number of v, which proto3 JSON may also give as a
+// JSON string holding exactly one number ("00" and "1x" are none).
+func ProtoNumber(v []byte) ([]byte, bool) {
+	switch rawjson.Kind(v) {
+	case '0':
+		return v, true
+	case '"':
+		if len(v) >= 3 && bytes.IndexByte(v, '\\') < 0 {
+			if n := v[1 : len(v)-1]; rawjson.Kind(n) == '0' && jsontext.Value(n).IsValid() {
+				return n, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// OptNumber reads an optional number within [min, max].
+func (r *Reader) OptNumber(child string, v []byte, min, max float64) (f float64, ok bool, err *formats.Error) {
+	if absent(v) {
+		return 0, false, nil
+	}
+	if num, isNum := r.number(v); isNum {
+		f, ok = rawjson.ParseFloat(num)
+	}
+	if !ok {
+		return 0, false, r.wrongType(child, v, Number)
+	}
+	if f < min || f > max {
+		return 0, false, r.outOfRange(child, false, min, max, f)
+	}
+	return f, true, nil
+}
+
+// Int reads an integer within [min, max] that is there (a null one has the
+// wrong type); the caller reports an absent one.
+func (r *Reader) Int(child string, v []byte, min, max int64) (n int64, err *formats.Error) {
+	ok := false
+	if num, isNum := r.number(v); isNum {
+		n, ok = rawjson.ParseInt(num)
+	}
+	if !ok {
+		return 0, r.wrongType(child, v, Integer)
+	}
+	if n < min || n > max {
+		return 0, r.outOfRange(child, true, float64(min), float64(max), float64(n))
+	}
+	return n, nil
+}
+
+// OptInt reads an optional integer within [min, max].
+func (r *Reader) OptInt(child string, v []byte, min, max int64) (n int64, ok bool, err *formats.Error) {
+	if absent(v) {
+		return 0, false, nil
+	}
+	n, err = r.Int(child, v, min, max)
+	return n, err == nil, err
+}
+
+// OptObject checks an optional object; ok reports that it is there.
+func (r *Reader) OptObject(child string, v []byte) (ok bool, err *formats.Error) {
+	switch {
+	case absent(v):
+		return false, nil
+	case v[0] == '{':
+		return true, nil
+	}
+	return false, r.wrongType(child, v, Object)
+}
+
+// OptArray checks an optional array; ok reports that it is there.
+func (r *Reader) OptArray(child string, v []byte) (ok bool, err *formats.Error) {
+	switch {
+	case absent(v):
+		return false, nil
+	case v[0] == '[':
+		return true, nil
+	}
+	return false, r.wrongType(child, v, Array)
+}
