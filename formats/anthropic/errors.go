@@ -4,6 +4,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
@@ -35,35 +36,18 @@ func errorType(k formats.ErrorKind) string {
 	return "api_error" // internal, upstream
 }
 
-// defaultMessage is used when an error carries no message.
+// defaultMessage is used when an error carries no message: Anthropic's
+// words where the gateway's would surprise an Anthropic client.
 func defaultMessage(k formats.ErrorKind) string {
 	switch k {
-	case formats.KindInvalidRequest:
-		return "The request is invalid."
 	case formats.KindAuthentication:
 		return "invalid x-api-key"
-	case formats.KindAccountSuspended:
-		return "This account is suspended."
-	case formats.KindInsufficientQuota:
-		return "The account's balance is insufficient for this request."
-	case formats.KindPermissionDenied:
-		return "This request is not permitted."
-	case formats.KindNotFound:
-		return "The requested resource does not exist."
-	case formats.KindMethodNotAllowed:
-		return "Method not allowed."
 	case formats.KindRequestTooLarge:
 		return "Request exceeds the maximum allowed number of bytes."
-	case formats.KindRateLimited:
-		return "Rate limit exceeded; retry later."
-	case formats.KindUpstream:
-		return "The upstream provider failed."
 	case formats.KindOverloaded:
 		return "Overloaded"
-	case formats.KindTimeout:
-		return "The upstream provider timed out."
 	}
-	return "Internal server error"
+	return emit.DefaultMessage(k, "Internal server error")
 }
 
 // AppendError appends Anthropic's error envelope of e:
@@ -123,13 +107,9 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 		v := it.Value()
 		switch {
 		case it.NameIs("type"):
-			if rawjson.Kind(v) == '"' {
-				ue.typ = jsonval.Str(v)
-			}
+			jsonval.SetStr(&ue.typ, v)
 		case it.NameIs("message"):
-			if rawjson.Kind(v) == '"' {
-				ue.message = jsonval.Str(v)
-			}
+			jsonval.SetStr(&ue.message, v)
 		}
 	}
 	return ue

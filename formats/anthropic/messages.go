@@ -526,9 +526,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 	var m *formats.Media
 	if mb != nil {
 		m = &formats.Media{}
-		if rawjson.Kind(f.title) == '"' {
-			m.Filename = jsonval.Str(f.title)
-		}
+		jsonval.SetStr(&m.Filename, f.title)
 	}
 	var imgs *msgBuilder // images of a content-source document
 	switch {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -484,7 +485,7 @@ func (r *renderer) block(p *formats.Part) *formats.Error {
 		r.b = append(r.b, `,"name":`...)
 		r.b = rawjson.AppendQuote(r.b, tc.Name)
 		r.b = append(r.b, `,"input":`...)
-		r.b = appendInput(r.b, tc.Arguments)
+		r.b = emit.AppendArgs(r.b, tc.Arguments)
 		r.b = append(r.b, '}')
 	case formats.PartToolResult:
 		return r.toolResult(p.ToolResult)
@@ -541,21 +542,6 @@ func (r *renderer) toolResult(res *formats.ToolResult) *formats.Error {
 	return nil
 }
 
-// sniffImage guesses an image's media type from its base64 data.
-func sniffImage(data string) string {
-	switch {
-	case strings.HasPrefix(data, "iVBORw0KGgo"):
-		return "image/png"
-	case strings.HasPrefix(data, "/9j/"):
-		return "image/jpeg"
-	case strings.HasPrefix(data, "R0lGOD"):
-		return "image/gif"
-	case strings.HasPrefix(data, "UklGR"):
-		return "image/webp"
-	}
-	return ""
-}
-
 func (r *renderer) image(m *formats.Media) *formats.Error {
 	data, mt, url := m.Data, strings.ToLower(m.MediaType), m.URL
 	if data == "" && url != "" {
@@ -566,7 +552,7 @@ func (r *renderer) image(m *formats.Media) *formats.Error {
 	switch {
 	case data != "":
 		if mt == "" {
-			mt = sniffImage(data)
+			mt = emit.SniffImage(data)
 		}
 		if mt == "image/jpg" {
 			mt = "image/jpeg"

@@ -3,9 +3,8 @@ package anthropic
 import (
 	"strings"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
@@ -68,13 +67,9 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 		v := it.Value()
 		switch {
 		case it.NameIs("id"):
-			if rawjson.Kind(v) == '"' {
-				resp.ID = jsonval.Str(v)
-			}
+			jsonval.SetStr(&resp.ID, v)
 		case it.NameIs("model"):
-			if rawjson.Kind(v) == '"' {
-				resp.Model = jsonval.Str(v)
-			}
+			jsonval.SetStr(&resp.Model, v)
 		case it.NameIs("content"):
 			content = v
 		case it.NameIs("stop_reason"):
@@ -104,12 +99,8 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 			}
 		case rawjson.StringIs(f.typ, "thinking"):
 			p := formats.Part{Type: formats.PartThinking}
-			if rawjson.Kind(f.thinking) == '"' {
-				p.Text = jsonval.Str(f.thinking)
-			}
-			if rawjson.Kind(f.signature) == '"' {
-				p.Signature = jsonval.Str(f.signature)
-			}
+			jsonval.SetStr(&p.Text, f.thinking)
+			jsonval.SetStr(&p.Signature, f.signature)
 			resp.Content = append(resp.Content, p)
 		case rawjson.StringIs(f.typ, "redacted_thinking"):
 			if rawjson.Kind(f.data) == '"' {
@@ -126,12 +117,8 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 				continue
 			}
 			tc := &formats.ToolCall{Arguments: args}
-			if rawjson.Kind(f.id) == '"' {
-				tc.ID = jsonval.Str(f.id)
-			}
-			if rawjson.Kind(f.name) == '"' {
-				tc.Name = jsonval.Str(f.name)
-			}
+			jsonval.SetStr(&tc.ID, f.id)
+			jsonval.SetStr(&tc.Name, f.name)
 			resp.Content = append(resp.Content, formats.Part{Type: formats.PartToolCall, ToolCall: tc})
 		}
 	}
@@ -166,22 +153,6 @@ func toolUseID(id string) string {
 		return id
 	}
 	return formats.NewID("toolu_")
-}
-
-// appendInput appends a tool call's arguments as a JSON object: compact
-// when they are one, {} when empty, else {"_raw_arguments": <text>}
-// (wire/translation.md §3.3).
-func appendInput[S ~string | ~[]byte](dst []byte, args S) []byte {
-	a := rawjson.TrimSpace([]byte(args))
-	if len(a) == 0 {
-		return append(dst, "{}"...)
-	}
-	if a[0] == '{' && jsontext.Value(a).IsValid() {
-		return rawjson.Compact(dst, a)
-	}
-	dst = append(dst, `{"_raw_arguments":`...)
-	dst = rawjson.AppendQuote(dst, args)
-	return append(dst, '}')
 }
 
 // RenderMessagesResponse appends an IR answer as an Anthropic Message for
@@ -239,7 +210,7 @@ func RenderMessagesResponse(dst []byte, resp *formats.Response, model string) []
 			dst = append(dst, `,"name":`...)
 			dst = rawjson.AppendQuote(dst, p.ToolCall.Name)
 			dst = append(dst, `,"input":`...)
-			dst = appendInput(dst, p.ToolCall.Arguments)
+			dst = emit.AppendArgs(dst, p.ToolCall.Arguments)
 			dst = append(dst, '}')
 		}
 	}

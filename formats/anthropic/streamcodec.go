@@ -90,13 +90,9 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 			for mi.Next() {
 				switch v := mi.Value(); {
 				case mi.NameIs("id"):
-					if rawjson.Kind(v) == '"' {
-						ev.ID = jsonval.Str(v)
-					}
+					jsonval.SetStr(&ev.ID, v)
 				case mi.NameIs("model"):
-					if rawjson.Kind(v) == '"' {
-						ev.Model = jsonval.Str(v)
-					}
+					jsonval.SetStr(&ev.Model, v)
 				case mi.NameIs("usage"):
 					d.usage.merge(v)
 				}
@@ -189,12 +185,8 @@ func (d *streamDecoder) blockStart(dst []formats.Event, index int64, cb []byte) 
 		d.nextK++
 		d.sawTools = true
 		ev := formats.Event{Type: formats.EventToolStart, Index: b.k}
-		if rawjson.Kind(f.id) == '"' {
-			ev.ID = jsonval.Str(f.id)
-		}
-		if rawjson.Kind(f.name) == '"' {
-			ev.Name = jsonval.Str(f.name)
-		}
+		jsonval.SetStr(&ev.ID, f.id)
+		jsonval.SetStr(&ev.Name, f.name)
 		dst = append(dst, ev)
 		// Anthropic starts with "input":{} and streams the input; an
 		// input given whole comes as one fragment

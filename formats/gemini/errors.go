@@ -7,6 +7,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
@@ -44,35 +45,26 @@ func Status(e *formats.Error) int {
 	return s
 }
 
-// defaultMessage is used when an error carries no message.
+// defaultMessage is used when an error carries no message: Google's words
+// where it has its own.
 func defaultMessage(k formats.ErrorKind) string {
 	switch k {
 	case formats.KindInvalidRequest:
 		return "Request contains an invalid argument."
 	case formats.KindAuthentication:
 		return "API key not valid. Please pass a valid API key."
-	case formats.KindAccountSuspended:
-		return "This account is suspended."
-	case formats.KindInsufficientQuota:
-		return "The account's balance is insufficient for this request."
 	case formats.KindPermissionDenied:
 		return "The caller does not have permission."
 	case formats.KindNotFound:
 		return "The requested resource was not found."
-	case formats.KindMethodNotAllowed:
-		return "Method not allowed."
 	case formats.KindRequestTooLarge:
 		return "Request payload size exceeds the limit."
 	case formats.KindRateLimited:
 		return "Resource has been exhausted (e.g. check quota)."
-	case formats.KindUpstream:
-		return "The upstream provider failed."
 	case formats.KindOverloaded:
 		return "The model is overloaded. Please try again later."
-	case formats.KindTimeout:
-		return "The upstream provider timed out."
 	}
-	return "An internal error has occurred."
+	return emit.DefaultMessage(k, "An internal error has occurred.")
 }
 
 // AppendError appends the Gemini error envelope of e:
@@ -159,13 +151,9 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 		case it.NameIs("code"):
 			ue.code = int(count(v))
 		case it.NameIs("message"):
-			if rawjson.Kind(v) == '"' {
-				ue.message = jsonval.Str(v)
-			}
+			jsonval.SetStr(&ue.message, v)
 		case it.NameIs("status"):
-			if rawjson.Kind(v) == '"' {
-				ue.status = jsonval.Str(v)
-			}
+			jsonval.SetStr(&ue.status, v)
 		case it.NameIs("details"):
 			di := rawjson.Array(v, 0)
 			for di.Next() {

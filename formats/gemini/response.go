@@ -3,9 +3,8 @@ package gemini
 import (
 	"bytes"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
@@ -265,13 +264,9 @@ func DecodeGenerateResponse(body []byte, sigs SignatureStore, idPrefix string) (
 		v := it.Value()
 		switch m := it.Member(); {
 		case m.NameIs("responseId"), m.NameIs("response_id"):
-			if rawjson.Kind(v) == '"' {
-				resp.ID = jsonval.Str(v)
-			}
+			jsonval.SetStr(&resp.ID, v)
 		case m.NameIs("modelVersion"), m.NameIs("model_version"):
-			if rawjson.Kind(v) == '"' {
-				resp.Model = jsonval.Str(v)
-			}
+			jsonval.SetStr(&resp.Model, v)
 		case m.NameIs("candidates"):
 			if rawjson.Kind(v) == '[' {
 				cands, usable = v, true
@@ -388,29 +383,8 @@ func appendFunctionCall[S ~string | ~[]byte](dst []byte, id string, name string,
 	dst = append(dst, `"name":`...)
 	dst = rawjson.AppendQuote(dst, unescapeName(name))
 	dst = append(dst, `,"args":`...)
-	dst = appendArgs(dst, args)
+	dst = emit.AppendArgs(dst, args)
 	return append(dst, "}}"...)
-}
-
-// appendArgs appends tool-call arguments as a JSON object: the arguments
-// when they are one, {} when empty, else {"_raw_arguments": "<text>"}
-// (wire/translation.md §4.5).
-func appendArgs[S ~string | ~[]byte](dst []byte, args S) []byte {
-	start := len(dst)
-	dst = append(dst, args...)
-	v := rawjson.TrimSpace(dst[start:])
-	switch {
-	case len(v) == 0:
-		return append(dst[:start], "{}"...)
-	case rawjson.Kind(v) == '{' && jsontext.Value(v).IsValid():
-		c := jsontext.Value(v)
-		if err := c.Compact(); err == nil {
-			return append(dst[:start], c...)
-		}
-	}
-	dst = append(dst[:start], `{"_raw_arguments":`...)
-	dst = rawjson.AppendQuote(dst, args)
-	return append(dst, '}')
 }
 
 // groundingNames are the spellings of the members that report grounding.

@@ -67,12 +67,8 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 	if !d.started {
 		d.started = true
 		ev := formats.Event{Type: formats.EventStart}
-		if rawjson.Kind(id) == '"' {
-			ev.ID = jsonval.Str(id)
-		}
-		if rawjson.Kind(model) == '"' {
-			ev.Model = jsonval.Str(model)
-		}
+		jsonval.SetStr(&ev.ID, id)
+		jsonval.SetStr(&ev.Model, model)
 		dst = append(dst, ev)
 	}
 	var finish []byte

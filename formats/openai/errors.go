@@ -6,6 +6,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
@@ -41,33 +42,7 @@ func errorTypeCode(k formats.ErrorKind) (typ, code string) {
 
 // defaultMessage is used when an error carries no message.
 func defaultMessage(k formats.ErrorKind) string {
-	switch k {
-	case formats.KindInvalidRequest:
-		return "The request is invalid."
-	case formats.KindAuthentication:
-		return "Incorrect API key provided."
-	case formats.KindAccountSuspended:
-		return "This account is suspended."
-	case formats.KindInsufficientQuota:
-		return "The account's balance is insufficient for this request."
-	case formats.KindPermissionDenied:
-		return "This request is not permitted."
-	case formats.KindNotFound:
-		return "The requested resource does not exist."
-	case formats.KindMethodNotAllowed:
-		return "Method not allowed."
-	case formats.KindRequestTooLarge:
-		return "The request is too large."
-	case formats.KindRateLimited:
-		return "Rate limit exceeded; retry later."
-	case formats.KindUpstream:
-		return "The upstream provider failed."
-	case formats.KindOverloaded:
-		return "The upstream provider is overloaded; retry later."
-	case formats.KindTimeout:
-		return "The upstream provider timed out."
-	}
-	return "The gateway failed to process the request."
+	return emit.DefaultMessage(k, "The gateway failed to process the request.")
 }
 
 // AppendError appends the OpenAI error envelope of e:
@@ -135,17 +110,11 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 		v := it.Value()
 		switch {
 		case it.NameIs("message"):
-			if rawjson.Kind(v) == '"' {
-				ue.message = jsonval.Str(v)
-			}
+			jsonval.SetStr(&ue.message, v)
 		case it.NameIs("type"):
-			if rawjson.Kind(v) == '"' {
-				ue.typ = jsonval.Str(v)
-			}
+			jsonval.SetStr(&ue.typ, v)
 		case it.NameIs("param"):
-			if rawjson.Kind(v) == '"' {
-				ue.param = jsonval.Str(v)
-			}
+			jsonval.SetStr(&ue.param, v)
 		case it.NameIs("code"):
 			switch rawjson.Kind(v) {
 			case '"':

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -410,19 +411,7 @@ func (r *renderer) toolResults(ir *formats.Request, m *formats.Message) *formats
 		if res.IsError {
 			text.WriteString("Error: ")
 		}
-		n := 0
-		for j := range res.Parts {
-			switch q := &res.Parts[j]; q.Type {
-			case formats.PartText:
-				if n > 0 {
-					text.WriteByte('\n')
-				}
-				text.WriteString(q.Text)
-				n++
-			case formats.PartImage, formats.PartFile, formats.PartAudio:
-				media = append(media, *q)
-			}
-		}
+		media = emit.ToolResultText(&text, res, media)
 		r.sep()
 		r.b = append(r.b, `{"role":"tool","tool_call_id":`...)
 		r.b = rawjson.AppendQuote(r.b, res.CallID)

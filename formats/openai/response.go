@@ -65,13 +65,9 @@ func DecodeChatResponse(body []byte) (*formats.Response, *formats.Error) {
 		v := it.Value()
 		switch {
 		case it.NameIs("id"):
-			if rawjson.Kind(v) == '"' {
-				resp.ID = jsonval.Str(v)
-			}
+			jsonval.SetStr(&resp.ID, v)
 		case it.NameIs("model"):
-			if rawjson.Kind(v) == '"' {
-				resp.Model = jsonval.Str(v)
-			}
+			jsonval.SetStr(&resp.Model, v)
 		case it.NameIs("created"):
 			resp.Created = jsonval.Count(v)
 		case it.NameIs("choices"):

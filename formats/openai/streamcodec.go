@@ -72,12 +72,8 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 	if !d.started {
 		d.started = true
 		ev := formats.Event{Type: formats.EventStart}
-		if rawjson.Kind(id) == '"' {
-			ev.ID = jsonval.Str(id)
-		}
-		if rawjson.Kind(model) == '"' {
-			ev.Model = jsonval.Str(model)
-		}
+		jsonval.SetStr(&ev.ID, id)
+		jsonval.SetStr(&ev.Model, model)
 		ev.Created = jsonval.Count(created)
 		dst = append(dst, ev)
 	}
@@ -195,12 +191,8 @@ func (d *streamDecoder) toolDelta(dst []formats.Event, tc []byte) []formats.Even
 		call.k, call.open = d.nextK(), true
 		d.sawTools = true
 		ev := formats.Event{Type: formats.EventToolStart, Index: call.k}
-		if rawjson.Kind(id) == '"' {
-			ev.ID = jsonval.Str(id)
-		}
-		if rawjson.Kind(name) == '"' {
-			ev.Name = jsonval.Str(name)
-		}
+		jsonval.SetStr(&ev.ID, id)
+		jsonval.SetStr(&ev.Name, name)
 		dst = append(dst, ev)
 	}
 	if rawjson.Kind(args) == '"' && len(args) > 2 && call.open {

@@ -12,6 +12,14 @@ func Str(v []byte) string {
 	return s
 }
 
+// SetStr sets *dst to the value of v when v is a JSON string, and leaves
+// it alone otherwise.
+func SetStr(dst *string, v []byte) {
+	if rawjson.Kind(v) == '"' {
+		*dst = Str(v)
+	}
+}
+
 // Count reads a non-negative integer count: 0 for a negative number, a
 // fraction, or anything that is not a number.
 func Count(v []byte) int64 {

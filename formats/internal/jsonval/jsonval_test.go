@@ -29,6 +29,11 @@ func TestReaders(t *testing.T) {
 		if got := Count(v); got != tc.count {
 			t.Errorf("Count(%s) = %d, want %d", tc.in, got, tc.count)
 		}
+		got := "old"
+		SetStr(&got, v)
+		if want := map[bool]string{true: tc.str, false: "old"}[len(v) > 0 && v[0] == '"']; got != want {
+			t.Errorf("SetStr(%s) = %q, want %q", tc.in, got, want)
+		}
 		if got := Len(v); got != tc.len {
 			t.Errorf("Len(%s) = %d, want %d", tc.in, got, tc.len)
 		}
