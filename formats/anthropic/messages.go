@@ -325,12 +325,8 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		if err := w.ReqString("name", f.name); err != nil {
 			return err
 		}
-		switch rawjson.Kind(f.input) {
-		case 0:
-			return w.errMissing("input")
-		case '{':
-		default:
-			return w.errType("input", tDict)
+		if err := w.ReqObject("input", f.input); err != nil {
+			return err
 		}
 		size.TextBytes += int64(len(f.id) + len(f.name) - 4 + len(f.input))
 		if mb != nil {
@@ -402,12 +398,8 @@ func (w *walker) textBlock(f *blockFields, mb *msgBuilder) *formats.Error {
 
 // image validates an image block's source.
 func (w *walker) image(src []byte, mb *msgBuilder) *formats.Error {
-	switch rawjson.Kind(src) {
-	case 0:
-		return w.errMissing("source")
-	case '{':
-	default:
-		return w.errType("source", tDict)
+	if err := w.ReqObject("source", src); err != nil {
+		return err
 	}
 	w.Push("source")
 	defer w.Pop()
@@ -491,12 +483,8 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		w.drop("citations")
 	}
 	src := f.source
-	switch rawjson.Kind(src) {
-	case 0:
-		return w.errMissing("source")
-	case '{':
-	default:
-		return w.errType("source", tDict)
+	if err := w.ReqObject("source", src); err != nil {
+		return err
 	}
 	w.Push("source")
 	defer w.Pop()

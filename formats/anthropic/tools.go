@@ -173,12 +173,8 @@ func (w *walker) tool(b []byte, start, index int) (int, *formats.Error) {
 	if err != nil {
 		return end, err
 	}
-	switch rawjson.Kind(schema) {
-	case 0:
-		return end, w.errMissing("input_schema")
-	case '{':
-	default:
-		return end, w.errType("input_schema", tDict)
+	if err := w.ReqObject("input_schema", schema); err != nil {
+		return end, err
 	}
 	if t := rawjson.Get(schema, "type"); !rawjson.StringIs(t, "object") {
 		w.Push("input_schema")
@@ -373,12 +369,8 @@ func (w *walker) jsonFormat(child string, v []byte) *formats.Error {
 	if !rawjson.StringIs(typ, "json_schema") {
 		return w.errTag("", typ, "json_schema")
 	}
-	switch rawjson.Kind(schema) {
-	case 0:
-		return w.errMissing("schema")
-	case '{':
-	default:
-		return w.errType("schema", tDict)
+	if err := w.ReqObject("schema", schema); err != nil {
+		return err
 	}
 	w.req.size.TextBytes += int64(len(schema))
 	if w.ir != nil {

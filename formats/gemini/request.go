@@ -621,12 +621,8 @@ func (w *walker) generationConfig(v []byte) *formats.Error {
 }
 
 func (w *walker) stopSequences(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("stop_sequences", v, "list")
+	if ok, err := w.OptArray("stop_sequences", v); !ok {
+		return err
 	}
 	w.Push("stop_sequences")
 	it := rawjson.Array(v, 0)
@@ -653,12 +649,8 @@ func (w *walker) stopSequences(v []byte) *formats.Error {
 }
 
 func (w *walker) responseModalities(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("response_modalities", v, "list")
+	if ok, err := w.OptArray("response_modalities", v); !ok {
+		return err
 	}
 	w.Push("response_modalities")
 	it := rawjson.Array(v, 0)
@@ -809,12 +801,8 @@ var harmMethods = []string{"HARM_BLOCK_METHOD_UNSPECIFIED", "SEVERITY", "PROBABI
 // safetySettings validates the list; translation drops it (no other format
 // has it).
 func (w *walker) safetySettings(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("safety_settings", v, "list")
+	if ok, err := w.OptArray("safety_settings", v); !ok {
+		return err
 	}
 	w.Push("safety_settings")
 	it := rawjson.Array(v, 0)

@@ -130,12 +130,8 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 }
 
 func (w *walker) declarations(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("function_declarations", v, "list")
+	if ok, err := w.OptArray("function_declarations", v); !ok {
+		return err
 	}
 	w.Push("function_declarations")
 	it := rawjson.Array(v, 0)

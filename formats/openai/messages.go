@@ -346,11 +346,8 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 }
 
 func (w *walker) imagePart(v []byte, msg *formats.Message) *formats.Error {
-	if v == nil {
-		return w.errMissing("image_url")
-	}
-	if rawjson.Kind(v) != '{' {
-		return w.errType("image_url", v, "an object")
+	if err := w.ReqObject("image_url", v); err != nil {
+		return err
 	}
 	w.Push("image_url")
 	var url, detail []byte
@@ -390,11 +387,8 @@ func (w *walker) imagePart(v []byte, msg *formats.Message) *formats.Error {
 }
 
 func (w *walker) audioPart(v []byte, msg *formats.Message) *formats.Error {
-	if v == nil {
-		return w.errMissing("input_audio")
-	}
-	if rawjson.Kind(v) != '{' {
-		return w.errType("input_audio", v, "an object")
+	if err := w.ReqObject("input_audio", v); err != nil {
+		return err
 	}
 	w.Push("input_audio")
 	var data, format []byte
@@ -430,11 +424,8 @@ func (w *walker) audioPart(v []byte, msg *formats.Message) *formats.Error {
 }
 
 func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
-	if v == nil {
-		return w.errMissing("file")
-	}
-	if rawjson.Kind(v) != '{' {
-		return w.errType("file", v, "an object")
+	if err := w.ReqObject("file", v); err != nil {
+		return err
 	}
 	w.Push("file")
 	var data, id, filename []byte
@@ -500,12 +491,8 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 
 // toolCalls validates an assistant message's tool_calls.
 func (w *walker) toolCalls(v []byte, msg *formats.Message) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("tool_calls", v, "an array")
+	if ok, err := w.OptArray("tool_calls", v); !ok {
+		return err
 	}
 	w.Push("tool_calls")
 	it := rawjson.Array(v, 0)
@@ -548,11 +535,8 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 	size.TextBytes += int64(len(id) - 2)
 	switch {
 	case rawjson.StringIs(typ, "function"):
-		if fn == nil {
-			return w.errMissing("function")
-		}
-		if rawjson.Kind(fn) != '{' {
-			return w.errType("function", fn, "an object")
+		if err := w.ReqObject("function", fn); err != nil {
+			return err
 		}
 		w.Push("function")
 		name, args := rawjson.Get(fn, "name"), rawjson.Get(fn, "arguments")
@@ -584,12 +568,8 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 
 // legacyCall validates the deprecated assistant function_call.
 func (w *walker) legacyCall(v []byte, msg *formats.Message) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '{':
-	default:
-		return w.errType("function_call", v, "an object")
+	if ok, err := w.OptObject("function_call", v); !ok {
+		return err
 	}
 	w.Push("function_call")
 	name, args := rawjson.Get(v, "name"), rawjson.Get(v, "arguments")

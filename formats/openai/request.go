@@ -569,12 +569,8 @@ func (w *walker) stop(v []byte) *formats.Error {
 }
 
 func (w *walker) logitBias(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '{':
-	default:
-		return w.errType("logit_bias", v, "an object")
+	if ok, err := w.OptObject("logit_bias", v); !ok {
+		return err
 	}
 	w.Push("logit_bias")
 	it := rawjson.Object(v, 0)
@@ -591,12 +587,8 @@ func (w *walker) logitBias(v []byte) *formats.Error {
 }
 
 func (w *walker) metadata(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '{':
-	default:
-		return w.errType("metadata", v, "an object")
+	if ok, err := w.OptObject("metadata", v); !ok {
+		return err
 	}
 	w.Push("metadata")
 	it := rawjson.Object(v, 0)

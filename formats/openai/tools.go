@@ -68,11 +68,8 @@ func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 		defer w.Pop()
 		return end, w.function(fn)
 	case rawjson.StringIs(typ, "custom"):
-		if custom == nil {
-			return end, w.errMissing("custom")
-		}
-		if rawjson.Kind(custom) != '{' {
-			return end, w.errType("custom", custom, "an object")
+		if err := w.ReqObject("custom", custom); err != nil {
+			return end, err
 		}
 		w.Push("custom")
 		name := rawjson.Get(custom, "name")
@@ -164,12 +161,8 @@ func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *forma
 
 // functions validates the deprecated functions list.
 func (w *walker) functions(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("functions", v, "an array")
+	if ok, err := w.OptArray("functions", v); !ok {
+		return err
 	}
 	w.Push("functions")
 	it := rawjson.Array(v, 0)
@@ -213,11 +206,8 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 		switch {
 		case rawjson.StringIs(typ, "function"):
 			fn := rawjson.Get(v, "function")
-			if fn == nil {
-				return w.errMissing("function")
-			}
-			if rawjson.Kind(fn) != '{' {
-				return w.errType("function", fn, "an object")
+			if err := w.ReqObject("function", fn); err != nil {
+				return err
 			}
 			w.Push("function")
 			name := rawjson.Get(fn, "name")
@@ -235,11 +225,8 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 			}
 		case rawjson.StringIs(typ, "custom"):
 			c := rawjson.Get(v, "custom")
-			if c == nil {
-				return w.errMissing("custom")
-			}
-			if rawjson.Kind(c) != '{' {
-				return w.errType("custom", c, "an object")
+			if err := w.ReqObject("custom", c); err != nil {
+				return err
 			}
 			if w.ir != nil {
 				return errCode("tool_choice", "Forcing a custom tool with 'tool_choice' is not supported for this model's provider.", "unsupported_value")
@@ -258,11 +245,8 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 }
 
 func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
-	if v == nil {
-		return w.errMissing("allowed_tools")
-	}
-	if rawjson.Kind(v) != '{' {
-		return w.errType("allowed_tools", v, "an object")
+	if err := w.ReqObject("allowed_tools", v); err != nil {
+		return err
 	}
 	w.Push("allowed_tools")
 	mode, tools := rawjson.Get(v, "mode"), rawjson.Get(v, "tools")
@@ -362,12 +346,8 @@ func (w *walker) functionCall(v []byte) *formats.Error {
 
 // responseFormat validates response_format.
 func (w *walker) responseFormat(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '{':
-	default:
-		return w.errType("response_format", v, "an object")
+	if ok, err := w.OptObject("response_format", v); !ok {
+		return err
 	}
 	w.Push("response_format")
 	defer w.Pop()
@@ -384,11 +364,8 @@ func (w *walker) responseFormat(v []byte) *formats.Error {
 	case rawjson.StringIs(typ, "json_schema"):
 		rf.Type = formats.FormatJSONSchema
 		js := rawjson.Get(v, "json_schema")
-		if js == nil {
-			return w.errMissing("json_schema")
-		}
-		if rawjson.Kind(js) != '{' {
-			return w.errType("json_schema", js, "an object")
+		if err := w.ReqObject("json_schema", js); err != nil {
+			return err
 		}
 		w.Push("json_schema")
 		d, err := w.namedSchema(js, "schema")

@@ -286,6 +286,18 @@ func (r *Reader) OptInt(child string, v []byte, min, max int64) (n int64, ok boo
 	return n, err == nil, err
 }
 
+// ReqObject checks a required object. A null one has the wrong type,
+// except under Proto, where it is missing.
+func (r *Reader) ReqObject(child string, v []byte) *formats.Error {
+	switch {
+	case len(v) == 0, r.Proto && rawjson.IsNull(v):
+		return r.missing(child)
+	case v[0] == '{':
+		return nil
+	}
+	return r.wrongType(child, v, Object)
+}
+
 // OptObject checks an optional object; ok reports that it is there.
 func (r *Reader) OptObject(child string, v []byte) (ok bool, err *formats.Error) {
 	switch {

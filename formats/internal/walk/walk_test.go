@@ -105,6 +105,9 @@ func read(r *Reader, reader, v string) string {
 	case "Int":
 		n, err := r.Int("n", b, 1, 10)
 		return out(strconv.FormatInt(n, 10), true, err)
+	case "ReqObject":
+		err := r.ReqObject("o", b)
+		return out("ok", true, err)
 	case "OptObject":
 		ok, err := r.OptObject("o", b)
 		return out("ok", ok, err)
@@ -152,6 +155,10 @@ func TestReaders(t *testing.T) {
 		{"OptInt", `"07"`, `error: S type p.n "07" want 3`, "="},
 		{"Int", "null", "error: S type p.n null want 3", "="},
 		{"Int", "3", "3", "="},
+		{"ReqObject", "-", "error: S missing p.o", "="},
+		{"ReqObject", "null", "error: S type p.o null want 4", "error: S missing p.o"},
+		{"ReqObject", "{}", "ok", "="},
+		{"ReqObject", "1", "error: S type p.o 1 want 4", "="},
 		{"OptObject", "null", "absent", "="},
 		{"OptObject", "{}", "ok", "="},
 		{"OptObject", "[]", "error: S type p.o [] want 4", "="},
