@@ -11,5 +11,5 @@
 // measure the input bound) → either a byte-level pass-through rewrite (same
 // format upstream) or IR → the upstream format's renderer. The answer flows
 // back through a StreamTranslator (pass-through or Translate(decoder,
-// encoder)) or a whole-response codec. See wire/translation.md.
+// encoder)) or a whole-response codec. See docs/translation.md.
 package formats

@@ -10,8 +10,8 @@ import (
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// errorType is Anthropic's error.type for each kind (wire/translation.md
-// §8.1).
+// errorType is Anthropic's error.type for each kind (docs/translation.md,
+// "Errors").
 func errorType(k formats.ErrorKind) string {
 	switch k {
 	case formats.KindInvalidRequest, formats.KindMethodNotAllowed:

@@ -154,9 +154,10 @@ func rawValid(v []byte, ok func([]byte) bool) bool {
 }
 
 // SanitizeToolID maps a tool call id to one Anthropic accepts
-// (^[a-zA-Z0-9_-]+$): every other byte becomes '_', and an empty id
-// becomes "toolu_". The function is deterministic, so that a call and its
-// result, sanitised apart, still match (wire/translation.md §4.5).
+// (^[a-zA-Z0-9_-]+$): every other byte becomes '_', and an empty id becomes
+// "toolu_". The function is deterministic, so that a call and its result,
+// sanitised apart, still match (docs/translation.md,
+// "Tool call ids and arguments").
 func SanitizeToolID(id string) string {
 	if id == "" {
 		return "toolu_"

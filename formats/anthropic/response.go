@@ -13,7 +13,7 @@ import (
 // PassThroughResponse appends to dst a non-streamed upstream Message for an
 // Anthropic client: model replaced by serviceModel (inserted if missing),
 // everything else byte-identical. u is the normalised usage (input_tokens
-// plus both cache buckets, wire/translation.md §5.3); a zero Usage means
+// plus both cache buckets, docs/translation.md, "Usage"); a zero Usage means
 // the upstream reported none. A body that is not a Message (or that is an
 // error) yields a *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
@@ -147,7 +147,7 @@ func messageID(id string) string {
 }
 
 // toolUseID keeps an upstream tool call id that Anthropic clients accept,
-// else makes one (wire/translation.md §4.5).
+// else makes one (docs/translation.md, "Tool call ids and arguments").
 func toolUseID(id string) string {
 	if validID(id) && len(id) <= 128 {
 		return id
@@ -155,12 +155,11 @@ func toolUseID(id string) string {
 	return formats.NewID("toolu_")
 }
 
-// RenderMessagesResponse appends an IR answer as an Anthropic Message for
-// the service model (wire/translation.md §5): text and refusal parts as text
-// blocks, tool calls as tool_use blocks (ids kept when valid, else
-// toolu_…), thinking only when it carries an Anthropic signature (reasoning
-// of other vendors is dropped), the stop reason of §5.2 and the four usage
-// counts.
+// RenderMessagesResponse appends an IR answer as an Anthropic Message for the
+// service model (docs/translation.md, "Answers"): text and refusal parts as
+// text blocks, tool calls as tool_use blocks (ids kept when valid, else
+// toolu_…), thinking only when it carries an Anthropic signature (reasoning of
+// other vendors is dropped), the stop reason of §5.2 and the four usage counts.
 func RenderMessagesResponse(dst []byte, resp *formats.Response, model string) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = rawjson.AppendQuote(dst, messageID(resp.ID))

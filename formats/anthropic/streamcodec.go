@@ -25,7 +25,7 @@ type streamBlock struct {
 }
 
 // streamDecoder turns an Anthropic stream into IR events
-// (wire/translation.md §6.2, ANT row).
+// (docs/translation.md, "Reading upstream streams", ANT row).
 type streamDecoder struct {
 	buf      []byte // unescaped deltas of the current event
 	blocks   []streamBlock
@@ -272,7 +272,7 @@ const (
 )
 
 // streamEncoder renders IR events as an Anthropic stream
-// (wire/translation.md §6.3, "ANT client").
+// (docs/translation.md, "Writing client streams", "ANT client").
 type streamEncoder struct {
 	model    string
 	started  bool

@@ -8,7 +8,7 @@ import (
 
 // usage accumulates an Anthropic usage object. While streaming,
 // message_start carries the input side and message_delta cumulative
-// values; the last value seen of each field wins (wire/anthropic.md §5.3).
+// values; the last value seen of each field wins.
 type usage struct {
 	in, cacheWrite, cacheRead, out, thinking int64
 	searches, fetches                        int64 // server_tool_use (#16)
@@ -60,7 +60,7 @@ func (u *usage) merge(v []byte) (ok bool) {
 	return ok
 }
 
-// ir is the normalised IR usage (wire/translation.md §5.3): Anthropic's
+// ir is the normalised IR usage (docs/translation.md, "Usage"): Anthropic's
 // input_tokens excludes both cache buckets.
 func (u *usage) ir() formats.Usage {
 	return formats.Usage{
@@ -99,7 +99,7 @@ func appendUsage(dst []byte, u formats.Usage) []byte {
 	return append(dst, '}')
 }
 
-// stopToIR maps an Anthropic stop_reason (wire/translation.md §5.2).
+// stopToIR maps an Anthropic stop_reason (docs/translation.md, "Stop reasons").
 func stopToIR(v []byte) formats.StopReason {
 	switch {
 	case rawjson.StringIs(v, "end_turn"):

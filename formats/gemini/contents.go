@@ -561,10 +561,10 @@ func (w *walker) functionCall(v []byte) (*formats.ToolCall, *formats.Error) {
 	return tc, nil
 }
 
-// functionResponse validates {id?, name, response?, parts?} and converts
-// it (wire/translation.md §3.3 GEM →): the content is response.output when
-// it is a string, else the compact JSON of response; a response with only
-// an error is an error result.
+// functionResponse validates {id?, name, response?, parts?} and converts it
+// (docs/translation.md, "Messages and roles" GEM →): the content is
+// response.output when it is a string, else the compact JSON of response; a
+// response with only an error is an error result.
 func (w *walker) functionResponse(v []byte) (*formats.ToolResult, *formats.Error) {
 	if rawjson.Kind(v) != '{' {
 		return nil, w.errType("", v, "object")

@@ -14,7 +14,7 @@ import (
 )
 
 // statusOf is the HTTP status and the canonical status name a Gemini client
-// gets for each kind (wire/translation.md §8.1): Gemini has no 413 (a body
+// gets for each kind (docs/translation.md, "Errors"): Gemini has no 413 (a body
 // too large is INVALID_ARGUMENT, 400) and no 502 (an upstream failure is
 // INTERNAL, 500).
 func statusOf(k formats.ErrorKind) (int, string) {

@@ -10,10 +10,10 @@ import (
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// RenderGenerateRequest renders an IR request (from a client of another
-// format) as a generateContent body for a Gemini upstream; the model goes
-// in the URL. What Gemini cannot take is rejected or dropped per
-// wire/translation.md §9, drops being recorded in ir.Dropped:
+// RenderGenerateRequest renders an IR request (from a client of another format)
+// as a generateContent body for a Gemini upstream; the model goes in the URL.
+// What Gemini cannot take is rejected or dropped per docs/translation.md,
+// "What cannot be mapped", drops being recorded in ir.Dropped:
 //
 //   - system prompts (leading and mid-conversation, hoisted) →
 //     systemInstruction; consecutive same-role turns merged; no empty turn

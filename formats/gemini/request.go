@@ -24,7 +24,7 @@ const (
 	// builtinToolTokens is added per built-in tool offered (googleSearch,
 	// urlContext, codeExecution…): what they feed back to the model is
 	// billed as input (toolUsePromptTokenCount). It is an allowance, not a
-	// bound: a larger read marks the row over_hold (SPEC §5.3).
+	// bound: a larger read marks the row over_hold.
 	builtinToolTokens = 32768
 	// maxDeclarations is Gemini's limit on function declarations.
 	maxDeclarations = 512

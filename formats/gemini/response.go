@@ -10,7 +10,7 @@ import (
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// parseUsage reads usageMetadata (wire/translation.md §5.3, GEM row):
+// parseUsage reads usageMetadata (docs/translation.md, "Usage", GEM row):
 // Input = promptTokenCount (which includes cachedContentTokenCount) +
 // toolUsePromptTokenCount, CacheRead = cachedContentTokenCount, Output =
 // candidatesTokenCount + thoughtsTokenCount, Reasoning =
@@ -202,7 +202,7 @@ func readCall(v []byte) (id, name, args []byte) {
 
 // callID is the id of an upstream call: its own, else a new id with the
 // client format's prefix ("call_" when empty; "toolu_" for Anthropic
-// clients, wire/translation.md §4.5).
+// clients, docs/translation.md, "Tool call ids and arguments").
 func callID(id []byte, prefix string) string {
 	if id != nil {
 		return jsonval.Str(id)

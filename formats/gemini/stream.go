@@ -6,7 +6,8 @@ import (
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// Stream framing toward Gemini clients (wire/gemini.md §3).
+// Stream framing toward Gemini clients: SSE as Google sends it, or the JSON
+// array of :streamGenerateContent without alt=sse.
 var (
 	sseOpen   = []byte("data: ")
 	sseClose  = []byte("\r\n\r\n") // as Google sends it

@@ -8,8 +8,8 @@ import (
 )
 
 // streamDecoder turns a Gemini stream (SSE elements) into IR events
-// (wire/translation.md §6.2, GEM row). Only candidate 0 is read: the IR
-// answer has one choice.
+// (docs/translation.md, "Reading upstream streams", GEM row). Only candidate 0
+// is read: the IR answer has one choice.
 type streamDecoder struct {
 	sigs     SignatureStore
 	idPrefix string
@@ -138,7 +138,7 @@ func (d *streamDecoder) part(dst []formats.Event, v []byte) []formats.Event {
 }
 
 // streamEncoder renders IR events as a Gemini stream
-// (wire/translation.md §6.3, "GEM client").
+// (docs/translation.md, "Writing client streams", "GEM client").
 type streamEncoder struct {
 	model  string
 	sse    bool
@@ -284,7 +284,7 @@ func (e *streamEncoder) Encode(dst []byte, ev *formats.Event) []byte {
 			dst = append(dst, arrayEnd...)
 		}
 	}
-	// reasoning: dropped (wire/translation.md §5.1)
+	// reasoning: dropped (docs/translation.md, "Answer content")
 	return dst
 }
 

@@ -299,9 +299,9 @@ func (w *walker) schema(v []byte) *formats.Error {
 }
 
 // openAPIToJSONSchema appends the JSON Schema form of a Gemini Schema
-// (wire/translation.md §4.2, from GEM): types lower-cased, nullable →
-// "null" added to the type, propertyOrdering and example dropped,
-// snake_case keys in JSON Schema's camelCase, int64 counts as numbers.
+// (docs/translation.md, "Tool schemas", from GEM): types lower-cased, nullable
+// → "null" added to the type, propertyOrdering and example dropped, snake_case
+// keys in JSON Schema's camelCase, int64 counts as numbers.
 func openAPIToJSONSchema(dst, v []byte, depth int) []byte {
 	if rawjson.Kind(v) != '{' || depth > 64 {
 		return rawjson.Compact(dst, v)
@@ -433,7 +433,7 @@ func camel(s string) string {
 var callingModes = []string{"MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"}
 
 // toolConfig validates toolConfig and maps functionCallingConfig to the IR's
-// tool choice (wire/translation.md §4.4).
+// tool choice (docs/translation.md, "Tool choice").
 func (w *walker) toolConfig(v []byte) *formats.Error {
 	if ok, err := w.OptObject("tool_config", v); !ok {
 		return err

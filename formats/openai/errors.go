@@ -13,7 +13,7 @@ import (
 )
 
 // errorTypeCode is the OpenAI type and default code of each kind
-// (wire/translation.md §8.1).
+// (docs/translation.md, "Errors").
 func errorTypeCode(k formats.ErrorKind) (typ, code string) {
 	switch k {
 	case formats.KindInvalidRequest:

@@ -12,12 +12,12 @@ import (
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// RenderChatRequest renders an IR request (from a client of another format)
-// as a Chat Completions body for model. The output cap is always
-// max_completion_tokens (set ir.MaxTokens to the cap the gateway allows
-// first); a streamed request always asks for usage. What Chat Completions
-// cannot take is rejected or dropped per wire/translation.md §9, drops
-// being recorded in ir.Dropped.
+// RenderChatRequest renders an IR request (from a client of another format) as
+// a Chat Completions body for model. The output cap is always
+// max_completion_tokens (set ir.MaxTokens to the cap the gateway allows first);
+// a streamed request always asks for usage. What Chat Completions cannot take
+// is rejected or dropped per docs/translation.md, "What cannot be mapped",
+// drops being recorded in ir.Dropped.
 func RenderChatRequest(ir *formats.Request, model string) ([]byte, *formats.Error) {
 	if err := checkChat(ir); err != nil {
 		return nil, err
@@ -142,8 +142,8 @@ func appendFloatMember(b []byte, name string, f *float64) []byte {
 	return rawjson.AppendFloat(b, *f)
 }
 
-// reasoningEffort maps IR reasoning to reasoning_effort
-// (wire/translation.md §9: budgets ≤4096 low, ≤16384 medium, else high).
+// reasoningEffort maps IR reasoning to reasoning_effort (docs/translation.md,
+// "What cannot be mapped": budgets ≤4096 low, ≤16384 medium, else high).
 func reasoningEffort(r *formats.Reasoning) string {
 	switch {
 	case r == nil || r.Disabled:
@@ -398,7 +398,7 @@ func (r *renderer) assistant(m *formats.Message) {
 
 // toolResults renders one tool message per result. Images inside results
 // follow in a user message (OpenAI tool messages are text only); an error
-// result is prefixed "Error: " (wire/translation.md §3.3).
+// result is prefixed "Error: " (docs/translation.md, "Messages and roles").
 func (r *renderer) toolResults(ir *formats.Request, m *formats.Message) *formats.Error {
 	var media []formats.Part
 	for i := range m.Parts {

@@ -159,8 +159,8 @@ func responseID(id string) string {
 	return formats.NewID("chatcmpl-")
 }
 
-// RenderChatResponse appends an IR answer as an OpenAI chat completion for
-// the service model. Reasoning is dropped (wire/translation.md §5.1);
+// RenderChatResponse appends an IR answer as an OpenAI chat completion for the
+// service model. Reasoning is dropped (docs/translation.md, "Answer content");
 // tool calls without an id get one.
 func RenderChatResponse(dst []byte, resp *formats.Response, model string) []byte {
 	created := resp.Created

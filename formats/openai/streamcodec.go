@@ -11,8 +11,8 @@ import (
 )
 
 // streamDecoder turns an OpenAI chat stream into IR events
-// (wire/translation.md §6.2). Only the first choice is read: the IR answer
-// has one.
+// (docs/translation.md, "Reading upstream streams"). Only the first choice is
+// read: the IR answer has one.
 type streamDecoder struct {
 	started  bool
 	buf      []byte // unescaped deltas of the current chunk
@@ -228,7 +228,7 @@ func (d *streamDecoder) closeCalls(dst []formats.Event) []formats.Event {
 }
 
 // streamEncoder renders IR events as an OpenAI chat stream
-// (wire/translation.md §6.3, "OAI client").
+// (docs/translation.md, "Writing client streams", "OAI client").
 type streamEncoder struct {
 	model        string
 	includeUsage bool

@@ -49,7 +49,7 @@ func finishToIR(v []byte) formats.StopReason {
 }
 
 // finishFromIR maps an IR stop reason to an OpenAI finish_reason
-// (wire/translation.md §5.2).
+// (docs/translation.md, "Stop reasons").
 func finishFromIR(s formats.StopReason) string {
 	switch s {
 	case formats.StopLength, formats.StopContextWindow:

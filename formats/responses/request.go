@@ -1,8 +1,8 @@
-// Package responses speaks the OpenAI Responses wire format
-// (POST /v1/responses, wire/openai.md §3): it validates requests, converts
-// them to the IR for upstreams of other formats, rewrites them for OpenAI
-// upstreams, and renders answers and event streams in the Responses shape
-// (wire/translation.md §3, §5, §6.3). Errors use the OpenAI envelope
+// Package responses speaks the OpenAI Responses wire format (POST
+// /v1/responses): it validates requests, converts them to the IR for upstreams
+// of other formats, rewrites them for OpenAI upstreams, and renders answers and
+// event streams in the Responses shape (docs/translation.md, "Request mapping",
+// "Answers", "Writing client streams"). Errors use the OpenAI envelope
 // (formats/openai).
 package responses
 

@@ -85,7 +85,7 @@ func status(stop formats.StopReason) (st, reason string) {
 	return "completed", ""
 }
 
-// Render appends a whole answer as a Responses object (wire/openai.md §3.4).
+// Render appends a whole answer as a Responses object.
 // req, when not nil, supplies the echoed settings and the namespaced tool
 // names to restore.
 func Render(dst []byte, resp *formats.Response, model string, req *Request) []byte {

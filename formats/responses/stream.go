@@ -11,13 +11,13 @@ import (
 )
 
 // NewStreamEncoder renders IR stream events as Responses events
-// (wire/translation.md §6.3, RSP client): response.created and
-// response.in_progress at the start; a message item opened at the first text
-// and closed before a tool call or at the end; each tool call a
+// (docs/translation.md, "Writing client streams", RSP client): response.created
+// and response.in_progress at the start; a message item opened at the first
+// text and closed before a tool call or at the end; each tool call a
 // function_call item; response.completed (or response.incomplete) with the
 // whole response and its usage at the end; on an error, an error event and
-// response.failed. Every event carries the next sequence_number. req, when
-// not nil, supplies the echoed settings and namespaced tool names.
+// response.failed. Every event carries the next sequence_number. req, when not
+// nil, supplies the echoed settings and namespaced tool names.
 func NewStreamEncoder(model string, req *Request) formats.StreamEncoder {
 	e := &encoder{o: object{id: formats.NewID("resp_"), model: model, req: req}}
 	if req != nil {
