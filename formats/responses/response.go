@@ -27,12 +27,15 @@ func parseUsage(v []byte) (formats.Usage, bool) {
 	return upstream.ParseUsage(v, &upstream.ResponsesUsage)
 }
 
-// appendUsage renders IR usage as a Responses usage object.
+// appendUsage renders IR usage as a Responses usage object, with every
+// count OpenAI's ResponseUsage requires (cache_write_tokens among them).
 func appendUsage(dst []byte, u formats.Usage) []byte {
 	dst = append(dst, `{"input_tokens":`...)
 	dst = rawjson.AppendInt(dst, u.Input)
 	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
 	dst = rawjson.AppendInt(dst, u.CacheRead)
+	dst = append(dst, `,"cache_write_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.CacheWrite)
 	dst = append(dst, `},"output_tokens":`...)
 	dst = rawjson.AppendInt(dst, u.Output)
 	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)
@@ -159,13 +162,13 @@ func (o *object) flushMessage() {
 	o.msg = nil
 }
 
-// close ends the output list and renders the rest of the object.
+// close ends the output list and renders the rest of the object. Without
+// usage the usage member is left out: OpenAI's Response has no null usage.
 func (o *object) close(dst []byte, st, reason string, u formats.Usage, hasUsage bool) []byte {
-	dst = append(dst, `],"usage":`...)
+	dst = append(dst, ']')
 	if hasUsage {
+		dst = append(dst, `,"usage":`...)
 		dst = appendUsage(dst, u)
-	} else {
-		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"error":null,"incomplete_details":`...)
 	if reason != "" {
@@ -180,14 +183,6 @@ func (o *object) close(dst []byte, st, reason string, u formats.Usage, hasUsage 
 
 // echo renders the request settings a Responses object repeats.
 func (o *object) echo(dst []byte) []byte {
-	get := func(name, def string) []byte {
-		if o.req != nil {
-			if v, ok := o.req.top[name]; ok && len(v) > 0 {
-				return rawjson.Compact(nil, v)
-			}
-		}
-		return []byte(def)
-	}
 	for _, m := range [...]struct{ name, def string }{
 		{"instructions", "null"}, {"max_output_tokens", "null"}, {"parallel_tool_calls", "true"},
 		{"previous_response_id", "null"}, {"temperature", "1"}, {"top_p", "1"}, {"tool_choice", `"auto"`},
@@ -196,10 +191,55 @@ func (o *object) echo(dst []byte) []byte {
 		dst = append(dst, ',')
 		dst = rawjson.AppendQuote(dst, m.name)
 		dst = append(dst, ':')
-		dst = append(dst, get(m.name, m.def)...)
+		var v []byte
+		if o.req != nil {
+			v = o.req.top[m.name]
+		}
+		switch {
+		case len(v) == 0:
+			dst = append(dst, m.def...)
+		case m.name == "tools":
+			dst = appendTools(dst, v)
+		default:
+			dst = rawjson.Compact(dst, v)
+		}
 	}
 	return append(dst, '}')
 }
+
+// appendTools echoes the request's tools, compacted. A function tool gets
+// the members OpenAI's FunctionTool requires when the client left them out,
+// as null: parameters, and strict (which the gateway did not ask of the
+// upstream: docs/translation.md, "Tools").
+func appendTools(dst, tools []byte) []byte {
+	if rawjson.Kind(tools) != '[' {
+		return rawjson.Compact(dst, tools)
+	}
+	dst = append(dst, '[')
+	it := rawjson.Array(tools, 0)
+	for it.Next() {
+		if it.Len() > 1 {
+			dst = append(dst, ',')
+		}
+		t := it.Value()
+		start := len(dst)
+		dst = rawjson.Compact(dst, t)
+		if rawjson.Kind(t) != '{' || !rawjson.StringIs(rawjson.Get(t, "type"), "function") {
+			continue
+		}
+		for _, name := range [...]string{"parameters", "strict"} {
+			if rawjson.Get(t, name) == nil {
+				// the compacted object ends in '}': the member goes before it
+				at := len(dst) - 1
+				dst = append(rawjson.AppendMember(dst[:at], at > start+1, name, lit.null), '}')
+			}
+		}
+	}
+	return append(dst, ']')
+}
+
+// lit holds literal bytes the encoders splice in.
+var lit = struct{ null []byte }{null: []byte("null")}
 
 // appendMessage renders an assistant message item.
 func appendMessage(dst []byte, id, st string, parts []formats.Part) []byte {

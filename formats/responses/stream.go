@@ -273,12 +273,25 @@ func (e *encoder) fail(dst []byte, fe *formats.Error) []byte {
 	dst = append(dst, `,"response":`...)
 	dst = e.o.open(dst, "failed")
 	dst = append(dst, e.o.items...)
-	dst = append(dst, `],"usage":null,"error":{"code":`...)
-	dst = append(dst, code...)
+	dst = append(dst, `],"error":{"code":`...)
+	dst = rawjson.AppendQuote(dst, failedCode(fe.Kind))
 	dst = append(dst, `,"message":`...)
 	dst = append(dst, msg...)
 	dst = append(dst, `},"incomplete_details":null`...)
 	return end(e.o.echo(dst))
+}
+
+// failedCode is the code of a failed response's error for an error kind:
+// one of those OpenAI's ResponseError allows (the error event before it
+// carries the envelope's own code).
+func failedCode(k formats.ErrorKind) string {
+	switch k {
+	case formats.KindRateLimited, formats.KindOverloaded:
+		return "rate_limit_exceeded"
+	case formats.KindInvalidRequest, formats.KindRequestTooLarge:
+		return "invalid_prompt"
+	}
+	return "server_error"
 }
 
 var _ formats.StreamEncoder = (*encoder)(nil)
