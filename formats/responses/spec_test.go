@@ -103,14 +103,15 @@ func TestSpecValidatorRejects(t *testing.T) {
 }
 
 // specRequest is a request whose settings a Responses object echoes:
-// function tools with and without strict, parameters and description, and
-// a namespace.
+// function tools with and without strict, parameters and description, a
+// namespace, and tools only OpenAI runs (echoed as the client sent them).
 const specRequest = `{"model":"m","instructions":"Be brief.","input":"hi","max_output_tokens":500,
 "temperature":0.5,"metadata":{"k":"v"},
 "tools":[{"type":"function","name":"shell","parameters":{"type":"object","properties":{"command":{"type":"string"}}}},
 {"type":"function","name":"now","description":"The time.","strict":true,"parameters":{"type":"object","properties":{},"additionalProperties":false}},
 {"type":"function","name":"bare"},
-{"type":"namespace","name":"mcp__files","description":"Files","tools":[{"type":"function","name":"read","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}]}]}`
+{"type":"namespace","name":"mcp__files","description":"Files","tools":[{"type":"function","name":"read","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}]},
+{"type":"web_search"},{"type":"custom","name":"apply_patch"}]}`
 
 func parseSpecRequest(t *testing.T) *Request {
 	t.Helper()
@@ -323,5 +324,26 @@ func TestSpecGoldens(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkStream(t, stream, 0)
+	}
+}
+
+// TestSpecEcho pins what the spec made the gateway add: the usage's
+// cache_write_tokens, and strict and parameters on echoed function tools
+// (null when the client gave none; inside a namespace, and other tools, as
+// the client sent them).
+func TestSpecEcho(t *testing.T) {
+	resp := formats.Response{Content: []formats.Part{{Type: formats.PartText, Text: "Hi."}}, Stop: formats.StopEnd, Usage: specUsage, HasUsage: true}
+	out := string(Render(nil, &resp, "svc-model", parseSpecRequest(t)))
+	for _, want := range []string{
+		`"usage":{"input_tokens":120,"input_tokens_details":{"cached_tokens":100,"cache_write_tokens":10},"output_tokens":30,"output_tokens_details":{"reasoning_tokens":8},"total_tokens":150}`,
+		`"tools":[{"type":"function","name":"shell","parameters":{"type":"object","properties":{"command":{"type":"string"}}},"strict":null},` +
+			`{"type":"function","name":"now","description":"The time.","strict":true,"parameters":{"type":"object","properties":{},"additionalProperties":false}},` +
+			`{"type":"function","name":"bare","parameters":null,"strict":null},` +
+			`{"type":"namespace","name":"mcp__files","description":"Files","tools":[{"type":"function","name":"read","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}]},` +
+			`{"type":"web_search"},{"type":"custom","name":"apply_patch"}]`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("answer lacks %s:\n%s", want, out)
+		}
 	}
 }
