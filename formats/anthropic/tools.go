@@ -73,32 +73,24 @@ func (w *walker) system(v []byte) *formats.Error {
 // tools with a versioned type, which pass through and are dropped when
 // translating.
 func (w *walker) tools(top *rawjson.Iter) *formats.Error {
-	b, start := top.Bytes(), top.Start()
-	switch b[start] {
-	case 'n':
+	if top.Bytes()[top.Start()] == 'n' {
 		return nil
-	case '[':
-	default:
-		return w.errType("tools", tList)
 	}
-	w.Push("tools")
-	it := rawjson.Array(b, start)
-	for it.NextLazy() {
-		w.PushIndex(it.Len() - 1)
-		if b[it.Start()] != '{' {
-			return w.errType("", tDict)
-		}
-		end, err := w.tool(b, it.Start(), it.Len()-1)
+	it, err := w.Objects(top, "tools")
+	if err != nil {
+		return err
+	}
+	for w.NextObject(&it) {
+		end, err := w.tool(it.Bytes(), it.Start(), it.Len()-1)
 		if err != nil {
 			return err
 		}
 		it.SetEnd(end)
-		w.Pop()
 	}
-	w.Pop()
-	if it.Err() == nil {
-		top.SetEnd(it.End() + 1)
+	if err := w.ObjectsErr(&it); err != nil {
+		return err
 	}
+	w.EndObjects(top, &it) // a malformed list is the body's error, reported by the top level
 	return nil
 }
 

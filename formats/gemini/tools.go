@@ -65,22 +65,15 @@ func builtinGate(bt string) (formats.Gated, bool) {
 // functionDeclarations (translatable) and built-in tools (dropped when
 // translating: no other vendor runs them, and toolConfig cannot force one).
 func (w *walker) tools(top *rawjson.Iter) *formats.Error {
-	b, start := top.Bytes(), top.Start()
-	switch b[start] {
-	case 'n':
+	if top.Bytes()[top.Start()] == 'n' {
 		return nil
-	case '[':
-	default:
-		return w.errType("tools", top.Value(), "list")
 	}
-	w.Push("tools")
-	it := rawjson.Array(b, start)
-	for it.Next() {
-		w.PushIndex(it.Len() - 1)
+	it, err := w.Objects(top, "tools")
+	if err != nil {
+		return err
+	}
+	for w.NextObject(&it) {
 		t := it.Value()
-		if rawjson.Kind(t) != '{' {
-			return w.errType("", t, "object")
-		}
 		w.req.size.TextBytes += int64(len(t))
 		var nameBuf [48]byte
 		ti := rawjson.Object(t, 0)
@@ -120,12 +113,11 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 		if err := w.declarations(decls); err != nil {
 			return err
 		}
-		w.Pop()
 	}
-	w.Pop()
-	if it.Err() == nil {
-		top.SetEnd(it.End() + 1)
+	if err := w.ObjectsErr(&it); err != nil {
+		return err
 	}
+	w.EndObjects(top, &it) // a malformed list is the body's error, reported by the top level
 	return nil
 }
 

@@ -40,30 +40,25 @@ var roleParts = [...]uint8{
 // messages walks the messages member of the top-level iterator in place
 // and reports how many messages it holds.
 func (w *walker) messages(top *rawjson.Iter) (int, *formats.Error) {
-	b, start := top.Bytes(), top.Start()
-	if b[start] != '[' {
-		return 0, w.errType("messages", top.Value(), "an array")
+	it, err := w.Objects(top, "messages")
+	if err != nil {
+		return 0, err
 	}
-	w.Push("messages")
-	it := rawjson.Array(b, start)
-	for it.NextLazy() {
-		w.PushIndex(it.Len() - 1)
-		if b[it.Start()] != '{' {
-			return 0, w.errType("", it.Value(), "an object")
-		}
-		end, err := w.message(b, it.Start())
+	for w.NextObject(&it) {
+		end, err := w.message(it.Bytes(), it.Start())
 		if err != nil {
 			return 0, err
 		}
 		it.SetEnd(end)
-		w.Pop()
 	}
-	w.Pop()
-	if it.Err() != nil {
+	if err := w.ObjectsErr(&it); err != nil {
+		return 0, err
+	}
+	n, ok := w.EndObjects(top, &it)
+	if !ok {
 		return 0, errCode("messages", "We could not parse the JSON body of your request.", "invalid_json")
 	}
-	top.SetEnd(it.End() + 1)
-	return it.Len(), nil
+	return n, nil
 }
 
 // message validates the message object at b[start] (the path ends with its

@@ -319,3 +319,67 @@ func (r *Reader) OptArray(child string, v []byte) (ok bool, err *formats.Error) 
 	}
 	return false, r.wrongType(child, v, Array)
 }
+
+// Objects starts the walk, in place, of the array child, the current
+// value of top (after its NextLazy), whose elements must be objects: it
+// enters child on the path and returns the iterator of the elements for
+// NextObject. The error is the Dialect's when the value is not an array.
+//
+//	it, err := r.Objects(top, "messages")
+//	...
+//	for r.NextObject(&it) {
+//		end, err := walkElement(it.Bytes(), it.Start())
+//		...
+//		it.SetEnd(end)
+//	}
+//	if err := r.ObjectsErr(&it); err != nil {
+//		...
+//	}
+//	n, ok := r.EndObjects(top, &it)
+func (r *Reader) Objects(top *rawjson.Iter, child string) (rawjson.Iter, *formats.Error) {
+	b, start := top.Bytes(), top.Start()
+	if b[start] != '[' {
+		return rawjson.Iter{}, r.wrongType(child, top.Value(), Array)
+	}
+	r.Push(child)
+	return rawjson.Array(b, start), nil
+}
+
+// NextObject advances it to the next element, with the path ending in the
+// element's index instead of the previous one's, and reports whether there
+// is one that is an object. The walk stops at the end of the array, with
+// the path back at the array, or at an element of another type (see
+// ObjectsErr), with the path at its index.
+func (r *Reader) NextObject(it *rawjson.Iter) bool {
+	if it.Len() > 0 {
+		r.Pop()
+	}
+	if !it.NextLazy() {
+		return false
+	}
+	r.PushIndex(it.Len() - 1)
+	return it.Bytes()[it.Start()] == '{'
+}
+
+// ObjectsErr is the Dialect's error for the element NextObject stopped at
+// when it is not an object; nil when the walk reached the end of the array
+// (or found it malformed: see EndObjects).
+func (r *Reader) ObjectsErr(it *rawjson.Iter) *formats.Error {
+	if it.End() >= 0 || it.Err() != nil || it.Len() == 0 {
+		return nil
+	}
+	return r.wrongType("", it.Value(), Object)
+}
+
+// EndObjects ends a walk that ran to the end of the array: it leaves the
+// array on the path and, when the array is well formed, reports its end to
+// top, which then need not scan it again. n is the number of elements; ok
+// is false for a malformed array.
+func (r *Reader) EndObjects(top, it *rawjson.Iter) (n int, ok bool) {
+	r.Pop()
+	if it.Err() != nil {
+		return it.Len(), false
+	}
+	top.SetEnd(it.End() + 1)
+	return it.Len(), true
+}

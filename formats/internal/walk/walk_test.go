@@ -4,11 +4,13 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // testDialect spells out what the readers report.
@@ -202,5 +204,51 @@ func TestSyntax(t *testing.T) {
 	}
 	if err := SyntaxError([]byte(`{"a":[1,2]}`)); !errors.Is(err, io.EOF) {
 		t.Errorf("SyntaxError of a valid value = %v, want EOF", err)
+	}
+}
+
+func TestObjects(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want string // the walk, rendered
+	}{
+		{`{"m":[{"a":1},{"b":2}],"z":0}`, "m[0]@6 m[1]@14 end 2 ok next z"},
+		{`{"m":[],"z":0}`, "end 0 ok next z"},
+		{`{"m":[{"a":1},7]}`, "m[0]@6 error: S type m[1] 7 want 4"},
+		{`{"m":{"a":1}}`, `error: S type m {"a":1} want 5`},
+		{`{"m":[{"a":1} {"b":2}]}`, "m[0]@6 end 1 malformed"},
+	} {
+		b := []byte(tc.body)
+		r := New(Brackets, testDialect{})
+		r.Scope = "S"
+		top := rawjson.Object(b, 0)
+		top.NextLazy()
+		var got []string
+		func() {
+			it, err := r.Objects(&top, "m")
+			if err != nil {
+				got = append(got, "error: "+err.Message)
+				return
+			}
+			for r.NextObject(&it) {
+				got = append(got, r.Param("")+"@"+strconv.Itoa(it.Start()))
+				it.Value() // walks the element (no SetEnd)
+			}
+			if err := r.ObjectsErr(&it); err != nil {
+				got = append(got, "error: "+err.Message)
+				return
+			}
+			n, ok := r.EndObjects(&top, &it)
+			got = append(got, "end "+strconv.Itoa(n)+map[bool]string{true: " ok", false: " malformed"}[ok])
+			if r.Depth() != 0 {
+				got = append(got, "path left at "+r.Param(""))
+			}
+			if ok && top.Next() {
+				got = append(got, "next "+string(top.Member().Name))
+			}
+		}()
+		if s := strings.Join(got, " "); s != tc.want {
+			t.Errorf("%s: %s, want %s", tc.body, s, tc.want)
+		}
 	}
 }
