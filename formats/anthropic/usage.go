@@ -23,21 +23,13 @@ func (u *usage) merge(v []byte) (ok bool) {
 		val := it.Value()
 		switch {
 		case it.NameIs("input_tokens"):
-			if rawjson.Kind(val) == '0' {
-				u.in, ok = jsonval.Count(val), true
-			}
+			ok = setCount(&u.in, val) || ok
 		case it.NameIs("cache_creation_input_tokens"):
-			if rawjson.Kind(val) == '0' {
-				u.cacheWrite, ok = jsonval.Count(val), true
-			}
+			ok = setCount(&u.cacheWrite, val) || ok
 		case it.NameIs("cache_read_input_tokens"):
-			if rawjson.Kind(val) == '0' {
-				u.cacheRead, ok = jsonval.Count(val), true
-			}
+			ok = setCount(&u.cacheRead, val) || ok
 		case it.NameIs("output_tokens"):
-			if rawjson.Kind(val) == '0' {
-				u.out, ok = jsonval.Count(val), true
-			}
+			ok = setCount(&u.out, val) || ok
 		case it.NameIs("output_tokens_details"):
 			if t := rawjson.Get(val, "thinking_tokens"); rawjson.Kind(t) == '0' {
 				u.thinking = jsonval.Count(t)
@@ -58,6 +50,16 @@ func (u *usage) merge(v []byte) (ok bool) {
 	}
 	u.seen = u.seen || ok
 	return ok
+}
+
+// setCount sets *dst to the count v and reports true when v is a number;
+// anything else leaves *dst as it was (a later event's null is no reset).
+func setCount(dst *int64, v []byte) bool {
+	if rawjson.Kind(v) != '0' {
+		return false
+	}
+	*dst = jsonval.Count(v)
+	return true
 }
 
 // ir is the normalised IR usage (docs/translation.md, "Usage"): Anthropic's
