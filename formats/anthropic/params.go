@@ -39,7 +39,7 @@ func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
 	return invalid(param, "Input should be "+wants[want])
 }
 
-func (dialect) Range(_, param string, _ bool, min, max, got float64) *formats.Error {
+func (dialect) Range(_, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
 	if got < min {
 		return invalid(param, "Input should be greater than or equal to "+fmtNum(min))
 	}

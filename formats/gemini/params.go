@@ -38,7 +38,7 @@ func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
 }
 
 // Range reports a number outside [min, max].
-func (dialect) Range(scope, param string, _ bool, min, max, got float64) *formats.Error {
+func (dialect) Range(scope, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
 	name := leaf(param)
 	switch {
 	case min == 1 && max >= 1<<31-1:

@@ -34,7 +34,7 @@ func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
 	return typeError(param, v, wants[want])
 }
 
-func (dialect) Range(_, param string, integer bool, min, max, got float64) *formats.Error {
+func (dialect) Range(_, param string, _ []byte, integer bool, min, max, got float64) *formats.Error {
 	if got < min {
 		return belowError(param, integer, min, got)
 	}

@@ -144,8 +144,8 @@ type Dialect interface {
 	Missing(scope, param string) *formats.Error
 	// Type is the error of the value v, which is not of the wanted type.
 	Type(scope, param string, v []byte, want Want) *formats.Error
-	// Range is the error of got, a number outside [min, max].
-	Range(scope, param string, integer bool, min, max, got float64) *formats.Error
+	// Range is the error of v, whose number got is outside [min, max].
+	Range(scope, param string, v []byte, integer bool, min, max, got float64) *formats.Error
 }
 
 // Reader reads the typed values of the members at a Path. Each reader takes
@@ -158,10 +158,12 @@ type Reader struct {
 	// Scope is passed to the Dialect (Google names the request message
 	// that the path starts in: "GenerateContentRequest").
 	Scope string
-	// Proto selects the proto3 JSON rules of Google's APIs: null is
-	// absent even for a required member, and a number may be given as a
-	// JSON string.
-	Proto bool
+	// NullMissing makes a required member's null missing rather than of
+	// the wrong type (proto3 JSON's rule, and Responses').
+	NullMissing bool
+	// QuotedNumbers accepts a number given as a JSON string, as proto3 JSON
+	// does (ProtoNumber).
+	QuotedNumbers bool
 }
 
 // New returns a Reader whose paths render in style and whose errors d words.
@@ -177,8 +179,8 @@ func (r *Reader) wrongType(child string, v []byte, want Want) *formats.Error {
 	return r.Dialect.Type(r.Scope, r.Param(child), v, want)
 }
 
-func (r *Reader) outOfRange(child string, integer bool, min, max, got float64) *formats.Error {
-	return r.Dialect.Range(r.Scope, r.Param(child), integer, min, max, got)
+func (r *Reader) outOfRange(child string, v []byte, integer bool, min, max, got float64) *formats.Error {
+	return r.Dialect.Range(r.Scope, r.Param(child), v, integer, min, max, got)
 }
 
 // absent reports a value that stands for no value.
@@ -196,10 +198,10 @@ func (r *Reader) OptString(child string, v []byte) (ok bool, err *formats.Error)
 }
 
 // ReqString checks a required string. A null one has the wrong type,
-// except under Proto, where it is missing.
+// except under NullMissing.
 func (r *Reader) ReqString(child string, v []byte) *formats.Error {
 	switch {
-	case len(v) == 0, r.Proto && rawjson.IsNull(v):
+	case len(v) == 0, r.NullMissing && rawjson.IsNull(v):
 		return r.missing(child)
 	case v[0] == '"':
 		return nil
@@ -220,9 +222,9 @@ func (r *Reader) OptBool(child string, v []byte) (val, ok bool, err *formats.Err
 	return false, false, r.wrongType(child, v, Bool)
 }
 
-// number is the JSON number of v (under Proto, ProtoNumber).
+// number is the JSON number of v (under QuotedNumbers, ProtoNumber).
 func (r *Reader) number(v []byte) ([]byte, bool) {
-	if r.Proto {
+	if r.QuotedNumbers {
 		return ProtoNumber(v)
 	}
 	return v, rawjson.Kind(v) == '0'
@@ -256,7 +258,7 @@ func (r *Reader) OptNumber(child string, v []byte, min, max float64) (f float64,
 		return 0, false, r.wrongType(child, v, Number)
 	}
 	if f < min || f > max {
-		return 0, false, r.outOfRange(child, false, min, max, f)
+		return 0, false, r.outOfRange(child, v, false, min, max, f)
 	}
 	return f, true, nil
 }
@@ -272,7 +274,7 @@ func (r *Reader) Int(child string, v []byte, min, max int64) (n int64, err *form
 		return 0, r.wrongType(child, v, Integer)
 	}
 	if n < min || n > max {
-		return 0, r.outOfRange(child, true, float64(min), float64(max), float64(n))
+		return 0, r.outOfRange(child, v, true, float64(min), float64(max), float64(n))
 	}
 	return n, nil
 }
@@ -287,10 +289,10 @@ func (r *Reader) OptInt(child string, v []byte, min, max int64) (n int64, ok boo
 }
 
 // ReqObject checks a required object. A null one has the wrong type,
-// except under Proto, where it is missing.
+// except under NullMissing.
 func (r *Reader) ReqObject(child string, v []byte) *formats.Error {
 	switch {
-	case len(v) == 0, r.Proto && rawjson.IsNull(v):
+	case len(v) == 0, r.NullMissing && rawjson.IsNull(v):
 		return r.missing(child)
 	case v[0] == '{':
 		return nil

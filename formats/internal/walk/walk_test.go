@@ -24,7 +24,7 @@ func (testDialect) Type(scope, param string, v []byte, want Want) *formats.Error
 	return formats.InvalidRequest(param, scope+" type "+param+" "+string(v)+" want "+strconv.Itoa(int(want)))
 }
 
-func (testDialect) Range(scope, param string, integer bool, min, max, got float64) *formats.Error {
+func (testDialect) Range(scope, param string, _ []byte, integer bool, min, max, got float64) *formats.Error {
 	return formats.InvalidRequest(param, scope+" range "+param+" "+strconv.FormatBool(integer)+" "+
 		strconv.FormatFloat(min, 'g', -1, 64)+" "+strconv.FormatFloat(max, 'g', -1, 64)+" "+strconv.FormatFloat(got, 'g', -1, 64))
 }
@@ -170,7 +170,7 @@ func TestReaders(t *testing.T) {
 	} {
 		for _, proto := range []bool{false, true} {
 			r := New(Brackets, testDialect{})
-			r.Scope, r.Proto = "S", proto
+			r.Scope, r.NullMissing, r.QuotedNumbers = "S", proto, proto
 			r.Push("p")
 			want := tc.want
 			if proto && tc.prot != "=" {
