@@ -5,6 +5,14 @@
 // rewriters and error envelopes. sse reads and writes server-sent events;
 // rawjson edits JSON objects by byte offsets for pass-through.
 //
+// What the vendor packages share lives once, in formats/internal: walk (the
+// JSON path of a request being validated and the typed readers, each vendor
+// wording their errors), upstream (the table from an upstream's HTTP status
+// to an error kind, the errors of unusable answers, the pass-through
+// rewrite of an answer's model, the OpenAI usage parser), emit (default
+// error messages, tool arguments as an object, tool-result text, image
+// types) and jsonval (reading strings and counts).
+//
 // The package is plain Go: it never imports Caddy.
 //
 // A request flows as: client bytes → the client format's parser (validate,

@@ -28,8 +28,10 @@ var wants = [...]string{
 	walk.Array:   tList,
 }
 
+// Missing is the error of a required member that is absent.
 func (dialect) Missing(_, param string) *formats.Error { return invalid(param, "Field required") }
 
+// Type is the error of a value of the wrong JSON type.
 func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
 	if want == walk.Integer && rawjson.Kind(v) == '0' {
 		if _, isNum := rawjson.ParseFloat(v); isNum && bytes.ContainsAny(v, ".eE") {
@@ -39,6 +41,7 @@ func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
 	return invalid(param, "Input should be "+wants[want])
 }
 
+// Range is the error of a number out of its range.
 func (dialect) Range(_, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
 	if got < min {
 		return invalid(param, "Input should be greater than or equal to "+fmtNum(min))

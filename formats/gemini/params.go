@@ -29,10 +29,12 @@ var wants = [...]string{
 	walk.Array:   "list",
 }
 
+// Missing is the error of a required member that is absent.
 func (dialect) Missing(scope, param string) *formats.Error {
 	return invalid(param, "* "+scope+"."+param+": "+leaf(param)+" is not specified")
 }
 
+// Type is the error of a value of the wrong JSON type.
 func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
 	return typeError(param, v, wants[want])
 }

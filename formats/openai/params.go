@@ -28,12 +28,15 @@ var wants = [...]string{
 	walk.Array:   "an array",
 }
 
+// Missing is the error of a required member that is absent.
 func (dialect) Missing(_, param string) *formats.Error { return missingError(param) }
 
+// Type is the error of a value of the wrong JSON type.
 func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
 	return typeError(param, v, wants[want])
 }
 
+// Range is the error of a number out of its range.
 func (dialect) Range(_, param string, _ []byte, integer bool, min, max, got float64) *formats.Error {
 	if got < min {
 		return belowError(param, integer, min, got)

@@ -235,15 +235,18 @@ var wants = [...]string{
 	walk.Array:   "an array",
 }
 
+// Missing is the error of a required member that is absent.
 func (dialect) Missing(_, param string) *formats.Error {
 	return &formats.Error{Kind: formats.KindInvalidRequest, Param: param, Code: "missing_required_parameter",
 		Message: "Missing required parameter: '" + param + "'."}
 }
 
+// Type is the error of a value of the wrong JSON type.
 func (dialect) Type(_, param string, _ []byte, want walk.Want) *formats.Error {
 	return invalidType(param, wants[want])
 }
 
+// Range is the error of a number out of its range.
 func (dialect) Range(_, param string, v []byte, integer bool, min, max, _ float64) *formats.Error {
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	if integer {
