@@ -391,64 +391,75 @@ func (w *walker) textBlock(f *blockFields, mb *msgBuilder) *formats.Error {
 	return nil
 }
 
+// sourceFields are the members of an image's or a document's source.
+type sourceFields struct {
+	typ, mediaType, data, url, fileID, content []byte
+}
+
+func readSource(v []byte) (f sourceFields) {
+	it := rawjson.Object(v, 0)
+	for it.Next() {
+		switch m := it.Member(); {
+		case m.NameIs("type"):
+			f.typ = it.Value()
+		case m.NameIs("media_type"):
+			f.mediaType = it.Value()
+		case m.NameIs("data"):
+			f.data = it.Value()
+		case m.NameIs("url"):
+			f.url = it.Value()
+		case m.NameIs("file_id"):
+			f.fileID = it.Value()
+		case m.NameIs("content"):
+			f.content = it.Value()
+		}
+	}
+	return f
+}
+
 // image validates an image block's source.
-func (w *walker) image(src []byte, mb *msgBuilder) *formats.Error {
-	if err := w.ReqObject("source", src); err != nil {
+func (w *walker) image(source []byte, mb *msgBuilder) *formats.Error {
+	if err := w.ReqObject("source", source); err != nil {
 		return err
 	}
 	w.Push("source")
 	defer w.Pop()
-	var typ, mediaType, data, url, fileID []byte
-	it := rawjson.Object(src, 0)
-	for it.Next() {
-		switch m := it.Member(); {
-		case m.NameIs("type"):
-			typ = it.Value()
-		case m.NameIs("media_type"):
-			mediaType = it.Value()
-		case m.NameIs("data"):
-			data = it.Value()
-		case m.NameIs("url"):
-			url = it.Value()
-		case m.NameIs("file_id"):
-			fileID = it.Value()
-		}
-	}
-	if err := w.ReqString("type", typ); err != nil {
+	src := readSource(source)
+	if err := w.ReqString("type", src.typ); err != nil {
 		return err
 	}
 	m := &formats.Media{}
 	switch {
-	case rawjson.StringIs(typ, "base64"):
-		if err := w.ReqString("media_type", mediaType); err != nil {
+	case rawjson.StringIs(src.typ, "base64"):
+		if err := w.ReqString("media_type", src.mediaType); err != nil {
 			return err
 		}
-		if !imageMediaType(mediaType) {
+		if !imageMediaType(src.mediaType) {
 			return w.errEnum("media_type", "image/jpeg", "image/png", "image/gif", "image/webp")
 		}
-		if err := w.ReqString("data", data); err != nil {
+		if err := w.ReqString("data", src.data); err != nil {
 			return err
 		}
 		if mb != nil {
-			m.MediaType, m.Data = jsonval.Str(mediaType), jsonval.Str(data)
+			m.MediaType, m.Data = jsonval.Str(src.mediaType), jsonval.Str(src.data)
 		}
-	case rawjson.StringIs(typ, "url"):
-		if err := w.ReqString("url", url); err != nil {
+	case rawjson.StringIs(src.typ, "url"):
+		if err := w.ReqString("url", src.url); err != nil {
 			return err
 		}
 		if mb != nil {
-			m.URL = jsonval.Str(url)
+			m.URL = jsonval.Str(src.url)
 		}
-	case rawjson.StringIs(typ, "file"):
-		if err := w.ReqString("file_id", fileID); err != nil {
+	case rawjson.StringIs(src.typ, "file"):
+		if err := w.ReqString("file_id", src.fileID); err != nil {
 			return err
 		}
 		if mb != nil {
-			m.FileID = jsonval.Str(fileID)
+			m.FileID = jsonval.Str(src.fileID)
 		}
 		w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 	default:
-		return w.errTag("", typ, "base64", "url", "file")
+		return w.errTag("", src.typ, "base64", "url", "file")
 	}
 	w.req.size.Images++
 	if mb != nil {
@@ -477,31 +488,14 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 	} else if ok {
 		w.drop("citations")
 	}
-	src := f.source
-	if err := w.ReqObject("source", src); err != nil {
+	source := f.source
+	if err := w.ReqObject("source", source); err != nil {
 		return err
 	}
 	w.Push("source")
 	defer w.Pop()
-	var typ, mediaType, data, url, fileID, content []byte
-	it := rawjson.Object(src, 0)
-	for it.Next() {
-		switch m := it.Member(); {
-		case m.NameIs("type"):
-			typ = it.Value()
-		case m.NameIs("media_type"):
-			mediaType = it.Value()
-		case m.NameIs("data"):
-			data = it.Value()
-		case m.NameIs("url"):
-			url = it.Value()
-		case m.NameIs("file_id"):
-			fileID = it.Value()
-		case m.NameIs("content"):
-			content = it.Value()
-		}
-	}
-	if err := w.ReqString("type", typ); err != nil {
+	src := readSource(source)
+	if err := w.ReqString("type", src.typ); err != nil {
 		return err
 	}
 	size := &w.req.size
@@ -513,66 +507,66 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 	}
 	var imgs *msgBuilder // images of a content-source document
 	switch {
-	case rawjson.StringIs(typ, "base64"):
-		if err := w.ReqString("media_type", mediaType); err != nil {
+	case rawjson.StringIs(src.typ, "base64"):
+		if err := w.ReqString("media_type", src.mediaType); err != nil {
 			return err
 		}
-		if !rawjson.StringIs(mediaType, "application/pdf") {
+		if !rawjson.StringIs(src.mediaType, "application/pdf") {
 			return w.errEnum("media_type", "application/pdf")
 		}
-		if err := w.ReqString("data", data); err != nil {
+		if err := w.ReqString("data", src.data); err != nil {
 			return err
 		}
-		size.MediaBytes += int64(len(data) - 2)
+		size.MediaBytes += int64(len(src.data) - 2)
 		if m != nil {
-			m.MediaType, m.Data = "application/pdf", jsonval.Str(data)
+			m.MediaType, m.Data = "application/pdf", jsonval.Str(src.data)
 		}
-	case rawjson.StringIs(typ, "text"):
-		if err := w.ReqString("media_type", mediaType); err != nil {
+	case rawjson.StringIs(src.typ, "text"):
+		if err := w.ReqString("media_type", src.mediaType); err != nil {
 			return err
 		}
-		if !rawjson.StringIs(mediaType, "text/plain") {
+		if !rawjson.StringIs(src.mediaType, "text/plain") {
 			return w.errEnum("media_type", "text/plain")
 		}
-		if err := w.ReqString("data", data); err != nil {
+		if err := w.ReqString("data", src.data); err != nil {
 			return err
 		}
-		size.TextBytes += int64(len(data) - 2)
+		size.TextBytes += int64(len(src.data) - 2)
 		if m != nil {
-			m.MediaType, m.Text = "text/plain", jsonval.Str(data)
+			m.MediaType, m.Text = "text/plain", jsonval.Str(src.data)
 		}
-	case rawjson.StringIs(typ, "url"):
-		if err := w.ReqString("url", url); err != nil {
+	case rawjson.StringIs(src.typ, "url"):
+		if err := w.ReqString("url", src.url); err != nil {
 			return err
 		}
 		if m != nil {
-			m.MediaType, m.URL = "application/pdf", jsonval.Str(url)
+			m.MediaType, m.URL = "application/pdf", jsonval.Str(src.url)
 		}
 		// the upstream fetches it: nothing bounds its pages (#16)
 		w.gate(formats.Gated{State: formats.StateDocumentURL, Param: w.Param("url"), Tool: -1})
-	case rawjson.StringIs(typ, "file"):
-		if err := w.ReqString("file_id", fileID); err != nil {
+	case rawjson.StringIs(src.typ, "file"):
+		if err := w.ReqString("file_id", src.fileID); err != nil {
 			return err
 		}
 		if m != nil {
-			m.FileID = jsonval.Str(fileID)
+			m.FileID = jsonval.Str(src.fileID)
 		}
 		w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
-	case rawjson.StringIs(typ, "content"):
-		switch rawjson.Kind(content) {
+	case rawjson.StringIs(src.typ, "content"):
+		switch rawjson.Kind(src.content) {
 		case 0:
 			return w.errMissing("content")
 		case '"':
-			size.TextBytes += int64(len(content) - 2)
+			size.TextBytes += int64(len(src.content) - 2)
 			if m != nil {
-				m.MediaType, m.Text = "text/plain", jsonval.Str(content)
+				m.MediaType, m.Text = "text/plain", jsonval.Str(src.content)
 			}
 		case '[':
 			// text and image blocks: the text becomes the document's, the
 			// images follow it
 			w.Push("content")
 			var text []byte
-			ci := rawjson.Array(content, 0)
+			ci := rawjson.Array(src.content, 0)
 			for ci.Next() {
 				w.PushIndex(ci.Len() - 1)
 				bv := ci.Value()
@@ -615,7 +609,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 			return w.errType("content", tList)
 		}
 	default:
-		return w.errTag("", typ, "base64", "text", "url", "content", "file")
+		return w.errTag("", src.typ, "base64", "text", "url", "content", "file")
 	}
 	if mb != nil {
 		mb.add(w, formats.Part{Type: formats.PartFile, Media: m})
