@@ -16,7 +16,7 @@ import (
 // of dialect.
 
 // dialect words the typed readers' errors as Anthropic (pydantic) does.
-type dialect struct{}
+var dialect = &walk.Dialect{Missing: missing, Type: wrongType, Range: outOfRange}
 
 // wants names the JSON types as Anthropic's messages do.
 var wants = [...]string{
@@ -28,11 +28,11 @@ var wants = [...]string{
 	walk.Array:   tList,
 }
 
-// Missing is the error of a required member that is absent.
-func (dialect) Missing(_, param string) *formats.Error { return invalid(param, "Field required") }
+// missing is the error of a required member that is absent.
+func missing(_, param string) *formats.Error { return invalid(param, "Field required") }
 
-// Type is the error of a value of the wrong JSON type.
-func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
+// wrongType is the error of a value of the wrong JSON type.
+func wrongType(_, param string, v []byte, want walk.Want) *formats.Error {
 	if want == walk.Integer && rawjson.Kind(v) == '0' {
 		if _, isNum := rawjson.ParseFloat(v); isNum && bytes.ContainsAny(v, ".eE") {
 			return invalid(param, "Input should be a valid integer, got a number with a fractional part")
@@ -41,8 +41,8 @@ func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
 	return invalid(param, "Input should be "+wants[want])
 }
 
-// Range is the error of a number out of its range.
-func (dialect) Range(_, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
+// outOfRange is the error of a number out of its range.
+func outOfRange(_, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
 	if got < min {
 		return invalid(param, "Input should be greater than or equal to "+fmtNum(min))
 	}

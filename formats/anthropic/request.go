@@ -210,7 +210,7 @@ func parse(body []byte, count bool) (*MessagesRequest, *formats.Error) {
 		return nil, syntaxError(body)
 	}
 	req := &MessagesRequest{body: body, count: count}
-	w := walker{Reader: walk.New(walk.Dots, dialect{}), req: req, count: count}
+	w := walker{Reader: walk.New(walk.Dots, dialect), req: req, count: count}
 	if err := w.top(body); err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func parse(body []byte, count bool) (*MessagesRequest, *formats.Error) {
 func (r *MessagesRequest) ToIR() (*formats.Request, *formats.Error) {
 	ir := &formats.Request{Names: &messagesNames}
 	tmp := MessagesRequest{body: r.body, count: r.count}
-	w := walker{Reader: walk.New(walk.Dots, dialect{}), req: &tmp, ir: ir, count: r.count}
+	w := walker{Reader: walk.New(walk.Dots, dialect), req: &tmp, ir: ir, count: r.count}
 	if err := w.top(r.body); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 // dialect.
 
 // dialect words the typed readers' errors as Google does.
-type dialect struct{}
+var dialect = &walk.Dialect{Missing: missing, Type: wrongType, Range: outOfRange}
 
 // wants names the JSON types as Google's messages do.
 var wants = [...]string{
@@ -29,18 +29,18 @@ var wants = [...]string{
 	walk.Array:   "list",
 }
 
-// Missing is the error of a required member that is absent.
-func (dialect) Missing(scope, param string) *formats.Error {
+// missing is the error of a required member that is absent.
+func missing(scope, param string) *formats.Error {
 	return invalid(param, "* "+scope+"."+param+": "+leaf(param)+" is not specified")
 }
 
-// Type is the error of a value of the wrong JSON type.
-func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
+// wrongType is the error of a value of the wrong JSON type.
+func wrongType(_, param string, v []byte, want walk.Want) *formats.Error {
 	return typeError(param, v, wants[want])
 }
 
-// Range reports a number outside [min, max].
-func (dialect) Range(scope, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
+// outOfRange reports a number outside [min, max].
+func outOfRange(scope, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
 	name := leaf(param)
 	switch {
 	case min == 1 && max >= 1<<31-1:
@@ -102,7 +102,7 @@ func (w *walker) errType(child string, v []byte, want string) *formats.Error {
 
 // errMissing is Google's missing-field error.
 func (w *walker) errMissing(child string) *formats.Error {
-	return dialect{}.Missing(w.Scope, w.Param(child))
+	return missing(w.Scope, w.Param(child))
 }
 
 // errValue is an invalid value with a free explanation.

@@ -302,7 +302,7 @@ func syntaxError(body []byte) *formats.Error {
 
 // newReader is the walk.Reader of a request whose message is scope.
 func newReader(scope string) walk.Reader {
-	r := walk.New(walk.Brackets, dialect{})
+	r := walk.New(walk.Brackets, dialect)
 	r.Scope, r.NullMissing, r.QuotedNumbers = scope, true, true
 	return r
 }

@@ -16,7 +16,7 @@ import (
 // words of dialect.
 
 // dialect words the typed readers' errors as OpenAI does.
-type dialect struct{}
+var dialect = &walk.Dialect{Missing: missing, Type: wrongType, Range: outOfRange}
 
 // wants names the JSON types as OpenAI's messages do.
 var wants = [...]string{
@@ -28,16 +28,16 @@ var wants = [...]string{
 	walk.Array:   "an array",
 }
 
-// Missing is the error of a required member that is absent.
-func (dialect) Missing(_, param string) *formats.Error { return missingError(param) }
+// missing is the error of a required member that is absent.
+func missing(_, param string) *formats.Error { return missingError(param) }
 
-// Type is the error of a value of the wrong JSON type.
-func (dialect) Type(_, param string, v []byte, want walk.Want) *formats.Error {
+// wrongType is the error of a value of the wrong JSON type.
+func wrongType(_, param string, v []byte, want walk.Want) *formats.Error {
 	return typeError(param, v, wants[want])
 }
 
-// Range is the error of a number out of its range.
-func (dialect) Range(_, param string, _ []byte, integer bool, min, max, got float64) *formats.Error {
+// outOfRange is the error of a number out of its range.
+func outOfRange(_, param string, _ []byte, integer bool, min, max, got float64) *formats.Error {
 	if got < min {
 		return belowError(param, integer, min, got)
 	}

@@ -242,7 +242,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, *formats.Error) {
 		return nil, syntaxError(body)
 	}
 	req := &ChatRequest{body: body, N: 1}
-	w := walker{Reader: walk.New(walk.Brackets, dialect{}), req: req}
+	w := walker{Reader: walk.New(walk.Brackets, dialect), req: req}
 	if err := w.top(body); err != nil {
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, *formats.Error) {
 func (r *ChatRequest) ToIR() (*formats.Request, *formats.Error) {
 	ir := &formats.Request{Names: &chatNames}
 	tmp := ChatRequest{body: r.body, N: 1}
-	w := walker{Reader: walk.New(walk.Brackets, dialect{}), req: &tmp, ir: ir}
+	w := walker{Reader: walk.New(walk.Brackets, dialect), req: &tmp, ir: ir}
 	if err := w.top(r.body); err != nil {
 		return nil, err
 	}

@@ -223,7 +223,7 @@ func (r *Request) present(name string) bool {
 }
 
 // dialect words the typed readers' errors as the Responses API does.
-type dialect struct{}
+var dialect = &walk.Dialect{Missing: missing, Type: wrongType, Range: outOfRange}
 
 // wants names the JSON types as the Responses API's messages do.
 var wants = [...]string{
@@ -235,19 +235,19 @@ var wants = [...]string{
 	walk.Array:   "an array",
 }
 
-// Missing is the error of a required member that is absent.
-func (dialect) Missing(_, param string) *formats.Error {
+// missing is the error of a required member that is absent.
+func missing(_, param string) *formats.Error {
 	return &formats.Error{Kind: formats.KindInvalidRequest, Param: param, Code: "missing_required_parameter",
 		Message: "Missing required parameter: '" + param + "'."}
 }
 
-// Type is the error of a value of the wrong JSON type.
-func (dialect) Type(_, param string, _ []byte, want walk.Want) *formats.Error {
+// wrongType is the error of a value of the wrong JSON type.
+func wrongType(_, param string, _ []byte, want walk.Want) *formats.Error {
 	return invalidType(param, wants[want])
 }
 
-// Range is the error of a number out of its range.
-func (dialect) Range(_, param string, v []byte, integer bool, min, max, _ float64) *formats.Error {
+// outOfRange is the error of a number out of its range.
+func outOfRange(_, param string, v []byte, integer bool, min, max, _ float64) *formats.Error {
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 	if integer {
 		return invalid(param, "Invalid '"+param+"': integer below minimum value. Expected a value >= "+num(min)+", but got "+string(v)+" instead.")
@@ -258,7 +258,7 @@ func (dialect) Range(_, param string, v []byte, integer bool, min, max, _ float6
 // fields reads the top-level members (a null one is absent, even a required
 // one). It is only read: its path stays empty.
 var fields = func() walk.Reader {
-	r := walk.New(walk.Brackets, dialect{})
+	r := walk.New(walk.Brackets, dialect)
 	r.NullMissing = true
 	return r
 }()

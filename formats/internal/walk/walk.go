@@ -137,15 +137,17 @@ const (
 	Array
 )
 
-// A Dialect words a vendor's validation errors. param is the rendered
-// path of the offending value; scope is the Reader's Scope.
-type Dialect interface {
+// A Dialect words a vendor's validation errors: three functions, each
+// given the rendered path of the offending value (param) and the Reader's
+// Scope. A vendor keeps its Dialect in a package variable and hands the
+// Readers a pointer to it, so that calling it keeps the walk on the stack.
+type Dialect struct {
 	// Missing is the error of a required member that is absent.
-	Missing(scope, param string) *formats.Error
+	Missing func(scope, param string) *formats.Error
 	// Type is the error of the value v, which is not of the wanted type.
-	Type(scope, param string, v []byte, want Want) *formats.Error
+	Type func(scope, param string, v []byte, want Want) *formats.Error
 	// Range is the error of v, whose number got is outside [min, max].
-	Range(scope, param string, v []byte, integer bool, min, max, got float64) *formats.Error
+	Range func(scope, param string, v []byte, integer bool, min, max, got float64) *formats.Error
 }
 
 // Reader reads the typed values of the members at a Path. Each reader takes
@@ -154,7 +156,7 @@ type Dialect interface {
 type Reader struct {
 	Path
 	// Dialect words the errors.
-	Dialect Dialect
+	Dialect *Dialect
 	// Scope is passed to the Dialect (Google names the request message
 	// that the path starts in: "GenerateContentRequest").
 	Scope string
@@ -167,20 +169,24 @@ type Reader struct {
 }
 
 // New returns a Reader whose paths render in style and whose errors d words.
-func New(style Style, d Dialect) Reader {
+func New(style Style, d *Dialect) Reader {
 	return Reader{Path: Path{style: style}, Dialect: d}
 }
 
+// The error paths hand the Dialect a copy of the Scope, which keeps the
+// Reader (and the walker that holds it) out of what the compiler sees
+// leaving for the heap.
+
 func (r *Reader) missing(child string) *formats.Error {
-	return r.Dialect.Missing(r.Scope, r.Param(child))
+	return r.Dialect.Missing(strings.Clone(r.Scope), r.Param(child))
 }
 
 func (r *Reader) wrongType(child string, v []byte, want Want) *formats.Error {
-	return r.Dialect.Type(r.Scope, r.Param(child), v, want)
+	return r.Dialect.Type(strings.Clone(r.Scope), r.Param(child), v, want)
 }
 
 func (r *Reader) outOfRange(child string, v []byte, integer bool, min, max, got float64) *formats.Error {
-	return r.Dialect.Range(r.Scope, r.Param(child), v, integer, min, max, got)
+	return r.Dialect.Range(strings.Clone(r.Scope), r.Param(child), v, integer, min, max, got)
 }
 
 // absent reports a value that stands for no value.

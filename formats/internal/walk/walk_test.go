@@ -14,17 +14,17 @@ import (
 )
 
 // testDialect spells out what the readers report.
-type testDialect struct{}
+var testDialect = &Dialect{Missing: testMissing, Type: testType, Range: testRange}
 
-func (testDialect) Missing(scope, param string) *formats.Error {
+func testMissing(scope, param string) *formats.Error {
 	return formats.InvalidRequest(param, scope+" missing "+param)
 }
 
-func (testDialect) Type(scope, param string, v []byte, want Want) *formats.Error {
+func testType(scope, param string, v []byte, want Want) *formats.Error {
 	return formats.InvalidRequest(param, scope+" type "+param+" "+string(v)+" want "+strconv.Itoa(int(want)))
 }
 
-func (testDialect) Range(scope, param string, _ []byte, integer bool, min, max, got float64) *formats.Error {
+func testRange(scope, param string, _ []byte, integer bool, min, max, got float64) *formats.Error {
 	return formats.InvalidRequest(param, scope+" range "+param+" "+strconv.FormatBool(integer)+" "+
 		strconv.FormatFloat(min, 'g', -1, 64)+" "+strconv.FormatFloat(max, 'g', -1, 64)+" "+strconv.FormatFloat(got, 'g', -1, 64))
 }
@@ -39,7 +39,7 @@ func TestParam(t *testing.T) {
 		{Brackets, "type", "messages[2].content[0][key.x].type", "messages[2].content[0][key.x]"},
 		{Dots, "type", "messages.2.content.0.key.x.type", "messages.2.content.0.key.x"},
 	} {
-		r := New(tc.style, testDialect{})
+		r := New(tc.style, testDialect)
 		r.Push("messages")
 		r.PushIndex(2)
 		r.Push("content")
@@ -64,7 +64,7 @@ func TestParam(t *testing.T) {
 }
 
 func TestParamDeep(t *testing.T) {
-	r := New(Dots, testDialect{})
+	r := New(Dots, testDialect)
 	for i := 0; i < maxDepth+3; i++ {
 		r.PushIndex(i)
 	}
@@ -169,7 +169,7 @@ func TestReaders(t *testing.T) {
 		{"OptArray", `"a"`, `error: S type p.a "a" want 5`, "="},
 	} {
 		for _, proto := range []bool{false, true} {
-			r := New(Brackets, testDialect{})
+			r := New(Brackets, testDialect)
 			r.Scope, r.NullMissing, r.QuotedNumbers = "S", proto, proto
 			r.Push("p")
 			want := tc.want
@@ -219,7 +219,7 @@ func TestObjects(t *testing.T) {
 		{`{"m":[{"a":1} {"b":2}]}`, "m[0]@6 end 1 malformed"},
 	} {
 		b := []byte(tc.body)
-		r := New(Brackets, testDialect{})
+		r := New(Brackets, testDialect)
 		r.Scope = "S"
 		top := rawjson.Object(b, 0)
 		top.NextLazy()
