@@ -45,7 +45,7 @@ func DefaultMessage(k formats.ErrorKind, internal string) string {
 // that may not be valid, as the JSON object a format without argument text
 // needs: the arguments compacted when they are an object, {} when they are
 // empty, else {"_raw_arguments": <the text>} (docs/translation.md, "Tool
-// calls").
+// call ids and arguments").
 func AppendArgs[S ~string | ~[]byte](dst []byte, args S) []byte {
 	start := len(dst)
 	dst = append(dst, args...)
