@@ -1,7 +1,7 @@
 package formats
 
 // Token bounds. Before an upstream call the gateway holds funds for an upper
-// bound of the input tokens (SPEC §5.3). The bound must never be below what
+// bound of the input tokens. The bound must never be below what
 // any upstream tokenizer counts, for any model the request may be routed to,
 // so it is computed from bytes: every tokenizer the gateway meets (byte-level
 // BPE at OpenAI and Anthropic, SentencePiece with byte fallback at Google)
@@ -34,7 +34,7 @@ const (
 	// FileTokens is the fixed part of a document's bound (PDF pages are
 	// also rendered as images by OpenAI and Anthropic); the bytes of its
 	// data are added on top. A pathological PDF (hundreds of near-empty
-	// pages) can exceed it: the row is then marked over_hold (SPEC §5.3).
+	// pages) can exceed it: the row is then marked over_hold.
 	FileTokens = 65536
 	// AudioTokens is the fixed part of an audio clip's bound; the bytes of
 	// its data are added (audio costs ~10 tokens a second, far below its

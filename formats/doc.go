@@ -5,11 +5,19 @@
 // rewriters and error envelopes. sse reads and writes server-sent events;
 // rawjson edits JSON objects by byte offsets for pass-through.
 //
+// What the vendor packages share lives once, in formats/internal: walk (the
+// JSON path of a request being validated and the typed readers, each vendor
+// wording their errors), upstream (the table from an upstream's HTTP status
+// to an error kind, the errors of unusable answers, the pass-through
+// rewrite of an answer's model, the OpenAI usage parser), emit (default
+// error messages, tool arguments as an object, tool-result text, image
+// types) and jsonval (reading strings and counts).
+//
 // The package is plain Go: it never imports Caddy.
 //
 // A request flows as: client bytes → the client format's parser (validate,
 // measure the input bound) → either a byte-level pass-through rewrite (same
 // format upstream) or IR → the upstream format's renderer. The answer flows
 // back through a StreamTranslator (pass-through or Translate(decoder,
-// encoder)) or a whole-response codec. See wire/translation.md.
+// encoder)) or a whole-response codec. See docs/translation.md.
 package formats

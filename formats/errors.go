@@ -3,10 +3,10 @@ package formats
 import "strconv"
 
 // ErrorKind is the gateway's own classification of a failure. Every vendor
-// package renders a kind in its error envelope (wire/translation.md §8.1).
+// package renders a kind in its error envelope (docs/translation.md, "Errors").
 type ErrorKind uint8
 
-// The error kinds, in the order of wire/translation.md §8.1.
+// The error kinds, in the order of docs/translation.md, "Errors".
 const (
 	KindInvalidRequest    ErrorKind = iota // 400: malformed body, wrong type, out of range, unmappable
 	KindAuthentication                     // 401: key missing, malformed, unknown or deleted

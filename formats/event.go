@@ -1,6 +1,7 @@
 package formats
 
-// EventType discriminates IR stream events (wire/translation.md §6.1).
+// EventType discriminates IR stream events (docs/translation.md,
+// "Stream events").
 type EventType uint8
 
 // The IR stream events.

@@ -5,12 +5,12 @@ import (
 	"strings"
 )
 
-// The internal representation (IR) of a generation request. Each vendor
-// package parses its client format into a Request and renders a Request into
-// its upstream format (wire/translation.md §1, §3). The IR holds what at
-// least two formats can express; a feature only one vendor has is passed
-// through on same-format routes and dropped (and named in Dropped) when
-// translating.
+// The internal representation (IR) of a generation request. Each vendor package
+// parses its client format into a Request and renders a Request into its
+// upstream format (docs/translation.md, "Principles", "Request mapping"). The
+// IR holds what at least two formats can express; a feature only one vendor has
+// is passed through on same-format routes and dropped (and named in Dropped)
+// when translating.
 //
 // Optional settings are pointers or carry a zero value that no format
 // accepts, so that "absent" is never confused with zero.
@@ -167,7 +167,7 @@ type Tool struct {
 // ToolChoiceMode says whether and how the model must call tools.
 type ToolChoiceMode uint8
 
-// The tool-choice modes (wire/translation.md §4.4).
+// The tool-choice modes (docs/translation.md, "Tool choice").
 const (
 	ToolChoiceUnset    ToolChoiceMode = iota
 	ToolChoiceAuto                    // the model decides
@@ -343,7 +343,7 @@ type Request struct {
 	// its output natively (Anthropic output_config.format). The caller sets
 	// it from the model's configuration before rendering; a renderer whose
 	// vendor's support varies by model emulates json_schema otherwise
-	// (wire/translation.md §9).
+	// (docs/translation.md, "What cannot be mapped").
 	StructuredOutputs bool
 
 	// Names maps Fields to the client format's parameter names; nil means

@@ -1,11 +1,12 @@
 package formats_test
 
 // The pair matrix: one conversation, one answer and one stream per format,
-// carried across all nine (client format, upstream format) pairs exactly as
-// the gateway composes the vendor packages (see the root package's
-// wire.go), pinned byte for byte by golden files under testdata/pairs and
-// checked beyond the bytes by independent parsers of each wire format
-// (wire/translation.md §1, §3, §5, §6, §7, §9).
+// carried across all nine (client format, upstream format) pairs exactly as the
+// gateway composes the vendor packages (see the root package's wire.go), pinned
+// byte for byte by golden files under testdata/pairs and checked beyond the
+// bytes by independent parsers of each wire format (docs/translation.md,
+// "Principles", "Request mapping", "Answers", "Streams",
+// "A tool conversation in four formats", "What cannot be mapped").
 //
 // Run with -update to rewrite the golden files.
 
@@ -40,7 +41,7 @@ const (
 	fAnthropic = "anthropic"
 	fGemini    = "gemini"
 	// fGeminiArray is a Gemini client without ?alt=sse: the stream is one
-	// JSON array (wire/gemini.md §3.2). It exists on the client side only.
+	// JSON array. It exists on the client side only.
 	fGeminiArray = "gemini_array"
 )
 
@@ -145,7 +146,8 @@ func skipIfBug(t *testing.T, bugs map[string]string, key string) {
 }
 
 // ---------------------------------------------------------------------------
-// requests (wire/translation.md §3, §4, §7, §9)
+// requests (docs/translation.md, "Request mapping", "Tools",
+// "A tool conversation in four formats", "What cannot be mapped")
 
 // requestCase is one client fixture carried to one upstream format.
 type requestCase struct {
@@ -296,8 +298,9 @@ func checkRequest(t *testing.T, tc requestCase, clientBody, upstreamBody []byte)
 	}
 	w, g := summarize(want), summarize(got)
 	if tc.fixture == "openai_json" && tc.upstream == fAnthropic && !tc.structured {
-		// json_schema is emulated with one forced tool (wire/translation.md
-		// §9): the conversation is the same, the tools and choice are not
+		// json_schema is emulated with one forced tool (docs/translation.md,
+		// "What cannot be mapped"): the conversation is the same, the tools and
+		// choice are not
 		w, g = withoutPrefix(w, "tool ", "tool_choice", "response_format"), withoutPrefix(g, "tool ", "tool_choice", "response_format")
 		checkJSONTool(t, got)
 	}
@@ -307,11 +310,11 @@ func checkRequest(t *testing.T, tc requestCase, clientBody, upstreamBody []byte)
 }
 
 // checkJSONTool checks the json_schema emulation toward Anthropic
-// (wire/translation.md §9): one more tool whose input_schema is the
-// requested schema, and a tool choice that forces a call. With client tools
-// offered (tool_choice auto) the renderer asks for "any" tool, so that the
-// model may still call the client's tools before it answers through the
-// JSON tool; forcing the JSON tool by name would forbid them.
+// (docs/translation.md, "What cannot be mapped"): one more tool whose
+// input_schema is the requested schema, and a tool choice that forces a call.
+// With client tools offered (tool_choice auto) the renderer asks for "any"
+// tool, so that the model may still call the client's tools before it answers
+// through the JSON tool; forcing the JSON tool by name would forbid them.
 func checkJSONTool(t *testing.T, ir *formats.Request) {
 	t.Helper()
 	const schema = `{"additionalProperties":false,"properties":{"sign_text":{"type":"string"},"temp_c":{"type":"number"}},"required":["sign_text","temp_c"],"type":"object"}`
@@ -439,10 +442,10 @@ func diffLines(a, b []string) string {
 }
 
 // ---------------------------------------------------------------------------
-// answers (wire/translation.md §5)
+// answers (docs/translation.md, "Answers")
 
 // upstreamUsage is the usage of each upstream fixture (answer and stream),
-// normalised by the rules of wire/translation.md §5.3.
+// normalised by the rules of docs/translation.md, "Usage".
 var upstreamUsage = map[string]formats.Usage{
 	// prompt_tokens 1250 (cached 1024), completion_tokens 48 (reasoning 16)
 	fOpenAI: {Input: 1250, CacheRead: 1024, Output: 48, Reasoning: 16},
@@ -453,7 +456,7 @@ var upstreamUsage = map[string]formats.Usage{
 }
 
 // shown masks the usage fields a client format can express
-// (wire/translation.md §5.3, "To" table).
+// (docs/translation.md, "Usage", "To" table).
 func shown(client string, u formats.Usage) formats.Usage {
 	switch wireFormat(client) {
 	case fOpenAI, fGemini:
@@ -464,8 +467,9 @@ func shown(client string, u formats.Usage) formats.Usage {
 	return u
 }
 
-// toolIDPrefix is the prefix of tool call ids the gateway makes for a
-// client (wire/translation.md §4.5), as wire.go's clientFormat.toolIDPrefix.
+// toolIDPrefix is the prefix of tool call ids the gateway makes for a client
+// (docs/translation.md, "Tool call ids and arguments"), as wire.go's
+// clientFormat.toolIDPrefix.
 func toolIDPrefix(client string) string {
 	if client == fAnthropic {
 		return "toolu_"
@@ -550,8 +554,8 @@ func TestPairResponse(t *testing.T) {
 	}
 }
 
-// checkPassThroughIDs checks that a same-format pair keeps the upstream's
-// ids and times (wire/translation.md §1.2): nothing for pin to replace.
+// checkPassThroughIDs checks that a same-format pair keeps the upstream's ids
+// and times (docs/translation.md, "Principles"): nothing for pin to replace.
 func checkPassThroughIDs(t *testing.T, client, up string, out []byte) {
 	t.Helper()
 	if wireFormat(client) == up && !bytes.Equal(pin(out), out) {
@@ -587,15 +591,16 @@ func compareAnswers(t *testing.T, client, up string, src, dst *answer, store *ma
 		}
 		switch {
 		case s.ID != "":
-			// an upstream id valid in every format goes through
-			// unchanged (wire/translation.md §4.5, §6.4)
+			// an upstream id valid in every format goes through unchanged
+			// (docs/translation.md, "Tool call ids and arguments", "Streams")
 			if c.ID != s.ID {
 				t.Errorf("tool call %d: id %q, want the upstream's %q", i, c.ID, s.ID)
 			}
 		case wireFormat(client) != fGemini:
-			// a Gemini call without id gets a new one in the client's
-			// format, call_… or toolu_… (wire/translation.md §4.5),
-			// under which its thought signature is kept (§4.6)
+			// a Gemini call without id gets a new one in the client's format,
+			// call_… or toolu_… (docs/translation.md,
+			// "Tool call ids and arguments"), under which its thought signature
+			// is kept (§4.6)
 			if prefix := generatedCallPrefix[client]; !strings.HasPrefix(c.ID, prefix) || len(c.ID) == len(prefix) {
 				t.Errorf("tool call %d: id %q, want a new %s… id", i, c.ID, prefix)
 			}
@@ -604,7 +609,7 @@ func compareAnswers(t *testing.T, client, up string, src, dst *answer, store *ma
 			}
 		}
 	}
-	// ids in the client's format (wire/translation.md §1.3)
+	// ids in the client's format (docs/translation.md, "Principles")
 	switch wireFormat(client) {
 	case fOpenAI:
 		if !strings.HasPrefix(dst.ID, "chatcmpl-") {
@@ -623,7 +628,7 @@ func compareAnswers(t *testing.T, client, up string, src, dst *answer, store *ma
 }
 
 // generatedCallPrefix is the prefix of a tool call id the gateway makes for
-// a client (wire/translation.md §4.5).
+// a client (docs/translation.md, "Tool call ids and arguments").
 var generatedCallPrefix = map[string]string{fOpenAI: "call_", fAnthropic: "toolu_"}
 
 var anthropicID = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -635,7 +640,7 @@ func usageString(u formats.Usage) string {
 }
 
 // ---------------------------------------------------------------------------
-// streams (wire/translation.md §6)
+// streams (docs/translation.md, "Streams")
 
 // newTranslator is the gateway's streamTranslator for the pair: a
 // pass-through for the same format, else the upstream's decoder composed
@@ -739,7 +744,7 @@ func TestPairStream(t *testing.T) {
 }
 
 // streamErrors says, for each upstream's mid-stream error, how each client
-// format must name it (wire/translation.md §8.1, §8.3) and what usage was
+// format must name it (docs/translation.md, "Errors") and what usage was
 // metered before it: never final, since the stream ended without the
 // vendor's terminal count (Anthropic's message_start output of 1 is a
 // placeholder).
@@ -915,7 +920,7 @@ type oaiUsage struct {
 	} `json:"completion_tokens_details"`
 }
 
-// ir reads OpenAI usage (wire/translation.md §5.3, "From" table).
+// ir reads OpenAI usage (docs/translation.md, "Usage", "From" table).
 func (u *oaiUsage) ir(a *answer) formats.Usage {
 	r := formats.Usage{Input: u.PromptTokens, Output: u.CompletionTokens}
 	if d := u.PromptTokensDetails; d != nil {
@@ -993,7 +998,7 @@ func oaiStop(s *string) string {
 	return *s
 }
 
-// parseOpenAIStream reads a chunk stream (wire/openai.md §2.6).
+// parseOpenAIStream reads a chunk stream.
 func parseOpenAIStream(a *answer, b []byte, wantModel string) {
 	r := sse.NewReader(bytes.NewReader(b), 1<<20)
 	var id string
@@ -1110,7 +1115,7 @@ type antUsageJSON struct {
 }
 
 // antUsage accumulates Anthropic usage: the last value seen of each field
-// (wire/anthropic.md §5.3).
+// (the last value of each count wins).
 type antUsage struct{ in, cacheWrite, cacheRead, out int64 }
 
 func (u *antUsage) add(j *antUsageJSON) {
@@ -1124,7 +1129,7 @@ func (u *antUsage) add(j *antUsageJSON) {
 	}
 }
 
-// ir reads Anthropic usage (wire/translation.md §5.3, "From" table).
+// ir reads Anthropic usage (docs/translation.md, "Usage", "From" table).
 func (u *antUsage) ir(a *answer) formats.Usage {
 	if u.in < 0 {
 		a.problem("negative input_tokens %d", u.in)
@@ -1189,7 +1194,7 @@ func antStop(s *string) string {
 }
 
 // parseAnthropicStream reads an event stream and checks its grammar
-// (wire/anthropic.md §5.1).
+// (message_start, content blocks, message_delta, message_stop).
 func parseAnthropicStream(a *answer, b []byte, wantModel string) {
 	r := sse.NewReader(bytes.NewReader(b), 1<<20)
 	var u antUsage
@@ -1340,7 +1345,7 @@ type gemResponse struct {
 
 // parseGemini reads a Gemini answer: one GenerateContentResponse, or a
 // stream of them as SSE (CRLF framing) or as one JSON array
-// (wire/gemini.md §3).
+// (SSE or a JSON array).
 func parseGemini(t *testing.T, a *answer, f string, b []byte, stream bool, wantModel string) {
 	t.Helper()
 	var elems [][]byte

@@ -1,7 +1,7 @@
 package formats
 
-// StopReason is why the model stopped, in IR terms (wire/translation.md
-// §5.2). Each vendor package maps its own values to and from these.
+// StopReason is why the model stopped, in IR terms (docs/translation.md,
+// "Stop reasons"). Each vendor package maps its own values to and from these.
 type StopReason uint8
 
 // The stop reasons.
@@ -35,7 +35,7 @@ func (s StopReason) String() string {
 	return "unknown"
 }
 
-// Final applies the rule of wire/translation.md §5.2: an answer that
+// Final applies the rule of docs/translation.md, "Stop reasons": an answer that
 // contains tool calls reports the tool reason unless it stopped for length
 // (some servers say "stop" with tool calls, Gemini always says STOP).
 func (s StopReason) Final(hasToolCalls bool) StopReason {

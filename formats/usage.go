@@ -1,7 +1,7 @@
 package formats
 
 // Usage is the token count of one answer, normalised once from whatever the
-// upstream reported (wire/translation.md §5.3). Input includes the cache
+// upstream reported (docs/translation.md, "Usage"). Input includes the cache
 // buckets; Output includes reasoning.
 type Usage struct {
 	Input      int64 // all input tokens, cached ones included (in_total)

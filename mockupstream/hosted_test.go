@@ -84,7 +84,7 @@ func TestHostedTools(t *testing.T) {
 		{"responses forced image", "/v1/responses", rspBody("hi", `"tools":[{"type":"image_generation"}],"tool_choice":{"type":"image_generation"}`, false), oai,
 			map[string]int{`"type":"image_generation_call"`: 1}},
 		{"responses background", "/v1/responses", rspBody("hi", `"background":true`, false), oai,
-			map[string]int{`"status":"queued"`: 1, `"output":[]`: 1, `"usage":null`: 1}},
+			map[string]int{`"status":"queued"`: 1, `"output":[]`: 1, `"usage"`: 0}}, // no usage yet (the schema has no null usage)
 		{"responses background stream", "/v1/responses", rspBody("hi", `"background":true`, true), oai,
 			map[string]int{`event: response.queued`: 1, `"status":"queued"`: 2, `response.completed`: 0}},
 		{"chat web search", "/v1/chat/completions", chatBody("hi", `"web_search_options":{}`), oai,

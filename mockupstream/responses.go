@@ -9,8 +9,10 @@ import (
 	"time"
 )
 
-// POST /v1/responses (OpenAI's Responses API): the same plans as chat
-// completions, answered as a Responses object or event stream.
+// POST /v1/responses: the same plans as chat completions, answered as a
+// Responses object or event stream that follow OpenAI's published OpenAPI
+// schemas (Response, ResponseStreamEvent; responses_spec_test.go checks
+// them).
 
 // responsesRequest is the part of a Responses request the mock reads.
 type responsesRequest struct {
@@ -176,7 +178,8 @@ func responsesTexts(raw json.RawMessage, param string) ([]string, *apiError) {
 type responsesUsage struct {
 	InputTokens        int `json:"input_tokens"`
 	InputTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
+		CachedTokens     int `json:"cached_tokens"`
+		CacheWriteTokens int `json:"cache_write_tokens"` // 0: the mock's cache writes are Anthropic's
 	} `json:"input_tokens_details"`
 	OutputTokens        int `json:"output_tokens"`
 	OutputTokensDetails struct {
@@ -211,7 +214,8 @@ func (s *Server) openAIResponses(c *call) {
 func (c *call) responseID() string { return "resp_mock" + strconv.FormatUint(c.id, 10) }
 
 // responsesObject is the response object in a state: its output items so
-// far, and the usage when final.
+// far, and the usage when final (none before: OpenAI's schema has no null
+// usage).
 func (c *call) responsesObject(p *plan, st string, output []json.RawMessage, u *responsesUsage) []byte {
 	var incomplete any
 	if st == "incomplete" {
@@ -220,12 +224,17 @@ func (c *call) responsesObject(p *plan, st string, output []json.RawMessage, u *
 	if output == nil {
 		output = []json.RawMessage{}
 	}
-	return marshal(map[string]any{
+	obj := map[string]any{
 		"id": c.responseID(), "object": "response", "created_at": time.Now().Unix(), "status": st,
-		"model": p.model, "output": output, "usage": u, "error": nil, "incomplete_details": incomplete,
+		"model": p.model, "output": output, "error": nil, "incomplete_details": incomplete,
+		"instructions": nil, "metadata": map[string]string{}, "temperature": 1, "top_p": 1,
 		"parallel_tool_calls": true, "tool_choice": "auto", "tools": []any{}, "store": false,
 		"text": map[string]any{"format": map[string]string{"type": "text"}},
-	})
+	}
+	if u != nil {
+		obj["usage"] = u
+	}
+	return marshal(obj)
 }
 
 // responsesQueued answers a background request as OpenAI does: the
@@ -260,14 +269,11 @@ func (c *call) responsesHosted(p *plan, st string) []json.RawMessage {
 	var items []json.RawMessage
 	id := strconv.FormatUint(c.id, 10)
 	for i := range p.searches {
-		item := map[string]any{"type": "web_search_call", "id": "ws_mock" + id + "_" + strconv.Itoa(i), "status": st}
-		if st == "completed" {
-			item["action"] = map[string]any{"type": "search", "query": "mock search"}
-		}
-		items = append(items, marshal(item))
+		items = append(items, marshal(map[string]any{"type": "web_search_call", "id": "ws_mock" + id + "_" + strconv.Itoa(i), "status": st,
+			"action": map[string]any{"type": "search", "query": "mock search"}}))
 	}
 	for i := range p.images {
-		item := map[string]any{"type": "image_generation_call", "id": "ig_mock" + id + "_" + strconv.Itoa(i), "status": st}
+		item := map[string]any{"type": "image_generation_call", "id": "ig_mock" + id + "_" + strconv.Itoa(i), "status": st, "result": nil}
 		if st == "completed" {
 			item["result"] = "iVBORw0KGgo="
 		}
@@ -278,7 +284,12 @@ func (c *call) responsesHosted(p *plan, st string) []json.RawMessage {
 
 func responsesMessage(id, st, text string) json.RawMessage {
 	return marshal(map[string]any{"type": "message", "id": id, "role": "assistant", "status": st,
-		"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
+		"content": []any{outputText(text)}})
+}
+
+// outputText is an output_text content part.
+func outputText(text string) map[string]any {
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}
 }
 
 func responsesCall(tc toolCall, args, st string) json.RawMessage {
@@ -363,7 +374,7 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 		if !send("response.output_item.added", map[string]any{"output_index": index, "item": json.RawMessage(marshal(map[string]any{
 			"type": "message", "id": msgID, "role": "assistant", "status": "in_progress", "content": []any{}}))}) ||
 			!send("response.content_part.added", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0,
-				"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}}) {
+				"part": outputText("")}) {
 			return
 		}
 		for i := range p.tokens {
@@ -390,7 +401,7 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 		text := ReplyText(p.tokens)
 		if !send("response.output_text.done", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0, "text": text, "logprobs": []any{}}) ||
 			!send("response.content_part.done", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0,
-				"part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}) {
+				"part": outputText(text)}) {
 			return
 		}
 		item := responsesMessage(msgID, "completed", text)

@@ -1,5 +1,5 @@
-// Package anthropic is the Anthropic Messages wire format
-// (wire/anthropic.md), on both sides of the gateway: request validation and
+// Package anthropic is the Anthropic Messages wire format,
+// on both sides of the gateway: request validation and
 // measurement for Anthropic clients (the SDKs, Claude Code), the byte-level
 // pass-through of same-format traffic, the IR codecs used when the other
 // side speaks another format, stream translators, and the error envelope.

@@ -1,16 +1,17 @@
 package anthropic
 
 import (
-	"strconv"
-
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// errorType is Anthropic's error.type for each kind (wire/translation.md
-// §8.1).
+// errorType is Anthropic's error.type for each kind (docs/translation.md,
+// "Errors").
 func errorType(k formats.ErrorKind) string {
 	switch k {
 	case formats.KindInvalidRequest, formats.KindMethodNotAllowed:
@@ -35,35 +36,18 @@ func errorType(k formats.ErrorKind) string {
 	return "api_error" // internal, upstream
 }
 
-// defaultMessage is used when an error carries no message.
+// defaultMessage is used when an error carries no message: Anthropic's
+// words where the gateway's would surprise an Anthropic client.
 func defaultMessage(k formats.ErrorKind) string {
 	switch k {
-	case formats.KindInvalidRequest:
-		return "The request is invalid."
 	case formats.KindAuthentication:
 		return "invalid x-api-key"
-	case formats.KindAccountSuspended:
-		return "This account is suspended."
-	case formats.KindInsufficientQuota:
-		return "The account's balance is insufficient for this request."
-	case formats.KindPermissionDenied:
-		return "This request is not permitted."
-	case formats.KindNotFound:
-		return "The requested resource does not exist."
-	case formats.KindMethodNotAllowed:
-		return "Method not allowed."
 	case formats.KindRequestTooLarge:
 		return "Request exceeds the maximum allowed number of bytes."
-	case formats.KindRateLimited:
-		return "Rate limit exceeded; retry later."
-	case formats.KindUpstream:
-		return "The upstream provider failed."
 	case formats.KindOverloaded:
 		return "Overloaded"
-	case formats.KindTimeout:
-		return "The upstream provider timed out."
 	}
-	return "Internal server error"
+	return emit.DefaultMessage(k, "Internal server error")
 }
 
 // AppendError appends Anthropic's error envelope of e:
@@ -112,7 +96,7 @@ func parseErrorBody(body []byte) (ue upstreamError, ok bool) {
 		return parseErrorObject(ev), true
 	}
 	if m := rawjson.Get(body, "message"); rawjson.Kind(m) == '"' {
-		return upstreamError{message: str(m)}, true
+		return upstreamError{message: jsonval.Str(m)}, true
 	}
 	return ue, false
 }
@@ -123,55 +107,33 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 		v := it.Value()
 		switch {
 		case it.NameIs("type"):
-			if rawjson.Kind(v) == '"' {
-				ue.typ = str(v)
-			}
+			jsonval.SetStr(&ue.typ, v)
 		case it.NameIs("message"):
-			if rawjson.Kind(v) == '"' {
-				ue.message = str(v)
-			}
+			jsonval.SetStr(&ue.message, v)
 		}
 	}
 	return ue
 }
 
 // ParseUpstreamError reads an error answer of api.anthropic.com and maps it
-// to the gateway's kinds (wire/translation.md §8.2). A 400 keeps the
+// to the gateway's kinds (docs/translation.md, "Errors"). A 400 keeps the
 // upstream's message (redacted) and takes Param from its leading field
-// path: the client's request was bad. 401, 402, 403 and 404 are the
-// gateway's own fault (its credentials, billing or routing) and become 502,
-// never 401. 413 is too large, 429/503/529 overload, 408/504 timeouts, other
-// 5xx upstream failures. Keys and request ids are redacted from any message
-// that is kept.
+// path: the client's request was bad. 402 (the gateway's billing at
+// Anthropic) is an upstream failure; other statuses follow the table shared
+// by every vendor (upstream.StatusError): 401/403/404 are the gateway's own
+// fault and become 502, never 401; 413 is too large, 429/503/529 overload,
+// 408/504 timeouts, other 5xx upstream failures. Keys and request ids are
+// redacted from any message that is kept.
 func ParseUpstreamError(status int, body []byte) *formats.Error {
 	ue, _ := parseErrorBody(body)
 	switch {
 	case status == 400 || status == 422:
 		msg, param := redactKeepPath(ue.message)
-		if msg == "" {
-			msg = "The upstream provider rejected the request as invalid."
-		}
-		return &formats.Error{Kind: formats.KindInvalidRequest, Message: msg, Param: param}
-	case status == 401 || status == 403:
-		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's credentials (HTTP "+strconv.Itoa(status)+").")
+		return upstream.Rejected(msg, param, "")
 	case status == 402:
 		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's account (HTTP 402).")
-	case status == 404:
-		return formats.NewError(formats.KindUpstream, "The upstream provider does not serve the routed model (HTTP 404).")
-	case status == 408 || status == 504:
-		return formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
-	case status == 413:
-		msg := formats.Redact(ue.message)
-		if msg == "" {
-			msg = "The request is too large for the upstream provider."
-		}
-		return formats.NewError(formats.KindRequestTooLarge, msg)
-	case status == 429 || status == 503 || status == 529:
-		return formats.NewError(formats.KindOverloaded, "The upstream provider is overloaded; retry later.")
-	case status >= 500:
-		return formats.NewError(formats.KindUpstream, "The upstream provider failed (HTTP "+strconv.Itoa(status)+").")
 	case status >= 400:
-		return formats.NewError(formats.KindUpstream, "The upstream provider rejected the request (HTTP "+strconv.Itoa(status)+").")
+		return upstream.StatusError(status, formats.Redact(ue.message))
 	}
 	return streamError(ue)
 }
@@ -230,19 +192,7 @@ func streamError(ue upstreamError) *formats.Error {
 		}
 		return e
 	case msg == "":
-		msg = defaultMessage(kind)
-	default:
-		msg = "The upstream provider reported an error: " + msg
+		return formats.NewError(kind, defaultMessage(kind))
 	}
-	return formats.NewError(kind, msg)
-}
-
-// unusable is the error of an answer the gateway cannot read.
-func unusable() *formats.Error {
-	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")
-}
-
-// badEvent is the error of a stream event the gateway cannot read.
-func badEvent() *formats.Error {
-	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+	return upstream.Reported(kind, msg)
 }

@@ -97,7 +97,8 @@ func TestRequestGolden(t *testing.T) {
 }
 
 // TestRenderFromOpenAIGolden: an OpenAI client's request rendered for an
-// Anthropic upstream (wire/translation.md §7 and the rest of §3).
+// Anthropic upstream (docs/translation.md,
+// "A tool conversation in four formats", "Request mapping").
 func TestRenderFromOpenAIGolden(t *testing.T) {
 	for _, tc := range []struct {
 		file       string
@@ -256,7 +257,7 @@ func TestPassThroughStreamGolden(t *testing.T) {
 	}
 }
 
-// checkAnthropicStream checks the event grammar of wire/anthropic.md §5.1:
+// checkAnthropicStream checks the event grammar of Anthropic streams:
 // message_start first, sequential blocks with increasing indices, a
 // message_delta, message_stop last (or an error event last).
 func checkAnthropicStream(t *testing.T, out []byte, wantError bool) {
@@ -318,7 +319,7 @@ func checkAnthropicStream(t *testing.T, out []byte, wantError bool) {
 }
 
 // TestTranslateToOpenAIGolden: an Anthropic upstream stream to an OpenAI
-// client (wire/translation.md §6.4).
+// client (docs/translation.md, "Streams").
 func TestTranslateToOpenAIGolden(t *testing.T) {
 	for _, tc := range antStreams {
 		t.Run(tc.file, func(t *testing.T) {
@@ -335,9 +336,9 @@ func TestTranslateToOpenAIGolden(t *testing.T) {
 	}
 }
 
-// TestTranslateFromOpenAIGolden: an OpenAI upstream stream to an
-// Anthropic client (wire/translation.md §6.3, ANT client): interleaved tool
-// fragments, input usage only at the end.
+// TestTranslateFromOpenAIGolden: an OpenAI upstream stream to an Anthropic
+// client (docs/translation.md, "Writing client streams", ANT client):
+// interleaved tool fragments, input usage only at the end.
 func TestTranslateFromOpenAIGolden(t *testing.T) {
 	for _, tc := range []struct {
 		file      string

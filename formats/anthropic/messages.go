@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -95,30 +96,25 @@ func blockTypeNames() []string {
 // messages walks the messages member of the top-level iterator in place
 // and reports how many messages it holds.
 func (w *walker) messages(top *rawjson.Iter) (int, *formats.Error) {
-	b, start := top.Bytes(), top.Start()
-	if b[start] != '[' {
-		return 0, w.errType("messages", tList)
+	it, err := w.Objects(top, "messages")
+	if err != nil {
+		return 0, err
 	}
-	w.push("messages")
-	it := rawjson.Array(b, start)
-	for it.NextLazy() {
-		w.pushIndex(it.Len() - 1)
-		if b[it.Start()] != '{' {
-			return 0, w.errType("", tDict)
-		}
-		end, err := w.message(b, it.Start())
+	for w.NextObject(&it) {
+		end, err := w.message(it.Bytes(), it.Start())
 		if err != nil {
 			return 0, err
 		}
 		it.SetEnd(end)
-		w.pop()
 	}
-	w.pop()
-	if it.Err() != nil {
+	if err := w.ObjectsErr(&it); err != nil {
+		return 0, err
+	}
+	n, ok := w.EndObjects(top, &it)
+	if !ok {
 		return 0, invalid("", "The request body is not valid JSON")
 	}
-	top.SetEnd(it.End() + 1)
-	return it.Len(), nil
+	return n, nil
 }
 
 // message validates the message object at b[start] (the path ends with its
@@ -135,7 +131,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 		}
 	}
 	end := it.End() + 1
-	if err := w.reqString("role", roleV); err != nil {
+	if err := w.ReqString("role", roleV); err != nil {
 		return end, err
 	}
 	var r role
@@ -158,22 +154,22 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	if w.ir != nil {
 		mb = &msgBuilder{role: r}
 	}
-	w.push("content")
-	defer w.pop()
+	w.Push("content")
+	defer w.Pop()
 	switch rawjson.Kind(content) {
 	case '"':
 		w.req.size.TextBytes += int64(len(content) - 2)
 		if mb != nil {
-			mb.add(w, formats.Part{Type: formats.PartText, Text: str(content)})
+			mb.add(w, formats.Part{Type: formats.PartText, Text: jsonval.Str(content)})
 		}
 	case '[':
 		ci := rawjson.Array(content, 0)
 		for ci.Next() {
-			w.pushIndex(ci.Len() - 1)
+			w.PushIndex(ci.Len() - 1)
 			if err := w.block(ci.Value(), r, mb); err != nil {
 				return end, err
 			}
-			w.pop()
+			w.Pop()
 		}
 	default:
 		return end, w.errType("", tList)
@@ -288,7 +284,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		return w.errType("", tDict)
 	}
 	f := readBlock(v)
-	if err := w.reqString("type", f.typ); err != nil {
+	if err := w.ReqString("type", f.typ); err != nil {
 		return err
 	}
 	kind, ok := blockType(f.typ)
@@ -315,26 +311,22 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		if r != roleAssistant {
 			return w.errAt("type", "tool_use blocks are only allowed in assistant messages")
 		}
-		if err := w.reqString("id", f.id); err != nil {
+		if err := w.ReqString("id", f.id); err != nil {
 			return err
 		}
 		if !rawValid(f.id, validID[[]byte]) {
 			return w.errAt("id", "String should match pattern '^[a-zA-Z0-9_-]+$'")
 		}
-		if err := w.reqString("name", f.name); err != nil {
+		if err := w.ReqString("name", f.name); err != nil {
 			return err
 		}
-		switch rawjson.Kind(f.input) {
-		case 0:
-			return w.errMissing("input")
-		case '{':
-		default:
-			return w.errType("input", tDict)
+		if err := w.ReqObject("input", f.input); err != nil {
+			return err
 		}
 		size.TextBytes += int64(len(f.id) + len(f.name) - 4 + len(f.input))
 		if mb != nil {
 			mb.add(w, formats.Part{Type: formats.PartToolCall, ToolCall: &formats.ToolCall{
-				ID: str(f.id), Name: str(f.name), Arguments: string(rawjson.Compact(nil, f.input))}})
+				ID: jsonval.Str(f.id), Name: jsonval.Str(f.name), Arguments: string(rawjson.Compact(nil, f.input))}})
 		}
 	case blockToolResult:
 		if r != roleUser {
@@ -342,31 +334,31 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 		}
 		return w.toolResult(&f, mb)
 	case blockThinking:
-		if err := w.reqString("thinking", f.thinking); err != nil {
+		if err := w.ReqString("thinking", f.thinking); err != nil {
 			return err
 		}
-		if err := w.reqString("signature", f.signature); err != nil {
+		if err := w.ReqString("signature", f.signature); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(f.thinking) - 2)
 		if mb != nil {
-			mb.add(w, formats.Part{Type: formats.PartThinking, Text: str(f.thinking), Signature: str(f.signature)})
+			mb.add(w, formats.Part{Type: formats.PartThinking, Text: jsonval.Str(f.thinking), Signature: jsonval.Str(f.signature)})
 		}
 	case blockRedactedThinking:
-		if err := w.reqString("data", f.data); err != nil {
+		if err := w.ReqString("data", f.data); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(f.data) - 2)
 		if mb != nil {
-			mb.add(w, formats.Part{Type: formats.PartRedactedThinking, Signature: str(f.data)})
+			mb.add(w, formats.Part{Type: formats.PartRedactedThinking, Signature: jsonval.Str(f.data)})
 		}
 	default: // Anthropic-only: passed through, dropped when translating
 		size.TextBytes += int64(len(v))
 		if rawjson.StringIs(f.typ, "container_upload") {
-			w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+			w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 		}
 		if w.ir != nil {
-			w.ir.Drop("messages." + str(f.typ))
+			w.ir.Drop("messages." + jsonval.Str(f.typ))
 		}
 	}
 	return nil
@@ -375,7 +367,7 @@ func (w *walker) block(v []byte, r role, mb *msgBuilder) *formats.Error {
 // cacheControl validates a cache_control marker (an object); translation
 // drops it.
 func (w *walker) cacheControl(v []byte) *formats.Error {
-	ok, err := w.optObject("cache_control", v)
+	ok, err := w.OptObject("cache_control", v)
 	if ok {
 		w.drop("cache_control")
 	}
@@ -384,83 +376,90 @@ func (w *walker) cacheControl(v []byte) *formats.Error {
 
 // textBlock validates a text block.
 func (w *walker) textBlock(f *blockFields, mb *msgBuilder) *formats.Error {
-	if err := w.reqString("text", f.text); err != nil {
+	if err := w.ReqString("text", f.text); err != nil {
 		return err
 	}
-	if ok, err := w.optArray("citations", f.citations); err != nil {
+	if ok, err := w.OptArray("citations", f.citations); err != nil {
 		return err
 	} else if ok {
 		w.drop("citations")
 	}
 	w.req.size.TextBytes += int64(len(f.text) - 2)
 	if mb != nil {
-		mb.add(w, formats.Part{Type: formats.PartText, Text: str(f.text)})
+		mb.add(w, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.text)})
 	}
 	return nil
 }
 
-// image validates an image block's source.
-func (w *walker) image(src []byte, mb *msgBuilder) *formats.Error {
-	switch rawjson.Kind(src) {
-	case 0:
-		return w.errMissing("source")
-	case '{':
-	default:
-		return w.errType("source", tDict)
-	}
-	w.push("source")
-	defer w.pop()
-	var typ, mediaType, data, url, fileID []byte
-	it := rawjson.Object(src, 0)
+// sourceFields are the members of an image's or a document's source.
+type sourceFields struct {
+	typ, mediaType, data, url, fileID, content []byte
+}
+
+func readSource(v []byte) (f sourceFields) {
+	it := rawjson.Object(v, 0)
 	for it.Next() {
 		switch m := it.Member(); {
 		case m.NameIs("type"):
-			typ = it.Value()
+			f.typ = it.Value()
 		case m.NameIs("media_type"):
-			mediaType = it.Value()
+			f.mediaType = it.Value()
 		case m.NameIs("data"):
-			data = it.Value()
+			f.data = it.Value()
 		case m.NameIs("url"):
-			url = it.Value()
+			f.url = it.Value()
 		case m.NameIs("file_id"):
-			fileID = it.Value()
+			f.fileID = it.Value()
+		case m.NameIs("content"):
+			f.content = it.Value()
 		}
 	}
-	if err := w.reqString("type", typ); err != nil {
+	return f
+}
+
+// image validates an image block's source.
+func (w *walker) image(source []byte, mb *msgBuilder) *formats.Error {
+	if err := w.ReqObject("source", source); err != nil {
+		return err
+	}
+	w.Push("source")
+	defer w.Pop()
+	src := readSource(source)
+	if err := w.ReqString("type", src.typ); err != nil {
 		return err
 	}
 	m := &formats.Media{}
 	switch {
-	case rawjson.StringIs(typ, "base64"):
-		if err := w.reqString("media_type", mediaType); err != nil {
+	case rawjson.StringIs(src.typ, "base64"):
+		if err := w.ReqString("media_type", src.mediaType); err != nil {
 			return err
 		}
-		if !imageMediaType(mediaType) {
+		if !imageMediaType(src.mediaType) {
 			return w.errEnum("media_type", "image/jpeg", "image/png", "image/gif", "image/webp")
 		}
-		if err := w.reqString("data", data); err != nil {
+		if err := w.ReqString("data", src.data); err != nil {
 			return err
 		}
 		if mb != nil {
-			m.MediaType, m.Data = str(mediaType), str(data)
+			m.MediaType, m.Data = jsonval.Str(src.mediaType), jsonval.Str(src.data)
 		}
-	case rawjson.StringIs(typ, "url"):
-		if err := w.reqString("url", url); err != nil {
+	case rawjson.StringIs(src.typ, "url"):
+		if err := w.ReqString("url", src.url); err != nil {
 			return err
 		}
 		if mb != nil {
-			m.URL = str(url)
+			m.URL = jsonval.Str(src.url)
 		}
-	case rawjson.StringIs(typ, "file"):
-		if err := w.reqString("file_id", fileID); err != nil {
+	case rawjson.StringIs(src.typ, "file"):
+		if err := w.ReqString("file_id", src.fileID); err != nil {
 			return err
 		}
 		if mb != nil {
-			m.FileID = str(fileID)
+			m.FileID = jsonval.Str(src.fileID)
 		}
-		w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+		w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 	default:
-		return w.errTag("", typ, "base64", "url", "file")
+		return w.errTag("", src.typ, "base64", "url", "file")
 	}
 	w.req.size.Images++
 	if mb != nil {
@@ -480,44 +479,23 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		name string
 		v    []byte
 	}{{"title", f.title}, {"context", f.context}} {
-		if _, err := w.optString(o.name, o.v); err != nil {
+		if _, err := w.OptString(o.name, o.v); err != nil {
 			return err
 		}
 	}
-	if ok, err := w.optObject("citations", f.citations); err != nil {
+	if ok, err := w.OptObject("citations", f.citations); err != nil {
 		return err
 	} else if ok {
 		w.drop("citations")
 	}
-	src := f.source
-	switch rawjson.Kind(src) {
-	case 0:
-		return w.errMissing("source")
-	case '{':
-	default:
-		return w.errType("source", tDict)
+	source := f.source
+	if err := w.ReqObject("source", source); err != nil {
+		return err
 	}
-	w.push("source")
-	defer w.pop()
-	var typ, mediaType, data, url, fileID, content []byte
-	it := rawjson.Object(src, 0)
-	for it.Next() {
-		switch m := it.Member(); {
-		case m.NameIs("type"):
-			typ = it.Value()
-		case m.NameIs("media_type"):
-			mediaType = it.Value()
-		case m.NameIs("data"):
-			data = it.Value()
-		case m.NameIs("url"):
-			url = it.Value()
-		case m.NameIs("file_id"):
-			fileID = it.Value()
-		case m.NameIs("content"):
-			content = it.Value()
-		}
-	}
-	if err := w.reqString("type", typ); err != nil {
+	w.Push("source")
+	defer w.Pop()
+	src := readSource(source)
+	if err := w.ReqString("type", src.typ); err != nil {
 		return err
 	}
 	size := &w.req.size
@@ -525,85 +503,83 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 	var m *formats.Media
 	if mb != nil {
 		m = &formats.Media{}
-		if rawjson.Kind(f.title) == '"' {
-			m.Filename = str(f.title)
-		}
+		jsonval.SetStr(&m.Filename, f.title)
 	}
 	var imgs *msgBuilder // images of a content-source document
 	switch {
-	case rawjson.StringIs(typ, "base64"):
-		if err := w.reqString("media_type", mediaType); err != nil {
+	case rawjson.StringIs(src.typ, "base64"):
+		if err := w.ReqString("media_type", src.mediaType); err != nil {
 			return err
 		}
-		if !rawjson.StringIs(mediaType, "application/pdf") {
+		if !rawjson.StringIs(src.mediaType, "application/pdf") {
 			return w.errEnum("media_type", "application/pdf")
 		}
-		if err := w.reqString("data", data); err != nil {
+		if err := w.ReqString("data", src.data); err != nil {
 			return err
 		}
-		size.MediaBytes += int64(len(data) - 2)
+		size.MediaBytes += int64(len(src.data) - 2)
 		if m != nil {
-			m.MediaType, m.Data = "application/pdf", str(data)
+			m.MediaType, m.Data = "application/pdf", jsonval.Str(src.data)
 		}
-	case rawjson.StringIs(typ, "text"):
-		if err := w.reqString("media_type", mediaType); err != nil {
+	case rawjson.StringIs(src.typ, "text"):
+		if err := w.ReqString("media_type", src.mediaType); err != nil {
 			return err
 		}
-		if !rawjson.StringIs(mediaType, "text/plain") {
+		if !rawjson.StringIs(src.mediaType, "text/plain") {
 			return w.errEnum("media_type", "text/plain")
 		}
-		if err := w.reqString("data", data); err != nil {
+		if err := w.ReqString("data", src.data); err != nil {
 			return err
 		}
-		size.TextBytes += int64(len(data) - 2)
+		size.TextBytes += int64(len(src.data) - 2)
 		if m != nil {
-			m.MediaType, m.Text = "text/plain", str(data)
+			m.MediaType, m.Text = "text/plain", jsonval.Str(src.data)
 		}
-	case rawjson.StringIs(typ, "url"):
-		if err := w.reqString("url", url); err != nil {
+	case rawjson.StringIs(src.typ, "url"):
+		if err := w.ReqString("url", src.url); err != nil {
 			return err
 		}
 		if m != nil {
-			m.MediaType, m.URL = "application/pdf", str(url)
+			m.MediaType, m.URL = "application/pdf", jsonval.Str(src.url)
 		}
 		// the upstream fetches it: nothing bounds its pages (#16)
-		w.gate(formats.Gated{State: formats.StateDocumentURL, Param: w.param("url"), Tool: -1})
-	case rawjson.StringIs(typ, "file"):
-		if err := w.reqString("file_id", fileID); err != nil {
+		w.gate(formats.Gated{State: formats.StateDocumentURL, Param: w.Param("url"), Tool: -1})
+	case rawjson.StringIs(src.typ, "file"):
+		if err := w.ReqString("file_id", src.fileID); err != nil {
 			return err
 		}
 		if m != nil {
-			m.FileID = str(fileID)
+			m.FileID = jsonval.Str(src.fileID)
 		}
-		w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
-	case rawjson.StringIs(typ, "content"):
-		switch rawjson.Kind(content) {
+		w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
+	case rawjson.StringIs(src.typ, "content"):
+		switch rawjson.Kind(src.content) {
 		case 0:
 			return w.errMissing("content")
 		case '"':
-			size.TextBytes += int64(len(content) - 2)
+			size.TextBytes += int64(len(src.content) - 2)
 			if m != nil {
-				m.MediaType, m.Text = "text/plain", str(content)
+				m.MediaType, m.Text = "text/plain", jsonval.Str(src.content)
 			}
 		case '[':
 			// text and image blocks: the text becomes the document's, the
 			// images follow it
-			w.push("content")
+			w.Push("content")
 			var text []byte
-			ci := rawjson.Array(content, 0)
+			ci := rawjson.Array(src.content, 0)
 			for ci.Next() {
-				w.pushIndex(ci.Len() - 1)
+				w.PushIndex(ci.Len() - 1)
 				bv := ci.Value()
 				if rawjson.Kind(bv) != '{' {
 					return w.errType("", tDict)
 				}
 				bf := readBlock(bv)
-				if err := w.reqString("type", bf.typ); err != nil {
+				if err := w.ReqString("type", bf.typ); err != nil {
 					return err
 				}
 				switch {
 				case rawjson.StringIs(bf.typ, "text"):
-					if err := w.reqString("text", bf.text); err != nil {
+					if err := w.ReqString("text", bf.text); err != nil {
 						return err
 					}
 					size.TextBytes += int64(len(bf.text) - 2)
@@ -623,9 +599,9 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 				default:
 					return w.errTag("type", bf.typ, "text", "image")
 				}
-				w.pop()
+				w.Pop()
 			}
-			w.pop()
+			w.Pop()
 			if m != nil {
 				m.MediaType, m.Text = "text/plain", string(text)
 			}
@@ -633,7 +609,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 			return w.errType("content", tList)
 		}
 	default:
-		return w.errTag("", typ, "base64", "text", "url", "content", "file")
+		return w.errTag("", src.typ, "base64", "text", "url", "content", "file")
 	}
 	if mb != nil {
 		mb.add(w, formats.Part{Type: formats.PartFile, Media: m})
@@ -650,13 +626,13 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 // text (the source and title go with them).
 func (w *walker) searchResult(v []byte, f *blockFields, mb *msgBuilder) *formats.Error {
 	src := rawjson.Get(v, "source")
-	if err := w.reqString("source", src); err != nil {
+	if err := w.ReqString("source", src); err != nil {
 		return err
 	}
-	if err := w.reqString("title", f.title); err != nil {
+	if err := w.ReqString("title", f.title); err != nil {
 		return err
 	}
-	if ok, err := w.optObject("citations", f.citations); err != nil {
+	if ok, err := w.OptObject("citations", f.citations); err != nil {
 		return err
 	} else if ok {
 		w.drop("citations")
@@ -677,23 +653,23 @@ func (w *walker) searchResult(v []byte, f *blockFields, mb *msgBuilder) *formats
 		text, _ = rawjson.AppendUnquote(text, src)
 		text = append(text, ')')
 	}
-	w.push("content")
+	w.Push("content")
 	ci := rawjson.Array(f.content, 0)
 	for ci.Next() {
-		w.pushIndex(ci.Len() - 1)
+		w.PushIndex(ci.Len() - 1)
 		bv := ci.Value()
 		if rawjson.Kind(bv) != '{' {
 			return w.errType("", tDict)
 		}
 		t := rawjson.Get(bv, "type")
 		if !rawjson.StringIs(t, "text") {
-			if err := w.reqString("type", t); err != nil {
+			if err := w.ReqString("type", t); err != nil {
 				return err
 			}
 			return w.errTag("type", t, "text")
 		}
 		tv := rawjson.Get(bv, "text")
-		if err := w.reqString("text", tv); err != nil {
+		if err := w.ReqString("text", tv); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(tv) - 2)
@@ -701,9 +677,9 @@ func (w *walker) searchResult(v []byte, f *blockFields, mb *msgBuilder) *formats
 			text = append(text, '\n')
 			text, _ = rawjson.AppendUnquote(text, tv)
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	if mb != nil {
 		mb.add(w, formats.Part{Type: formats.PartText, Text: string(text)})
 	}
@@ -712,10 +688,10 @@ func (w *walker) searchResult(v []byte, f *blockFields, mb *msgBuilder) *formats
 
 // toolResult validates a tool_result block.
 func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
-	if err := w.reqString("tool_use_id", f.toolUseID); err != nil {
+	if err := w.ReqString("tool_use_id", f.toolUseID); err != nil {
 		return err
 	}
-	isErr, _, err := w.optBool("is_error", f.isError)
+	isErr, _, err := w.OptBool("is_error", f.isError)
 	if err != nil {
 		return err
 	}
@@ -723,7 +699,7 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 	size.TextBytes += int64(len(f.toolUseID) - 2)
 	var res *formats.ToolResult
 	if mb != nil {
-		id := str(f.toolUseID)
+		id := jsonval.Str(f.toolUseID)
 		res = &formats.ToolResult{CallID: id, Name: w.ir.ToolName(id), IsError: isErr}
 	}
 	switch rawjson.Kind(f.content) {
@@ -731,23 +707,23 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 	case '"':
 		size.TextBytes += int64(len(f.content) - 2)
 		if res != nil && len(f.content) > 2 {
-			res.Parts = append(res.Parts, formats.Part{Type: formats.PartText, Text: str(f.content)})
+			res.Parts = append(res.Parts, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.content)})
 		}
 	case '[':
-		w.push("content")
+		w.Push("content")
 		var sub *msgBuilder
 		if res != nil {
 			sub = &msgBuilder{role: roleUser}
 		}
 		ci := rawjson.Array(f.content, 0)
 		for ci.Next() {
-			w.pushIndex(ci.Len() - 1)
+			w.PushIndex(ci.Len() - 1)
 			bv := ci.Value()
 			if rawjson.Kind(bv) != '{' {
 				return w.errType("", tDict)
 			}
 			bf := readBlock(bv)
-			if err := w.reqString("type", bf.typ); err != nil {
+			if err := w.ReqString("type", bf.typ); err != nil {
 				return err
 			}
 			if err := w.cacheControl(bf.cacheControl); err != nil {
@@ -766,14 +742,14 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 				err = w.searchResult(bv, &bf, sub)
 			default: // tool_reference and other Anthropic-only content
 				size.TextBytes += int64(len(bv))
-				w.drop("tool_result." + str(bf.typ))
+				w.drop("tool_result." + jsonval.Str(bf.typ))
 			}
 			if err != nil {
 				return err
 			}
-			w.pop()
+			w.Pop()
 		}
-		w.pop()
+		w.Pop()
 		if sub != nil && sub.cur != nil {
 			res.Parts = sub.cur.Parts
 		}

@@ -5,10 +5,12 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// Translation constants (wire/translation.md §3.2, §9).
+// Translation constants (docs/translation.md, "Value rules",
+// "What cannot be mapped").
 const (
 	// DefaultMaxTokens is sent when the IR has no output cap (the gateway
 	// always sets one; Anthropic requires it).
@@ -27,8 +29,9 @@ const (
 	jsonObjectPrompt = "Respond only with a JSON object."
 )
 
-// RenderMessagesRequest renders an IR request (from a client of another
-// format) as a Messages body for model (wire/translation.md §3, §4, §9):
+// RenderMessagesRequest renders an IR request (from a client of another format)
+// as a Messages body for model (docs/translation.md, "Request mapping",
+// "Tools", "What cannot be mapped"):
 //
 //   - max_tokens is always sent (ir.MaxTokens, else DefaultMaxTokens).
 //   - system and system/developer messages anywhere in the conversation
@@ -283,7 +286,7 @@ func render(ir *formats.Request, model string, count bool) ([]byte, *formats.Err
 }
 
 // checkMessages rejects what Anthropic cannot produce
-// (wire/translation.md §9).
+// (docs/translation.md, "What cannot be mapped").
 func checkMessages(ir *formats.Request) *formats.Error {
 	switch {
 	case ir.N > 1:
@@ -308,7 +311,7 @@ func checkMessages(ir *formats.Request) *formats.Error {
 }
 
 // thinkingConfig maps IR reasoning to a thinking budget or adaptive
-// thinking (wire/translation.md §9).
+// thinking (docs/translation.md, "What cannot be mapped").
 func thinkingConfig(ir *formats.Request, maxTokens int) (budget int, adaptive bool) {
 	r := ir.Reasoning
 	if r == nil || r.Disabled {
@@ -484,7 +487,7 @@ func (r *renderer) block(p *formats.Part) *formats.Error {
 		r.b = append(r.b, `,"name":`...)
 		r.b = rawjson.AppendQuote(r.b, tc.Name)
 		r.b = append(r.b, `,"input":`...)
-		r.b = appendInput(r.b, tc.Arguments)
+		r.b = emit.AppendArgs(r.b, tc.Arguments)
 		r.b = append(r.b, '}')
 	case formats.PartToolResult:
 		return r.toolResult(p.ToolResult)
@@ -541,21 +544,6 @@ func (r *renderer) toolResult(res *formats.ToolResult) *formats.Error {
 	return nil
 }
 
-// sniffImage guesses an image's media type from its base64 data.
-func sniffImage(data string) string {
-	switch {
-	case strings.HasPrefix(data, "iVBORw0KGgo"):
-		return "image/png"
-	case strings.HasPrefix(data, "/9j/"):
-		return "image/jpeg"
-	case strings.HasPrefix(data, "R0lGOD"):
-		return "image/gif"
-	case strings.HasPrefix(data, "UklGR"):
-		return "image/webp"
-	}
-	return ""
-}
-
 func (r *renderer) image(m *formats.Media) *formats.Error {
 	data, mt, url := m.Data, strings.ToLower(m.MediaType), m.URL
 	if data == "" && url != "" {
@@ -566,7 +554,7 @@ func (r *renderer) image(m *formats.Media) *formats.Error {
 	switch {
 	case data != "":
 		if mt == "" {
-			mt = sniffImage(data)
+			mt = emit.SniffImage(data)
 		}
 		if mt == "image/jpg" {
 			mt = "image/jpeg"
@@ -626,7 +614,7 @@ func (r *renderer) document(m *formats.Media) *formats.Error {
 	return nil
 }
 
-// appendTools renders tools and tool_choice (wire/translation.md §4):
+// appendTools renders tools and tool_choice (docs/translation.md, "Tools"):
 // allowed-tools lists are emulated by sending only those tools; jsonTool
 // adds the json_schema emulation's tool and forces a tool call.
 func appendTools(b []byte, ir *formats.Request, jsonTool bool) ([]byte, *formats.Error) {

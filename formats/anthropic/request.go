@@ -3,11 +3,12 @@ package anthropic
 import (
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -209,7 +210,7 @@ func parse(body []byte, count bool) (*MessagesRequest, *formats.Error) {
 		return nil, syntaxError(body)
 	}
 	req := &MessagesRequest{body: body, count: count}
-	w := walker{req: req, count: count}
+	w := walker{Reader: walk.New(walk.Dots, dialect), req: req, count: count}
 	if err := w.top(body); err != nil {
 		return nil, err
 	}
@@ -224,7 +225,7 @@ func parse(body []byte, count bool) (*MessagesRequest, *formats.Error) {
 func (r *MessagesRequest) ToIR() (*formats.Request, *formats.Error) {
 	ir := &formats.Request{Names: &messagesNames}
 	tmp := MessagesRequest{body: r.body, count: r.count}
-	w := walker{req: &tmp, ir: ir, count: r.count}
+	w := walker{Reader: walk.New(walk.Dots, dialect), req: &tmp, ir: ir, count: r.count}
 	if err := w.top(r.body); err != nil {
 		return nil, err
 	}
@@ -233,14 +234,7 @@ func (r *MessagesRequest) ToIR() (*formats.Request, *formats.Error) {
 
 // syntaxError explains why a body is not valid JSON, in Anthropic's words.
 func syntaxError(body []byte) *formats.Error {
-	d := jsontext.NewDecoder(strings.NewReader(string(body)))
-	_, err := d.ReadValue()
-	if err == nil {
-		_, err = d.ReadToken()
-		if err == nil {
-			err = errors.New("trailing data after the JSON value")
-		}
-	}
+	err := walk.SyntaxError(body)
 	msg := "The request body is not valid JSON"
 	var se *jsontext.SyntacticError
 	switch {
@@ -248,7 +242,7 @@ func syntaxError(body []byte) *formats.Error {
 		if se.Err != nil { // the cause only: the whole error quotes names from the body
 			msg += ": " + se.Err.Error() + " at byte " + strconv.FormatInt(se.ByteOffset, 10)
 		}
-	case err != nil:
+	default:
 		msg += ": " + err.Error()
 	}
 	return invalid("", msg)
@@ -258,7 +252,7 @@ func syntaxError(body []byte) *formats.Error {
 // and, when ir is set, builds the IR at the same time, so that validation
 // and translation never disagree.
 type walker struct {
-	path
+	walk.Reader
 	req   *MessagesRequest
 	ir    *formats.Request
 	count bool
@@ -273,7 +267,7 @@ type walker struct {
 func (w *walker) gate(g formats.Gated) {
 	if w.ir == nil {
 		if g.Param == "" {
-			g.Param = w.param("")
+			g.Param = w.Param("")
 		}
 		w.req.gated = append(w.req.gated, g)
 	}
@@ -302,10 +296,10 @@ func (w *walker) top(body []byte) *formats.Error {
 		switch i := topField(name); i {
 		case fMessages:
 			msgCount, msgErr = w.messages(&it)
-			w.path.n = 0 // an error leaves the path where it was found
+			w.Truncate(0) // an error leaves the path where it was found
 		case fTools:
 			hasTools, toolsErr = true, w.tools(&it)
-			w.path.n = 0
+			w.Truncate(0)
 		case -1:
 			if w.ir != nil {
 				w.ir.Drop(string(name))
@@ -320,10 +314,10 @@ func (w *walker) top(body []byte) *formats.Error {
 	req, ir := w.req, w.ir
 
 	// model
-	if err := w.reqString("model", f[fModel]); err != nil {
+	if err := w.ReqString("model", f[fModel]); err != nil {
 		return err
 	}
-	req.Model = str(f[fModel])
+	req.Model = jsonval.Str(f[fModel])
 	if req.Model == "" {
 		return w.errAt("model", "String should have at least 1 character")
 	}
@@ -337,7 +331,7 @@ func (w *walker) top(body []byte) *formats.Error {
 		if v == nil {
 			return w.errMissing("max_tokens")
 		}
-		n, err := w.checkInt("max_tokens", v, 1, 1<<31-1)
+		n, err := w.Int("max_tokens", v, 1, 1<<31-1)
 		if err != nil {
 			return err
 		}
@@ -361,7 +355,7 @@ func (w *walker) top(body []byte) *formats.Error {
 	}
 
 	// stream
-	if v, ok, err := w.optBool("stream", f[fStream]); err != nil {
+	if v, ok, err := w.OptBool("stream", f[fStream]); err != nil {
 		return err
 	} else if ok {
 		req.Stream = v
@@ -371,17 +365,17 @@ func (w *walker) top(body []byte) *formats.Error {
 	}
 
 	// sampling
-	if v, ok, err := w.optNumber("temperature", f[fTemperature], 0, 1); err != nil {
+	if v, ok, err := w.OptNumber("temperature", f[fTemperature], 0, 1); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.Temperature = ptr(v)
 	}
-	if v, ok, err := w.optNumber("top_p", f[fTopP], 0, 1); err != nil {
+	if v, ok, err := w.OptNumber("top_p", f[fTopP], 0, 1); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.TopP = ptr(v)
 	}
-	if n, ok, err := w.optInt("top_k", f[fTopK], 0, 1<<31-1); err != nil {
+	if n, ok, err := w.OptInt("top_k", f[fTopK], 0, 1<<31-1); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.TopK = ptr(int(n))
@@ -413,28 +407,28 @@ func (w *walker) top(body []byte) *formats.Error {
 	if err := w.metadata(f[fMetadata]); err != nil {
 		return err
 	}
-	if ok, err := w.optString("service_tier", f[fServiceTier]); err != nil {
+	if ok, err := w.OptString("service_tier", f[fServiceTier]); err != nil {
 		return err
 	} else if ok {
 		w.drop("service_tier")
 	}
-	if ok, err := w.optString("inference_geo", f[fInferenceGeo]); err != nil {
+	if ok, err := w.OptString("inference_geo", f[fInferenceGeo]); err != nil {
 		return err
 	} else if ok {
 		w.drop("inference_geo")
 	}
 	for _, i := range [...]int{fCacheControl, fContextManagement} {
-		if ok, err := w.optObject(topNames[i], f[i]); err != nil {
+		if ok, err := w.OptObject(topNames[i], f[i]); err != nil {
 			return err
 		} else if ok {
 			w.drop(topNames[i])
 		}
 	}
-	if ok, err := w.optArray("mcp_servers", f[fMCPServers]); err != nil {
+	if ok, err := w.OptArray("mcp_servers", f[fMCPServers]); err != nil {
 		return err
 	} else if ok {
 		w.drop("mcp_servers")
-		if !rawjson.IsNull(f[fMCPServers]) && countArray(f[fMCPServers]) > 0 {
+		if !rawjson.IsNull(f[fMCPServers]) && jsonval.Len(f[fMCPServers]) > 0 {
 			w.gate(formats.Gated{State: formats.StateMCP, Param: "mcp_servers", Tool: -1})
 		}
 	}
@@ -457,25 +451,18 @@ func (w *walker) markForced(tc []byte) {
 	}
 	name := rawjson.Get(tc, "name")
 	for i := range w.req.gated {
-		if g := &w.req.gated[i]; g.Tool >= 0 && g.Label == "tools."+str(name) {
+		if g := &w.req.gated[i]; g.Tool >= 0 && g.Label == "tools."+jsonval.Str(name) {
 			g.Forced = true
 		}
 	}
 }
 
-func countArray(v []byte) int {
-	it := rawjson.Array(v, 0)
-	for it.Next() {
-	}
-	return it.Len()
-}
-
 // stopSequences validates stop_sequences: a list of strings.
 func (w *walker) stopSequences(v []byte) *formats.Error {
-	if ok, err := w.optArray("stop_sequences", v); !ok {
+	if ok, err := w.OptArray("stop_sequences", v); !ok {
 		return err
 	}
-	w.push("stop_sequences")
+	w.Push("stop_sequences")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
 		s := it.Value()
@@ -483,10 +470,10 @@ func (w *walker) stopSequences(v []byte) *formats.Error {
 			return w.errType(strconv.Itoa(it.Len()-1), tString)
 		}
 		if w.ir != nil {
-			w.ir.Stop = append(w.ir.Stop, str(s))
+			w.ir.Stop = append(w.ir.Stop, jsonval.Str(s))
 		}
 	}
-	w.pop()
+	w.Pop()
 	if w.ir != nil && w.ir.Stop == nil {
 		w.ir.Stop = []string{}
 	}
@@ -495,24 +482,24 @@ func (w *walker) stopSequences(v []byte) *formats.Error {
 
 // metadata validates metadata: an object whose user_id is a string.
 func (w *walker) metadata(v []byte) *formats.Error {
-	if ok, err := w.optObject("metadata", v); !ok {
+	if ok, err := w.OptObject("metadata", v); !ok {
 		return err
 	}
-	w.push("metadata")
+	w.Push("metadata")
 	it := rawjson.Object(v, 0)
 	for it.Next() {
 		if !it.NameIs("user_id") {
 			w.drop("metadata")
 			continue
 		}
-		ok, err := w.optString("user_id", it.Value())
+		ok, err := w.OptString("user_id", it.Value())
 		if err != nil {
 			return err
 		}
 		if ok && w.ir != nil {
-			w.ir.User = str(it.Value())
+			w.ir.User = jsonval.Str(it.Value())
 		}
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }

@@ -195,7 +195,7 @@ func TestParseMessagesRequestValid(t *testing.T) {
 }
 
 // TestClaudeCode: what Claude Code 2.x sends is accepted, measured, and
-// maps to the IR as SPEC §2.1 says.
+// maps to the IR as the gateway documents it.
 func TestClaudeCode(t *testing.T) {
 	body := read(t, "request/claude_code.json")
 	req, ferr := ParseMessagesRequest(body)

@@ -3,25 +3,26 @@ package anthropic
 import (
 	"strings"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // PassThroughResponse appends to dst a non-streamed upstream Message for an
 // Anthropic client: model replaced by serviceModel (inserted if missing),
 // everything else byte-identical. u is the normalised usage (input_tokens
-// plus both cache buckets, wire/translation.md §5.3); a zero Usage means
+// plus both cache buckets, docs/translation.md, "Usage"); a zero Usage means
 // the upstream reported none. A body that is not a Message (or that is an
 // error) yields a *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return dst, u, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return dst, u, upstream.Unusable()
 	}
-	var model rawjson.Member
-	var hasModel, hasContent bool
+	var model upstream.Model
+	var hasContent bool
 	var seen formats.HostedUses
 	it := rawjson.Object(body, 0)
 	for it.Next() {
@@ -29,7 +30,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 		v := it.Value()
 		switch {
 		case m.NameIs("model"):
-			model, hasModel = *m, true
+			model.Found(m)
 		case m.NameIs("content"):
 			hasContent = rawjson.Kind(v) == '['
 			seen = serverToolUses(v)
@@ -42,17 +43,10 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 		}
 	}
 	if it.Err() != nil || !hasContent {
-		return dst, formats.Usage{}, unusable()
+		return dst, formats.Usage{}, upstream.Unusable()
 	}
 	u.Hosted = u.Hosted.Max(seen)
-	var mq [96]byte
-	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
-	if hasModel {
-		return rawjson.Apply(dst, body, rawjson.Edit{Start: model.ValueStart, End: model.ValueEnd, Text: quoted}), u, nil
-	}
-	at := it.Last()
-	var tb [128]byte
-	return rawjson.Apply(dst, body, rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "model", quoted)}), u, nil
+	return model.Append(dst, body, &it, "model", serviceModel), u, nil
 }
 
 // DecodeMessagesResponse parses an upstream Message into the IR: text,
@@ -62,9 +56,9 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 // RenderMessagesRequest) becomes the answer's text. HasUsage is set when
 // the body has a usage object.
 func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return nil, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return nil, upstream.Unusable()
 	}
 	resp := &formats.Response{}
 	var content, stop, seq []byte
@@ -73,13 +67,9 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 		v := it.Value()
 		switch {
 		case it.NameIs("id"):
-			if rawjson.Kind(v) == '"' {
-				resp.ID = str(v)
-			}
+			jsonval.SetStr(&resp.ID, v)
 		case it.NameIs("model"):
-			if rawjson.Kind(v) == '"' {
-				resp.Model = str(v)
-			}
+			jsonval.SetStr(&resp.Model, v)
 		case it.NameIs("content"):
 			content = v
 		case it.NameIs("stop_reason"):
@@ -95,7 +85,7 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 		}
 	}
 	if rawjson.Kind(content) != '[' {
-		return nil, unusable()
+		return nil, upstream.Unusable()
 	}
 	resp.Usage.Hosted = resp.Usage.Hosted.Max(serverToolUses(content))
 	jsonOut := false
@@ -105,20 +95,16 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 		switch {
 		case rawjson.StringIs(f.typ, "text"):
 			if rawjson.Kind(f.text) == '"' && len(f.text) > 2 {
-				resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: str(f.text)})
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.text)})
 			}
 		case rawjson.StringIs(f.typ, "thinking"):
 			p := formats.Part{Type: formats.PartThinking}
-			if rawjson.Kind(f.thinking) == '"' {
-				p.Text = str(f.thinking)
-			}
-			if rawjson.Kind(f.signature) == '"' {
-				p.Signature = str(f.signature)
-			}
+			jsonval.SetStr(&p.Text, f.thinking)
+			jsonval.SetStr(&p.Signature, f.signature)
 			resp.Content = append(resp.Content, p)
 		case rawjson.StringIs(f.typ, "redacted_thinking"):
 			if rawjson.Kind(f.data) == '"' {
-				resp.Content = append(resp.Content, formats.Part{Type: formats.PartRedactedThinking, Signature: str(f.data)})
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartRedactedThinking, Signature: jsonval.Str(f.data)})
 			}
 		case rawjson.StringIs(f.typ, "tool_use"):
 			args := "{}"
@@ -131,21 +117,17 @@ func DecodeMessagesResponse(body []byte) (*formats.Response, *formats.Error) {
 				continue
 			}
 			tc := &formats.ToolCall{Arguments: args}
-			if rawjson.Kind(f.id) == '"' {
-				tc.ID = str(f.id)
-			}
-			if rawjson.Kind(f.name) == '"' {
-				tc.Name = str(f.name)
-			}
+			jsonval.SetStr(&tc.ID, f.id)
+			jsonval.SetStr(&tc.Name, f.name)
 			resp.Content = append(resp.Content, formats.Part{Type: formats.PartToolCall, ToolCall: tc})
 		}
 	}
 	if ci.Err() != nil {
-		return nil, unusable()
+		return nil, upstream.Unusable()
 	}
 	resp.Stop = stopToIR(stop)
 	if resp.Stop == formats.StopSequence && rawjson.Kind(seq) == '"' {
-		resp.StopSequence = str(seq)
+		resp.StopSequence = jsonval.Str(seq)
 	}
 	hasCalls := resp.HasToolCalls()
 	if jsonOut && !hasCalls && resp.Stop == formats.StopToolUse {
@@ -165,7 +147,7 @@ func messageID(id string) string {
 }
 
 // toolUseID keeps an upstream tool call id that Anthropic clients accept,
-// else makes one (wire/translation.md §4.5).
+// else makes one (docs/translation.md, "Tool call ids and arguments").
 func toolUseID(id string) string {
 	if validID(id) && len(id) <= 128 {
 		return id
@@ -173,28 +155,11 @@ func toolUseID(id string) string {
 	return formats.NewID("toolu_")
 }
 
-// appendInput appends a tool call's arguments as a JSON object: compact
-// when they are one, {} when empty, else {"_raw_arguments": <text>}
-// (wire/translation.md §3.3).
-func appendInput[S ~string | ~[]byte](dst []byte, args S) []byte {
-	a := rawjson.TrimSpace([]byte(args))
-	if len(a) == 0 {
-		return append(dst, "{}"...)
-	}
-	if a[0] == '{' && jsontext.Value(a).IsValid() {
-		return rawjson.Compact(dst, a)
-	}
-	dst = append(dst, `{"_raw_arguments":`...)
-	dst = rawjson.AppendQuote(dst, args)
-	return append(dst, '}')
-}
-
-// RenderMessagesResponse appends an IR answer as an Anthropic Message for
-// the service model (wire/translation.md §5): text and refusal parts as text
-// blocks, tool calls as tool_use blocks (ids kept when valid, else
-// toolu_…), thinking only when it carries an Anthropic signature (reasoning
-// of other vendors is dropped), the stop reason of §5.2 and the four usage
-// counts.
+// RenderMessagesResponse appends an IR answer as an Anthropic Message for the
+// service model (docs/translation.md, "Answers"): text and refusal parts as
+// text blocks, tool calls as tool_use blocks (ids kept when valid, else
+// toolu_…), thinking only when it carries an Anthropic signature (reasoning of
+// other vendors is dropped), the stop reason of §5.2 and the four usage counts.
 func RenderMessagesResponse(dst []byte, resp *formats.Response, model string) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = rawjson.AppendQuote(dst, messageID(resp.ID))
@@ -244,7 +209,7 @@ func RenderMessagesResponse(dst []byte, resp *formats.Response, model string) []
 			dst = append(dst, `,"name":`...)
 			dst = rawjson.AppendQuote(dst, p.ToolCall.Name)
 			dst = append(dst, `,"input":`...)
-			dst = appendInput(dst, p.ToolCall.Arguments)
+			dst = emit.AppendArgs(dst, p.ToolCall.Arguments)
 			dst = append(dst, '}')
 		}
 	}
@@ -265,9 +230,9 @@ func AppendCountTokensResponse(dst []byte, inputTokens int64) []byte {
 
 // ParseCountTokensResponse reads an upstream count_tokens answer.
 func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return 0, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return 0, upstream.Unusable()
 	}
 	if ev := rawjson.Get(body, "error"); rawjson.Kind(ev) == '{' {
 		return 0, streamError(parseErrorObject(ev))
@@ -275,7 +240,7 @@ func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
 	v := rawjson.Get(body, "input_tokens")
 	n, ok := rawjson.ParseInt(v)
 	if rawjson.Kind(v) != '0' || !ok || n < 0 {
-		return 0, unusable()
+		return 0, upstream.Unusable()
 	}
 	return n, nil
 }

@@ -32,7 +32,7 @@ func RewriteMessagesRequest(dst, body []byte, upstreamModel string, maxTokens in
 // RewriteCountTokensRequest appends to dst a validated count_tokens body for
 // an Anthropic upstream: model replaced, the members count_tokens rejects
 // removed (max_tokens, stream, temperature, top_p, top_k, stop_sequences,
-// metadata, service_tier; wire/anthropic.md §7), role "system" messages
+// metadata, service_tier), role "system" messages
 // hoisted as in RewriteMessagesRequest. The rest is byte-identical.
 func RewriteCountTokensRequest(dst, body []byte, upstreamModel string) ([]byte, error) {
 	return rewrite(dst, body, upstreamModel, 0, true)

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 	"github.com/modelgate/modelgate/formats/sse"
 )
@@ -63,7 +64,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	case "content_block_delta":
 		n, ok := deltaBytes(data)
 		if !ok {
-			return dst, false, badEvent()
+			return dst, false, upstream.BadEvent()
 		}
 		t.outBytes += n
 	case "message_start":
@@ -78,7 +79,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			t.usage.merge(u)
 			t.final = true
 		} else if rawjson.Kind(data) != '{' {
-			return dst, false, badEvent()
+			return dst, false, upstream.BadEvent()
 		}
 	case "message_stop":
 		t.done = true
@@ -87,12 +88,12 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	case "error":
 		ev := rawjson.Get(data, "error")
 		if rawjson.Kind(ev) != '{' {
-			return dst, false, badEvent()
+			return dst, false, upstream.BadEvent()
 		}
 		return dst, false, streamError(parseErrorObject(ev))
 	}
 	if len(name) == 0 {
-		return dst, false, badEvent()
+		return dst, false, upstream.BadEvent()
 	}
 	return appendEvent(dst, name, data), false, nil
 }
@@ -102,15 +103,14 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 func (t *passThrough) messageStart(dst, name, data []byte) ([]byte, bool, *formats.Error) {
 	s, _, err := rawjson.Find(data, "message")
 	if err != nil || s < 0 || data[s] != '{' {
-		return dst, false, badEvent()
+		return dst, false, upstream.BadEvent()
 	}
-	var model rawjson.Member
-	hasModel := false
+	var model upstream.Model
 	it := rawjson.Object(data, s)
 	for it.Next() {
 		switch {
 		case it.NameIs("model"):
-			model, hasModel = *it.Member(), true
+			model.Found(it.Member())
 		case it.NameIs("usage"):
 			if u := it.Value(); rawjson.Kind(u) == '{' {
 				t.usage.merge(u)
@@ -118,18 +118,13 @@ func (t *passThrough) messageStart(dst, name, data []byte) ([]byte, bool, *forma
 		}
 	}
 	if it.Err() != nil {
-		return dst, false, badEvent()
+		return dst, false, upstream.BadEvent()
 	}
 	dst = append(dst, "event: "...)
 	dst = append(dst, name...)
 	dst = append(dst, "\ndata: "...)
-	if hasModel {
-		dst = rawjson.Apply(dst, data, rawjson.Edit{Start: model.ValueStart, End: model.ValueEnd, Text: t.model})
-	} else {
-		at := it.Last()
-		var tb [128]byte
-		dst = rawjson.Apply(dst, data, rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "model", t.model)})
-	}
+	var tb [128]byte
+	dst = rawjson.Apply(dst, data, model.Edit(&it, "model", t.model, tb[:0]))
 	return append(dst, "\n\n"...), false, nil
 }
 

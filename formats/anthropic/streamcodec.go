@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -23,7 +25,7 @@ type streamBlock struct {
 }
 
 // streamDecoder turns an Anthropic stream into IR events
-// (wire/translation.md §6.2, ANT row).
+// (docs/translation.md, "Reading upstream streams", ANT row).
 type streamDecoder struct {
 	buf      []byte // unescaped deltas of the current event
 	blocks   []streamBlock
@@ -57,7 +59,7 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 		return dst, nil // unknown events are ignored
 	}
 	if rawjson.Kind(data) != '{' {
-		return dst, badEvent()
+		return dst, upstream.BadEvent()
 	}
 	var index, block, delta, message, usageV, errV []byte
 	it := rawjson.Object(data, 0)
@@ -78,7 +80,7 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 		}
 	}
 	if it.Err() != nil {
-		return dst, badEvent()
+		return dst, upstream.BadEvent()
 	}
 	if !d.started && string(name) != "error" && string(name) != "ping" {
 		d.started = true
@@ -88,13 +90,9 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 			for mi.Next() {
 				switch v := mi.Value(); {
 				case mi.NameIs("id"):
-					if rawjson.Kind(v) == '"' {
-						ev.ID = str(v)
-					}
+					jsonval.SetStr(&ev.ID, v)
 				case mi.NameIs("model"):
-					if rawjson.Kind(v) == '"' {
-						ev.Model = str(v)
-					}
+					jsonval.SetStr(&ev.Model, v)
 				case mi.NameIs("usage"):
 					d.usage.merge(v)
 				}
@@ -105,11 +103,11 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 	}
 	switch string(name) {
 	case "content_block_start":
-		return d.blockStart(dst, count(index), block), nil
+		return d.blockStart(dst, jsonval.Count(index), block), nil
 	case "content_block_delta":
-		return d.blockDelta(dst, count(index), delta), nil
+		return d.blockDelta(dst, jsonval.Count(index), delta), nil
 	case "content_block_stop":
-		if b := d.block(count(index)); b != nil && b.kind == sbTool {
+		if b := d.block(jsonval.Count(index)); b != nil && b.kind == sbTool {
 			b.kind = sbOther // a second stop is ignored
 			dst = append(dst, formats.Event{Type: formats.EventToolEnd, Index: b.k})
 		}
@@ -123,7 +121,7 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 				ev := formats.Event{Type: formats.EventFinish, Stop: stopToIR(reason)}
 				if ev.Stop == formats.StopSequence {
 					if s := rawjson.Get(delta, "stop_sequence"); rawjson.Kind(s) == '"' {
-						ev.StopSequence = str(s)
+						ev.StopSequence = jsonval.Str(s)
 					}
 				}
 				if ev.Stop == formats.StopToolUse && d.jsonOut && !d.sawTools {
@@ -187,12 +185,8 @@ func (d *streamDecoder) blockStart(dst []formats.Event, index int64, cb []byte) 
 		d.nextK++
 		d.sawTools = true
 		ev := formats.Event{Type: formats.EventToolStart, Index: b.k}
-		if rawjson.Kind(f.id) == '"' {
-			ev.ID = str(f.id)
-		}
-		if rawjson.Kind(f.name) == '"' {
-			ev.Name = str(f.name)
-		}
+		jsonval.SetStr(&ev.ID, f.id)
+		jsonval.SetStr(&ev.Name, f.name)
 		dst = append(dst, ev)
 		// Anthropic starts with "input":{} and streams the input; an
 		// input given whole comes as one fragment
@@ -255,7 +249,7 @@ func (d *streamDecoder) blockDelta(dst []formats.Event, index int64, delta []byt
 		}
 	case rawjson.StringIs(typ, "signature_delta") && b.kind == sbThinking:
 		if rawjson.Kind(sig) == '"' {
-			dst = append(dst, formats.Event{Type: formats.EventReasoning, Signature: str(sig)})
+			dst = append(dst, formats.Event{Type: formats.EventReasoning, Signature: jsonval.Str(sig)})
 		}
 	}
 	return dst
@@ -278,7 +272,7 @@ const (
 )
 
 // streamEncoder renders IR events as an Anthropic stream
-// (wire/translation.md §6.3, "ANT client").
+// (docs/translation.md, "Writing client streams", "ANT client").
 type streamEncoder struct {
 	model    string
 	started  bool

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -18,7 +19,7 @@ func (w *walker) system(v []byte) *formats.Error {
 		size.Messages++
 		size.TextBytes += int64(len(v) - 2)
 		if w.ir != nil && len(v) > 2 {
-			w.ir.System = append(w.ir.System, formats.Part{Type: formats.PartText, Text: str(v)})
+			w.ir.System = append(w.ir.System, formats.Part{Type: formats.PartText, Text: jsonval.Str(v)})
 		}
 		return nil
 	case '[':
@@ -26,17 +27,17 @@ func (w *walker) system(v []byte) *formats.Error {
 		return w.errType("system", tList)
 	}
 	size.Messages++
-	w.push("system")
+	w.Push("system")
 	it := rawjson.Array(v, 0)
 	var sys []formats.Part
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		bv := it.Value()
 		if rawjson.Kind(bv) != '{' {
 			return w.errType("", tDict)
 		}
 		f := readBlock(bv)
-		if err := w.reqString("type", f.typ); err != nil {
+		if err := w.ReqString("type", f.typ); err != nil {
 			return err
 		}
 		if !rawjson.StringIs(f.typ, "text") {
@@ -45,21 +46,21 @@ func (w *walker) system(v []byte) *formats.Error {
 		if err := w.cacheControl(f.cacheControl); err != nil {
 			return err
 		}
-		if err := w.reqString("text", f.text); err != nil {
+		if err := w.ReqString("text", f.text); err != nil {
 			return err
 		}
-		if ok, err := w.optArray("citations", f.citations); err != nil {
+		if ok, err := w.OptArray("citations", f.citations); err != nil {
 			return err
 		} else if ok {
 			w.drop("citations")
 		}
 		size.TextBytes += int64(len(f.text) - 2)
 		if w.ir != nil {
-			sys = append(sys, formats.Part{Type: formats.PartText, Text: str(f.text)})
+			sys = append(sys, formats.Part{Type: formats.PartText, Text: jsonval.Str(f.text)})
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	if w.ir != nil {
 		// the top-level system comes before any hoisted system messages
 		w.ir.System = append(sys, w.ir.System...)
@@ -72,32 +73,24 @@ func (w *walker) system(v []byte) *formats.Error {
 // tools with a versioned type, which pass through and are dropped when
 // translating.
 func (w *walker) tools(top *rawjson.Iter) *formats.Error {
-	b, start := top.Bytes(), top.Start()
-	switch b[start] {
-	case 'n':
+	if top.Bytes()[top.Start()] == 'n' {
 		return nil
-	case '[':
-	default:
-		return w.errType("tools", tList)
 	}
-	w.push("tools")
-	it := rawjson.Array(b, start)
-	for it.NextLazy() {
-		w.pushIndex(it.Len() - 1)
-		if b[it.Start()] != '{' {
-			return w.errType("", tDict)
-		}
-		end, err := w.tool(b, it.Start(), it.Len()-1)
+	it, err := w.Objects(top, "tools")
+	if err != nil {
+		return err
+	}
+	for w.NextObject(&it) {
+		end, err := w.tool(it.Bytes(), it.Start(), it.Len()-1)
 		if err != nil {
 			return err
 		}
 		it.SetEnd(end)
-		w.pop()
 	}
-	w.pop()
-	if it.Err() == nil {
-		top.SetEnd(it.End() + 1)
+	if err := w.ObjectsErr(&it); err != nil {
+		return err
 	}
+	w.EndObjects(top, &it) // a malformed list is the body's error, reported by the top level
 	return nil
 }
 
@@ -144,57 +137,53 @@ func (w *walker) tool(b []byte, start, index int) (int, *formats.Error) {
 	if isServer {
 		// a server or typed tool (web_search_20250305, bash_20250124,
 		// mcp_toolset…): Anthropic checks its fields
-		ok, err := w.optString("name", name)
+		ok, err := w.OptString("name", name)
 		if err != nil {
 			return end, err
 		}
-		label := str(typ)
+		label := jsonval.Str(typ)
 		if ok {
-			label = str(name)
+			label = jsonval.Str(name)
 		}
 		if w.ir != nil {
 			w.serverTools = append(w.serverTools, label)
 			w.ir.Drop("tools." + label)
 		}
-		if g, gated := serverToolGate(str(typ), maxUses, maxContent); gated {
+		if g, gated := serverToolGate(jsonval.Str(typ), maxUses, maxContent); gated {
 			g.Label, g.Tool = "tools."+label, index
 			w.gate(g)
 		}
 		return end, nil
 	}
-	if err := w.reqString("name", name); err != nil {
+	if err := w.ReqString("name", name); err != nil {
 		return end, err
 	}
 	if !rawValid(name, validToolName[[]byte]) {
 		return end, w.errAt("name", "String should match pattern '^[a-zA-Z0-9_-]{1,128}$'")
 	}
-	hasDesc, err := w.optString("description", desc)
+	hasDesc, err := w.OptString("description", desc)
 	if err != nil {
 		return end, err
 	}
-	switch rawjson.Kind(schema) {
-	case 0:
-		return end, w.errMissing("input_schema")
-	case '{':
-	default:
-		return end, w.errType("input_schema", tDict)
+	if err := w.ReqObject("input_schema", schema); err != nil {
+		return end, err
 	}
 	if t := rawjson.Get(schema, "type"); !rawjson.StringIs(t, "object") {
-		w.push("input_schema")
-		defer w.pop()
+		w.Push("input_schema")
+		defer w.Pop()
 		if t == nil {
 			return end, w.errMissing("type")
 		}
 		return end, w.errEnum("type", "object")
 	}
-	sv, hasStrict, err := w.optBool("strict", strict)
+	sv, hasStrict, err := w.OptBool("strict", strict)
 	if err != nil {
 		return end, err
 	}
 	if w.ir != nil {
-		t := formats.Tool{Name: str(name), Parameters: schema}
+		t := formats.Tool{Name: jsonval.Str(name), Parameters: schema}
 		if hasDesc {
-			t.Description = str(desc)
+			t.Description = jsonval.Str(desc)
 		}
 		if hasStrict {
 			t.Strict = ptr(sv)
@@ -206,11 +195,11 @@ func (w *walker) tool(b []byte, start, index int) (int, *formats.Error) {
 
 // toolChoice validates tool_choice.
 func (w *walker) toolChoice(v []byte) *formats.Error {
-	if ok, err := w.optObject("tool_choice", v); !ok {
+	if ok, err := w.OptObject("tool_choice", v); !ok {
 		return err
 	}
-	w.push("tool_choice")
-	defer w.pop()
+	w.Push("tool_choice")
+	defer w.Pop()
 	var typ, name, dpt []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -223,7 +212,7 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 			dpt = it.Value()
 		}
 	}
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	w.req.size.TextBytes += int64(len(v))
@@ -237,11 +226,11 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 		tc.Mode = formats.ToolChoiceNone
 	case rawjson.StringIs(typ, "tool"):
 		tc.Mode = formats.ToolChoiceNamed
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqString("name", name); err != nil {
 			return err
 		}
 		if w.ir != nil {
-			tc.Name = str(name)
+			tc.Name = jsonval.Str(name)
 			for _, s := range w.serverTools {
 				if s == tc.Name {
 					return invalid("tool_choice.name", "tool_choice forces the Anthropic server tool '"+s+"', which this model's provider cannot run.")
@@ -251,7 +240,7 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 	default:
 		return w.errTag("", typ, "auto", "any", "tool", "none")
 	}
-	disable, ok, err := w.optBool("disable_parallel_tool_use", dpt)
+	disable, ok, err := w.OptBool("disable_parallel_tool_use", dpt)
 	if err != nil {
 		return err
 	}
@@ -267,11 +256,11 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 // thinking validates thinking: enabled with a budget, disabled, or
 // adaptive.
 func (w *walker) thinking(v []byte) *formats.Error {
-	if ok, err := w.optObject("thinking", v); !ok {
+	if ok, err := w.OptObject("thinking", v); !ok {
 		return err
 	}
-	w.push("thinking")
-	defer w.pop()
+	w.Push("thinking")
+	defer w.Pop()
 	var typ, budget, display []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -284,23 +273,23 @@ func (w *walker) thinking(v []byte) *formats.Error {
 			display = it.Value()
 		}
 	}
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
-	if _, err := w.optString("display", display); err != nil {
+	if _, err := w.OptString("display", display); err != nil {
 		return err
 	}
 	var r formats.Reasoning
 	switch {
 	case rawjson.StringIs(typ, "enabled"):
-		w.push("enabled")
+		w.Push("enabled")
 		if budget == nil {
 			err := w.errMissing("budget_tokens")
-			w.pop()
+			w.Pop()
 			return err
 		}
-		n, err := w.checkInt("budget_tokens", budget, 1024, 1<<31-1)
-		w.pop()
+		n, err := w.Int("budget_tokens", budget, 1024, 1<<31-1)
+		w.Pop()
 		if err != nil {
 			return err
 		}
@@ -326,11 +315,11 @@ func (w *walker) thinking(v []byte) *formats.Error {
 
 // outputConfig validates output_config: effort and format.
 func (w *walker) outputConfig(v []byte) *formats.Error {
-	if ok, err := w.optObject("output_config", v); !ok {
+	if ok, err := w.OptObject("output_config", v); !ok {
 		return err
 	}
-	w.push("output_config")
-	defer w.pop()
+	w.Push("output_config")
+	defer w.Pop()
 	var effort, format []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -341,13 +330,13 @@ func (w *walker) outputConfig(v []byte) *formats.Error {
 			format = it.Value()
 		}
 	}
-	if ok, err := w.optString("effort", effort); err != nil {
+	if ok, err := w.OptString("effort", effort); err != nil {
 		return err
 	} else if ok && w.ir != nil {
 		if w.ir.Reasoning == nil {
 			w.ir.Reasoning = &formats.Reasoning{}
 		}
-		w.ir.Reasoning.Effort = str(effort)
+		w.ir.Reasoning.Effort = jsonval.Str(effort)
 	}
 	return w.jsonFormat("format", format)
 }
@@ -360,24 +349,20 @@ func (w *walker) outputFormat(v []byte) *formats.Error {
 
 // jsonFormat validates {"type":"json_schema","schema":{...}}.
 func (w *walker) jsonFormat(child string, v []byte) *formats.Error {
-	if ok, err := w.optObject(child, v); !ok {
+	if ok, err := w.OptObject(child, v); !ok {
 		return err
 	}
-	w.push(child)
-	defer w.pop()
+	w.Push(child)
+	defer w.Pop()
 	typ, schema := rawjson.Get(v, "type"), rawjson.Get(v, "schema")
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	if !rawjson.StringIs(typ, "json_schema") {
 		return w.errTag("", typ, "json_schema")
 	}
-	switch rawjson.Kind(schema) {
-	case 0:
-		return w.errMissing("schema")
-	case '{':
-	default:
-		return w.errType("schema", tDict)
+	if err := w.ReqObject("schema", schema); err != nil {
+		return err
 	}
 	w.req.size.TextBytes += int64(len(schema))
 	if w.ir != nil {

@@ -2,12 +2,13 @@ package anthropic
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // usage accumulates an Anthropic usage object. While streaming,
 // message_start carries the input side and message_delta cumulative
-// values; the last value seen of each field wins (wire/anthropic.md §5.3).
+// values; the last value seen of each field wins.
 type usage struct {
 	in, cacheWrite, cacheRead, out, thinking int64
 	searches, fetches                        int64 // server_tool_use (#16)
@@ -22,33 +23,25 @@ func (u *usage) merge(v []byte) (ok bool) {
 		val := it.Value()
 		switch {
 		case it.NameIs("input_tokens"):
-			if rawjson.Kind(val) == '0' {
-				u.in, ok = count(val), true
-			}
+			ok = setCount(&u.in, val) || ok
 		case it.NameIs("cache_creation_input_tokens"):
-			if rawjson.Kind(val) == '0' {
-				u.cacheWrite, ok = count(val), true
-			}
+			ok = setCount(&u.cacheWrite, val) || ok
 		case it.NameIs("cache_read_input_tokens"):
-			if rawjson.Kind(val) == '0' {
-				u.cacheRead, ok = count(val), true
-			}
+			ok = setCount(&u.cacheRead, val) || ok
 		case it.NameIs("output_tokens"):
-			if rawjson.Kind(val) == '0' {
-				u.out, ok = count(val), true
-			}
+			ok = setCount(&u.out, val) || ok
 		case it.NameIs("output_tokens_details"):
 			if t := rawjson.Get(val, "thinking_tokens"); rawjson.Kind(t) == '0' {
-				u.thinking = count(t)
+				u.thinking = jsonval.Count(t)
 			}
 		case it.NameIs("server_tool_use"):
 			// {"web_search_requests": n, "web_fetch_requests": n}: the
 			// server tools' uses, billed per use (#16)
 			if n := rawjson.Get(val, "web_search_requests"); rawjson.Kind(n) == '0' {
-				u.searches = max(u.searches, count(n))
+				u.searches = max(u.searches, jsonval.Count(n))
 			}
 			if n := rawjson.Get(val, "web_fetch_requests"); rawjson.Kind(n) == '0' {
-				u.fetches = max(u.fetches, count(n))
+				u.fetches = max(u.fetches, jsonval.Count(n))
 			}
 		}
 	}
@@ -59,7 +52,17 @@ func (u *usage) merge(v []byte) (ok bool) {
 	return ok
 }
 
-// ir is the normalised IR usage (wire/translation.md §5.3): Anthropic's
+// setCount sets *dst to the count v and reports true when v is a number;
+// anything else leaves *dst as it was (a later event's null is no reset).
+func setCount(dst *int64, v []byte) bool {
+	if rawjson.Kind(v) != '0' {
+		return false
+	}
+	*dst = jsonval.Count(v)
+	return true
+}
+
+// ir is the normalised IR usage (docs/translation.md, "Usage"): Anthropic's
 // input_tokens excludes both cache buckets.
 func (u *usage) ir() formats.Usage {
 	return formats.Usage{
@@ -98,7 +101,7 @@ func appendUsage(dst []byte, u formats.Usage) []byte {
 	return append(dst, '}')
 }
 
-// stopToIR maps an Anthropic stop_reason (wire/translation.md §5.2).
+// stopToIR maps an Anthropic stop_reason (docs/translation.md, "Stop reasons").
 func stopToIR(v []byte) formats.StopReason {
 	switch {
 	case rawjson.StringIs(v, "end_turn"):

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -13,12 +14,12 @@ import (
 // Content object for a one-element list.
 func (w *walker) contents(top *rawjson.Iter) (int, *formats.Error) {
 	b, start := top.Bytes(), top.Start()
-	w.push("contents")
+	w.Push("contents")
 	switch b[start] {
 	case 'n':
 		return 0, nil
 	case '{':
-		w.pushIndex(0)
+		w.PushIndex(0)
 		end, err := w.content(b, start)
 		if err != nil {
 			return 0, err
@@ -31,7 +32,7 @@ func (w *walker) contents(top *rawjson.Iter) (int, *formats.Error) {
 	}
 	it := rawjson.Array(b, start)
 	for it.NextLazy() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if b[it.Start()] != '{' {
 			return 0, w.errType("", it.Value(), "object")
 		}
@@ -40,7 +41,7 @@ func (w *walker) contents(top *rawjson.Iter) (int, *formats.Error) {
 			return 0, err
 		}
 		it.SetEnd(end)
-		w.pop()
+		w.Pop()
 	}
 	if it.Err() != nil {
 		return 0, invalid("contents", "Invalid JSON payload received.")
@@ -109,8 +110,8 @@ func (w *walker) addContent(model bool) *formats.Error {
 			switch p := w.scratch[j]; p.Type {
 			case skipPart:
 			case formats.PartToolResult:
-				w.push("parts")
-				w.pushIndex(j)
+				w.Push("parts")
+				w.PushIndex(j)
 				return w.reject("function_response", "a function response belongs in a user turn.")
 			default:
 				parts = append(parts, p)
@@ -129,8 +130,8 @@ func (w *walker) addContent(model bool) *formats.Error {
 		case skipPart:
 			continue
 		case formats.PartToolCall:
-			w.push("parts")
-			w.pushIndex(j)
+			w.Push("parts")
+			w.PushIndex(j)
 			return w.reject("function_call", "a function call belongs in a model turn.")
 		case formats.PartToolResult:
 			role = formats.RoleTool
@@ -148,8 +149,8 @@ func (w *walker) addContent(model bool) *formats.Error {
 // a one-element list) and returns how many parts it holds and the offset
 // just past it.
 func (w *walker) parts(b []byte, start int) (int, int, *formats.Error) {
-	w.push("parts")
-	defer w.pop()
+	w.Push("parts")
+	defer w.Pop()
 	switch b[start] {
 	case 'n':
 		end, _ := rawjson.SkipValue(b, start)
@@ -157,13 +158,13 @@ func (w *walker) parts(b []byte, start int) (int, int, *formats.Error) {
 	case '{':
 		end, err := rawjson.SkipValue(b, start)
 		if err != nil {
-			return 0, 0, invalid(w.param(""), "Invalid JSON payload received.")
+			return 0, 0, invalid(w.Param(""), "Invalid JSON payload received.")
 		}
-		w.pushIndex(0)
+		w.PushIndex(0)
 		if err := w.part(b[start:end]); err != nil {
 			return 0, 0, err
 		}
-		w.pop()
+		w.Pop()
 		return 1, end, nil
 	case '[':
 	default:
@@ -172,14 +173,14 @@ func (w *walker) parts(b []byte, start int) (int, int, *formats.Error) {
 	}
 	it := rawjson.Array(b, start)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if err := w.part(it.Value()); err != nil {
 			return 0, 0, err
 		}
-		w.pop()
+		w.Pop()
 	}
 	if it.Err() != nil {
-		return 0, 0, invalid(w.param(""), "Invalid JSON payload received.")
+		return 0, 0, invalid(w.Param(""), "Invalid JSON payload received.")
 	}
 	return it.Len(), it.End() + 1, nil
 }
@@ -237,7 +238,7 @@ func (w *walker) part(v []byte) *formats.Error {
 				continue
 			}
 			if kind >= 0 {
-				return invalid(w.param(dataSnake[d]), "Invalid JSON payload received. Oneof field 'data' is already set. Cannot set '"+w.param(dataSnake[d])+"'.")
+				return invalid(w.Param(dataSnake[d]), "Invalid JSON payload received. Oneof field 'data' is already set. Cannot set '"+w.Param(dataSnake[d])+"'.")
 			}
 			kind, data = d, val
 			continue
@@ -254,7 +255,7 @@ func (w *walker) part(v []byte) *formats.Error {
 			}
 		}
 	}
-	isThought, _, err := w.optBool("thought", thought)
+	isThought, _, err := w.OptBool("thought", thought)
 	if err != nil {
 		return err
 	}
@@ -265,7 +266,7 @@ func (w *walker) part(v []byte) *formats.Error {
 		}
 		w.req.size.TextBytes += int64(len(signature) - 2)
 		if w.ir != nil {
-			sig = str(signature)
+			sig = jsonval.Str(signature)
 		}
 	}
 	size := &w.req.size
@@ -274,7 +275,7 @@ func (w *walker) part(v []byte) *formats.Error {
 	switch kind {
 	case -1:
 		if unknown == nil {
-			return invalid(w.param("data"), "* "+w.path.req+"."+w.param("data")+": required oneof field 'data' must have one initialized field")
+			return invalid(w.Param("data"), "* "+w.Scope+"."+w.Param("data")+": required oneof field 'data' must have one initialized field")
 		}
 		// a data kind this gateway does not know: passed through as is,
 		// dropped when translating
@@ -288,12 +289,12 @@ func (w *walker) part(v []byte) *formats.Error {
 		}
 		size.TextBytes += int64(len(data) - 2)
 		if w.ir != nil && !isThought && len(data) > 2 {
-			p = formats.Part{Type: formats.PartText, Text: str(data)}
+			p = formats.Part{Type: formats.PartText, Text: jsonval.Str(data)}
 		}
 	case dInline:
-		w.push("inline_data")
+		w.Push("inline_data")
 		m, err := w.blob(data)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return err
 		}
@@ -301,16 +302,16 @@ func (w *walker) part(v []byte) *formats.Error {
 			p = *m
 		}
 	case dFile:
-		w.push("file_data")
+		w.Push("file_data")
 		err := w.fileData(data)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return err
 		}
 	case dCall:
-		w.push("function_call")
+		w.Push("function_call")
 		tc, err := w.functionCall(data)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return err
 		}
@@ -319,9 +320,9 @@ func (w *walker) part(v []byte) *formats.Error {
 			p = formats.Part{Type: formats.PartToolCall, ToolCall: tc}
 		}
 	case dResponse:
-		w.push("function_response")
+		w.Push("function_response")
 		res, err := w.functionResponse(data)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return err
 		}
@@ -355,13 +356,13 @@ func codePart(kind int, v []byte) formats.Part {
 		}
 		switch string(key(&it, nameBuf[:0])) {
 		case "language":
-			lang = strings.ToLower(str(it.Value()))
+			lang = strings.ToLower(jsonval.Str(it.Value()))
 		case "code":
-			code = str(it.Value())
+			code = jsonval.Str(it.Value())
 		case "outcome":
-			outcome = str(it.Value())
+			outcome = jsonval.Str(it.Value())
 		case "output":
-			output = str(it.Value())
+			output = jsonval.Str(it.Value())
 		}
 	}
 	if kind == dCode {
@@ -394,7 +395,7 @@ func (w *walker) blob(v []byte) (*formats.Part, *formats.Error) {
 			data = it.Value()
 		}
 	}
-	if err := w.reqString("mime_type", mime); err != nil {
+	if err := w.ReqString("mime_type", mime); err != nil {
 		return nil, err
 	}
 	if err := w.checkBase64("data", data); err != nil {
@@ -418,8 +419,8 @@ func (w *walker) blob(v []byte) (*formats.Part, *formats.Error) {
 	if w.ir == nil {
 		return nil, nil
 	}
-	typ := strings.ToLower(str(mime))
-	b64 := stdBase64(str(data))
+	typ := strings.ToLower(jsonval.Str(mime))
+	b64 := stdBase64(jsonval.Str(data))
 	switch mt {
 	case "image":
 		return &formats.Part{Type: formats.PartImage, Media: &formats.Media{MediaType: typ, Data: b64}}, nil
@@ -492,10 +493,10 @@ func (w *walker) fileData(v []byte) *formats.Error {
 			uri = it.Value()
 		}
 	}
-	if _, err := w.optString("mime_type", mime); err != nil {
+	if _, err := w.OptString("mime_type", mime); err != nil {
 		return err
 	}
-	if err := w.reqString("file_uri", uri); err != nil {
+	if err := w.ReqString("file_uri", uri); err != nil {
 		return err
 	}
 	size := &w.req.size
@@ -509,7 +510,7 @@ func (w *walker) fileData(v []byte) *formats.Error {
 		return w.reject("", "file references (Files API or YouTube URIs) cannot be read by this model's provider; send the data inline.")
 	}
 	// a file in the operator's project, or a URL Google fetches (#16)
-	w.gate(formats.Gated{State: formats.StateFiles, Param: w.param("file_uri"), Tool: -1})
+	w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_uri"), Tool: -1})
 	return nil
 }
 
@@ -531,14 +532,14 @@ func (w *walker) functionCall(v []byte) (*formats.ToolCall, *formats.Error) {
 			args = it.Value()
 		}
 	}
-	hasID, err := w.optString("id", id)
+	hasID, err := w.OptString("id", id)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.reqString("name", name); err != nil {
+	if err := w.ReqString("name", name); err != nil {
 		return nil, err
 	}
-	hasArgs, err := w.optObject("args", args)
+	hasArgs, err := w.OptObject("args", args)
 	if err != nil {
 		return nil, err
 	}
@@ -546,13 +547,13 @@ func (w *walker) functionCall(v []byte) (*formats.ToolCall, *formats.Error) {
 	if w.ir == nil {
 		return nil, nil
 	}
-	n, ok := toSafe(str(name))
+	n, ok := toSafe(jsonval.Str(name))
 	if !ok {
 		return nil, w.reject("name", "the function name is too long for this model's provider (64 characters).")
 	}
 	tc := &formats.ToolCall{Name: n, Arguments: "{}"}
 	if hasID {
-		tc.ID = str(id)
+		tc.ID = jsonval.Str(id)
 	}
 	if hasArgs {
 		tc.Arguments = string(rawjson.Compact(nil, args))
@@ -560,10 +561,10 @@ func (w *walker) functionCall(v []byte) (*formats.ToolCall, *formats.Error) {
 	return tc, nil
 }
 
-// functionResponse validates {id?, name, response?, parts?} and converts
-// it (wire/translation.md §3.3 GEM →): the content is response.output when
-// it is a string, else the compact JSON of response; a response with only
-// an error is an error result.
+// functionResponse validates {id?, name, response?, parts?} and converts it
+// (docs/translation.md, "Messages and roles" GEM →): the content is
+// response.output when it is a string, else the compact JSON of response; a
+// response with only an error is an error result.
 func (w *walker) functionResponse(v []byte) (*formats.ToolResult, *formats.Error) {
 	if rawjson.Kind(v) != '{' {
 		return nil, w.errType("", v, "object")
@@ -583,14 +584,14 @@ func (w *walker) functionResponse(v []byte) (*formats.ToolResult, *formats.Error
 			parts = it.Value()
 		}
 	}
-	hasID, err := w.optString("id", id)
+	hasID, err := w.OptString("id", id)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.reqString("name", name); err != nil {
+	if err := w.ReqString("name", name); err != nil {
 		return nil, err
 	}
-	hasResponse, err := w.optObject("response", response)
+	hasResponse, err := w.OptObject("response", response)
 	if err != nil {
 		return nil, err
 	}
@@ -599,10 +600,10 @@ func (w *walker) functionResponse(v []byte) (*formats.ToolResult, *formats.Error
 	switch rawjson.Kind(parts) {
 	case 0, 'n':
 	case '[':
-		w.push("parts")
+		w.Push("parts")
 		pi := rawjson.Array(parts, 0)
 		for pi.Next() {
-			w.pushIndex(pi.Len() - 1)
+			w.PushIndex(pi.Len() - 1)
 			p := pi.Value()
 			if rawjson.Kind(p) != '{' {
 				return nil, w.errType("", p, "object")
@@ -615,40 +616,40 @@ func (w *walker) functionResponse(v []byte) (*formats.ToolResult, *formats.Error
 				case "inlineData", "inline_data":
 					blob = bi.Value()
 				case "fileData", "file_data":
-					w.push("file_data")
+					w.Push("file_data")
 					if err := w.fileData(bi.Value()); err != nil {
 						return nil, err
 					}
-					w.pop()
+					w.Pop()
 				}
 			}
 			if blob != nil {
-				w.push("inline_data")
+				w.Push("inline_data")
 				m, err := w.blob(blob)
 				if err != nil {
 					return nil, err
 				}
-				w.pop()
+				w.Pop()
 				if m != nil {
 					media = append(media, *m)
 				}
 			}
-			w.pop()
+			w.Pop()
 		}
-		w.pop()
+		w.Pop()
 	default:
 		return nil, w.errType("parts", parts, "list")
 	}
 	if w.ir == nil {
 		return nil, nil
 	}
-	n, ok := toSafe(str(name))
+	n, ok := toSafe(jsonval.Str(name))
 	if !ok {
 		return nil, w.reject("name", "the function name is too long for this model's provider (64 characters).")
 	}
 	res := &formats.ToolResult{Name: n}
 	if hasID {
-		res.CallID = str(id)
+		res.CallID = jsonval.Str(id)
 	}
 	if hasResponse {
 		text, isErr := responseText(response)
@@ -677,10 +678,10 @@ func responseText(resp []byte) (text string, isErr bool) {
 	}
 	switch {
 	case rawjson.Kind(output) == '"':
-		return str(output), false
+		return jsonval.Str(output), false
 	case output == nil && errV != nil && n == 1:
 		if rawjson.Kind(errV) == '"' {
-			return str(errV), true
+			return jsonval.Str(errV), true
 		}
 		return string(rawjson.Compact(nil, errV)), true
 	}
@@ -690,11 +691,11 @@ func responseText(resp []byte) (text string, isErr bool) {
 // systemInstruction validates the system Content. Its role is ignored
 // (Gemini CLI sends "user"); translation keeps its text parts.
 func (w *walker) systemInstruction(v []byte) *formats.Error {
-	if ok, err := w.optObject("system_instruction", v); !ok {
+	if ok, err := w.OptObject("system_instruction", v); !ok {
 		return err
 	}
-	w.push("system_instruction")
-	defer w.pop()
+	w.Push("system_instruction")
+	defer w.Pop()
 	var parts, role []byte
 	var nameBuf [16]byte
 	it := rawjson.Object(v, 0)
@@ -706,7 +707,7 @@ func (w *walker) systemInstruction(v []byte) *formats.Error {
 			role = it.Value()
 		}
 	}
-	if _, err := w.optString("role", role); err != nil {
+	if _, err := w.OptString("role", role); err != nil {
 		return err
 	}
 	w.req.size.Messages++
@@ -726,8 +727,8 @@ func (w *walker) systemInstruction(v []byte) *formats.Error {
 		case formats.PartText:
 			w.ir.System = append(w.ir.System, p)
 		default:
-			w.push("parts")
-			w.pushIndex(j)
+			w.Push("parts")
+			w.PushIndex(j)
 			return w.reject("", "only text can be sent as a system instruction to this model's provider.")
 		}
 	}

@@ -1,5 +1,5 @@
-// Package gemini is the Gemini generateContent wire format
-// (wire/gemini.md), as a client format (the Google GenAI SDKs and Gemini
+// Package gemini is the Gemini generateContent wire format,
+// as a client format (the Google GenAI SDKs and Gemini
 // CLI talk to the gateway) and as an upstream format (the gateway calls
 // generativelanguage.googleapis.com): request validation and measurement,
 // the byte-level pass-through of same-format traffic, the IR codecs used

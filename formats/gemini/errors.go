@@ -7,11 +7,14 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // statusOf is the HTTP status and the canonical status name a Gemini client
-// gets for each kind (wire/translation.md §8.1): Gemini has no 413 (a body
+// gets for each kind (docs/translation.md, "Errors"): Gemini has no 413 (a body
 // too large is INVALID_ARGUMENT, 400) and no 502 (an upstream failure is
 // INTERNAL, 500).
 func statusOf(k formats.ErrorKind) (int, string) {
@@ -42,35 +45,26 @@ func Status(e *formats.Error) int {
 	return s
 }
 
-// defaultMessage is used when an error carries no message.
+// defaultMessage is used when an error carries no message: Google's words
+// where it has its own.
 func defaultMessage(k formats.ErrorKind) string {
 	switch k {
 	case formats.KindInvalidRequest:
 		return "Request contains an invalid argument."
 	case formats.KindAuthentication:
 		return "API key not valid. Please pass a valid API key."
-	case formats.KindAccountSuspended:
-		return "This account is suspended."
-	case formats.KindInsufficientQuota:
-		return "The account's balance is insufficient for this request."
 	case formats.KindPermissionDenied:
 		return "The caller does not have permission."
 	case formats.KindNotFound:
 		return "The requested resource was not found."
-	case formats.KindMethodNotAllowed:
-		return "Method not allowed."
 	case formats.KindRequestTooLarge:
 		return "Request payload size exceeds the limit."
 	case formats.KindRateLimited:
 		return "Resource has been exhausted (e.g. check quota)."
-	case formats.KindUpstream:
-		return "The upstream provider failed."
 	case formats.KindOverloaded:
 		return "The model is overloaded. Please try again later."
-	case formats.KindTimeout:
-		return "The upstream provider timed out."
 	}
-	return "An internal error has occurred."
+	return emit.DefaultMessage(k, "An internal error has occurred.")
 }
 
 // AppendError appends the Gemini error envelope of e:
@@ -143,7 +137,7 @@ func parseErrorBody(body []byte) (ue upstreamError, ok bool) {
 	case '{':
 		return parseErrorObject(ev), true
 	case '"':
-		ue.message = str(ev)
+		ue.message = jsonval.Str(ev)
 		return ue, true
 	}
 	return ue, false
@@ -157,28 +151,24 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 		case it.NameIs("code"):
 			ue.code = int(count(v))
 		case it.NameIs("message"):
-			if rawjson.Kind(v) == '"' {
-				ue.message = str(v)
-			}
+			jsonval.SetStr(&ue.message, v)
 		case it.NameIs("status"):
-			if rawjson.Kind(v) == '"' {
-				ue.status = str(v)
-			}
+			jsonval.SetStr(&ue.status, v)
 		case it.NameIs("details"):
 			di := rawjson.Array(v, 0)
 			for di.Next() {
 				d := di.Value()
 				if r := rawjson.Get(d, "reason"); rawjson.Kind(r) == '"' && ue.reason == "" {
-					ue.reason = str(r)
+					ue.reason = jsonval.Str(r)
 				}
 				if rd := rawjson.Get(d, "retryDelay"); rawjson.Kind(rd) == '"' {
-					ue.retryAfter = parseDelay(str(rd))
+					ue.retryAfter = parseDelay(jsonval.Str(rd))
 				}
 				if fv := rawjson.Get(d, "fieldViolations"); rawjson.Kind(fv) == '[' && ue.field == "" {
 					fi := rawjson.Array(fv, 0)
 					if fi.Next() {
 						if f := rawjson.Get(fi.Value(), "field"); rawjson.Kind(f) == '"' {
-							ue.field = str(f)
+							ue.field = jsonval.Str(f)
 						}
 					}
 				}
@@ -231,12 +221,13 @@ func statusCode(name string) int {
 }
 
 // ParseUpstreamError reads a Gemini upstream's error answer and maps it to
-// the gateway's kinds (wire/translation.md §8.2). A 400 keeps Google's
+// the gateway's kinds (docs/translation.md, "Errors"). A 400 keeps Google's
 // message (redacted: no keys, project or request ids) and field, since the
 // client's request was bad, except when it is about the gateway's own key
 // (API_KEY_INVALID) or account (FAILED_PRECONDITION: billing, location),
-// which are upstream failures. 401/403/404 are the gateway's fault
-// (credentials, routing): KindUpstream, never 401. 408/504 are timeouts,
+// which are upstream failures. Other statuses follow the table shared by
+// every vendor (upstream.KnownStatus): 401/403/404 are the gateway's fault
+// (credentials, routing), KindUpstream, never 401; 408/504 are timeouts,
 // 413 too large, 429/503 overload (with Google's retryDelay), other 5xx
 // upstream failures.
 func ParseUpstreamError(status int, body []byte) *formats.Error {
@@ -252,40 +243,35 @@ func upstreamErr(status int, ue upstreamError) *formats.Error {
 			status = statusCode(ue.status)
 		}
 	}
-	s := strconv.Itoa(status)
 	switch {
 	case status == 400 && (ue.reason == "API_KEY_INVALID" || strings.Contains(ue.message, "API key not valid")):
 		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's credentials (HTTP 400).")
 	case status == 400 && ue.status == "FAILED_PRECONDITION":
 		return formats.NewError(formats.KindUpstream, "The upstream provider cannot serve the gateway's account (HTTP 400 FAILED_PRECONDITION).")
 	case status == 400 || status == 422:
-		e := &formats.Error{Kind: formats.KindInvalidRequest, Message: redact(ue.message), Param: ue.field}
-		if e.Message == "" {
-			e.Message = "The upstream provider rejected the request as invalid."
-		}
-		return e
-	case status == 401 || status == 403:
-		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's credentials (HTTP "+s+").")
-	case status == 404:
-		return formats.NewError(formats.KindUpstream, "The upstream provider does not serve the routed model (HTTP 404).")
-	case status == 408 || status == 504:
-		return formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
-	case status == 413:
-		e := formats.NewError(formats.KindRequestTooLarge, redact(ue.message))
-		if e.Message == "" {
-			e.Message = "The request is too large for the upstream provider."
-		}
-		return e
-	case status == 429 || status == 503:
-		e := formats.NewError(formats.KindOverloaded, "The upstream provider is overloaded; retry later.")
-		e.RetryAfter = ue.retryAfter
-		return e
-	case inStream && ue.message != "":
-		return formats.NewError(formats.KindUpstream, "The upstream provider reported an error: "+redact(ue.message))
-	case status >= 500:
-		return formats.NewError(formats.KindUpstream, "The upstream provider failed (HTTP "+s+").")
+		return upstream.Rejected(redact(ue.message), ue.field, "")
 	}
-	return formats.NewError(formats.KindUpstream, "The upstream provider rejected the request (HTTP "+s+").")
+	// 529 is Anthropic's overload status, which Google never sends: a
+	// Gemini upstream's 529 is read as any other failure.
+	if e, ok := upstream.KnownStatus(status, redact(ue.message)); ok && status != 529 {
+		if e.Kind == formats.KindOverloaded {
+			e.RetryAfter = ue.retryAfter
+		}
+		return e
+	}
+	if inStream && ue.message != "" {
+		return upstream.Reported(formats.KindUpstream, redact(ue.message))
+	}
+	return upstream.Failed(status)
+}
+
+// errorValue reads the error member of an element or a body: an object,
+// or a bare message.
+func errorValue(v []byte) upstreamError {
+	if rawjson.Kind(v) == '{' {
+		return parseErrorObject(v)
+	}
+	return upstreamError{message: jsonval.Str(v)}
 }
 
 // redact removes keys and upstream ids from a message the client will see
@@ -328,9 +314,9 @@ func redact(s string) string {
 // ParseCountTokensResponse reads an upstream countTokens answer
 // ({"totalTokens":N}; proto3 JSON omits a zero count).
 func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return 0, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return 0, upstream.Unusable()
 	}
 	var total int64
 	it := rawjson.Object(body, 0)
@@ -353,8 +339,4 @@ func AppendCountTokensResponse(dst []byte, totalTokens int64) []byte {
 	dst = append(dst, `{"totalTokens":`...)
 	dst = rawjson.AppendInt(dst, totalTokens)
 	return append(dst, '}')
-}
-
-func unusable() *formats.Error {
-	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")
 }

@@ -2,12 +2,12 @@ package gemini
 
 import "strings"
 
-// Function names (wire/translation.md §4.3). Gemini allows letters, digits,
-// '_', '.', ':' and '-', starting with a letter or '_', up to 128
+// Function names (docs/translation.md, "Tool names"). Gemini allows letters,
+// digits, '_', '.', ':' and '-', starting with a letter or '_', up to 128
 // characters; OpenAI and Anthropic allow ^[a-zA-Z0-9_-]{1,64}$. A name that
-// does not fit the side it goes to is mapped reversibly, and without any
-// stored state, to mappedPrefix + an escaped form whose alphabet,
-// [A-Za-z0-9_-], suits both sides:
+// does not fit the side it goes to is mapped reversibly, and without any stored
+// state, to mappedPrefix + an escaped form whose alphabet, [A-Za-z0-9_-], suits
+// both sides:
 //
 //	'-' → "--"   '.' → "-d"   ':' → "-c"   any other byte → "-xHH"
 //

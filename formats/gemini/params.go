@@ -5,82 +5,50 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// The walker keeps the JSON path of what it is looking at as a small stack,
-// rendered only when it reports an error, as Google does: proto field names
-// (snake_case) with list indexes, "contents[2].parts[0].inline_data.data".
+// The walker reads the body with a walk.Reader under proto3 JSON rules:
+// the JSON path of what it is looking at is rendered only when it reports
+// an error, as Google does, in proto field names (snake_case) with list
+// indexes ("contents[2].parts[0].inline_data.data"), in the words of
+// dialect.
 
-type pathElem struct {
-	name  string // "" for a list index (or a raw name)
-	raw   []byte // a name from the body (a map key), not copied
-	index int
+// dialect words the typed readers' errors as Google does.
+var dialect = &walk.Dialect{Missing: missing, Type: wrongType, Range: outOfRange}
+
+// wants names the JSON types as Google's messages do.
+var wants = [...]string{
+	walk.String:  "TYPE_STRING",
+	walk.Bool:    "TYPE_BOOL",
+	walk.Number:  "TYPE_FLOAT",
+	walk.Integer: "TYPE_INT32",
+	walk.Object:  "object",
+	walk.Array:   "list",
 }
 
-type path struct {
-	elems [12]pathElem
-	n     int
-	// req names the request message in "* GenerateContentRequest.x: …".
-	req string
+// missing is the error of a required member that is absent.
+func missing(scope, param string) *formats.Error {
+	return invalid(param, "* "+scope+"."+param+": "+leaf(param)+" is not specified")
 }
 
-func (p *path) push(name string) {
-	if p.n < len(p.elems) {
-		p.elems[p.n] = pathElem{name: name}
-	}
-	p.n++
+// wrongType is the error of a value of the wrong JSON type.
+func wrongType(_, param string, v []byte, want walk.Want) *formats.Error {
+	return typeError(param, v, wants[want])
 }
 
-// pushRaw pushes a name that points into the body (no allocation).
-func (p *path) pushRaw(name []byte) {
-	if p.n < len(p.elems) {
-		p.elems[p.n] = pathElem{raw: name}
+// outOfRange reports a number outside [min, max].
+func outOfRange(scope, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
+	name := leaf(param)
+	switch {
+	case min == 1 && max >= 1<<31-1:
+		return valueError(scope, param, name+" must be positive, got "+fmtNum(got)+".")
+	case max >= 1<<31-1:
+		return valueError(scope, param, name+" must be at least "+fmtNum(min)+", got "+fmtNum(got)+".")
 	}
-	p.n++
-}
-
-func (p *path) pushIndex(i int) {
-	if p.n < len(p.elems) {
-		p.elems[p.n] = pathElem{index: i}
-	}
-	p.n++
-}
-
-func (p *path) pop() { p.n-- }
-
-// param renders the path, with child appended when not empty.
-func (p *path) param(child string) string {
-	var b strings.Builder
-	for i := 0; i < p.n && i < len(p.elems); i++ {
-		e := p.elems[i]
-		if e.raw != nil {
-			b.WriteByte('[')
-			b.Write(e.raw)
-			b.WriteByte(']')
-			continue
-		}
-		if e.name == "" {
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(e.index))
-			b.WriteByte(']')
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(e.name)
-	}
-	if child != "" {
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(child)
-	}
-	return b.String()
+	return valueError(scope, param, name+" must be between "+fmtNum(min)+" and "+fmtNum(max)+", got "+fmtNum(got)+".")
 }
 
 // leaf is the last name of a param ("mime_type" of "a.inline_data.mime_type").
@@ -103,11 +71,10 @@ func shown(v []byte) string {
 	return string(v)
 }
 
-// errType is Google's wrong-type error for a scalar ("Invalid value at
+// typeError is Google's wrong-type error for a scalar ("Invalid value at
 // 'generation_config.temperature' (TYPE_FLOAT), "hot"") or a message or
 // list ("Invalid JSON payload received. Expected an object at 'tools[0]'.").
-func (p *path) errType(child string, v []byte, want string) *formats.Error {
-	param := p.param(child)
+func typeError(param string, v []byte, want string) *formats.Error {
 	switch want {
 	case "object", "list":
 		article := "an"
@@ -123,151 +90,49 @@ func (p *path) errType(child string, v []byte, want string) *formats.Error {
 	return invalid(param, "Invalid value at '"+param+"' ("+want+"), "+shown(v))
 }
 
+// valueError is an invalid value with a free explanation.
+func valueError(scope, param, msg string) *formats.Error {
+	return invalid(param, "* "+scope+"."+param+": "+msg)
+}
+
+// errType is Google's wrong-type error at the path's child.
+func (w *walker) errType(child string, v []byte, want string) *formats.Error {
+	return typeError(w.Param(child), v, want)
+}
+
 // errMissing is Google's missing-field error.
-func (p *path) errMissing(child string) *formats.Error {
-	param := p.param(child)
-	return invalid(param, "* "+p.req+"."+param+": "+leaf(param)+" is not specified")
+func (w *walker) errMissing(child string) *formats.Error {
+	return missing(w.Scope, w.Param(child))
 }
 
 // errValue is an invalid value with a free explanation.
-func (p *path) errValue(child, msg string) *formats.Error {
-	param := p.param(child)
-	return invalid(param, "* "+p.req+"."+param+": "+msg)
+func (w *walker) errValue(child, msg string) *formats.Error {
+	return valueError(w.Scope, w.Param(child), msg)
 }
 
 // errEnum lists the valid values of an enum.
-func (p *path) errEnum(child string, v []byte, allowed ...string) *formats.Error {
-	param := p.param(child)
+func (w *walker) errEnum(child string, v []byte, allowed ...string) *formats.Error {
+	param := w.Param(child)
 	return invalid(param, "Invalid value at '"+param+"' (TYPE_ENUM), "+shown(v)+". Valid values: "+strings.Join(allowed, ", ")+".")
 }
 
 func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// errRange reports a number outside [min, max].
-func (p *path) errRange(child string, min, max, got float64) *formats.Error {
-	param := p.param(child)
-	name := leaf(param)
-	switch {
-	case min == 1 && max >= 1<<31-1:
-		return p.errValue(child, name+" must be positive, got "+fmtNum(got)+".")
-	case max >= 1<<31-1:
-		return p.errValue(child, name+" must be at least "+fmtNum(min)+", got "+fmtNum(got)+".")
-	}
-	return p.errValue(child, name+" must be between "+fmtNum(min)+" and "+fmtNum(max)+", got "+fmtNum(got)+".")
-}
-
-// Typed readers. Each takes the raw value of member child of the current
-// path. null is the field's default: absent. Numbers may be JSON strings, as
-// proto3 JSON allows.
-
-func (p *path) optString(child string, v []byte) (ok bool, err *formats.Error) {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return false, nil
-	case '"':
-		return true, nil
-	}
-	return false, p.errType(child, v, "TYPE_STRING")
-}
-
-func (p *path) reqString(child string, v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return p.errMissing(child)
-	case '"':
-		return nil
-	}
-	return p.errType(child, v, "TYPE_STRING")
-}
-
-func (p *path) optBool(child string, v []byte) (val, ok bool, err *formats.Error) {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return false, false, nil
-	case 't':
-		return true, true, nil
-	case 'f':
-		return false, true, nil
-	}
-	return false, false, p.errType(child, v, "TYPE_BOOL")
-}
-
-// number reads a JSON number or a string holding one.
-func number(v []byte) ([]byte, bool) {
-	switch rawjson.Kind(v) {
-	case '0':
-		return v, true
-	case '"':
-		if len(v) >= 3 && bytes.IndexByte(v, '\\') < 0 {
-			// the whole string must be a JSON number ("00", "1x" are not)
-			if n := v[1 : len(v)-1]; rawjson.Kind(n) == '0' && jsontext.Value(n).IsValid() {
-				return n, true
-			}
-		}
-	}
-	return nil, false
-}
-
-func (p *path) optInt(child string, v []byte, min, max int64) (n int64, ok bool, err *formats.Error) {
-	if k := rawjson.Kind(v); k == 0 || k == 'n' {
-		return 0, false, nil
-	}
-	num, isNum := number(v)
-	if isNum {
-		n, ok = rawjson.ParseInt(num)
-	}
-	if !ok {
-		return 0, false, p.errType(child, v, "TYPE_INT32")
-	}
-	if n < min || n > max {
-		return 0, false, p.errRange(child, float64(min), float64(max), float64(n))
-	}
-	return n, true, nil
-}
-
-func (p *path) optFloat(child string, v []byte, min, max float64) (f float64, ok bool, err *formats.Error) {
-	if k := rawjson.Kind(v); k == 0 || k == 'n' {
-		return 0, false, nil
-	}
-	num, isNum := number(v)
-	if isNum {
-		f, ok = rawjson.ParseFloat(num)
-	}
-	if !ok {
-		return 0, false, p.errType(child, v, "TYPE_FLOAT")
-	}
-	if f < min || f > max {
-		return 0, false, p.errRange(child, min, max, f)
-	}
-	return f, true, nil
-}
-
-// optObject checks an optional message field.
-func (p *path) optObject(child string, v []byte) (ok bool, err *formats.Error) {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return false, nil
-	case '{':
-		return true, nil
-	}
-	return false, p.errType(child, v, "object")
-}
-
 // optEnum reads an optional enum: a string matched case-insensitively
 // against allowed (upper case). It returns the index in allowed, -1 when
 // absent.
-func (p *path) optEnum(child string, v []byte, allowed ...string) (int, *formats.Error) {
+func (w *walker) optEnum(child string, v []byte, allowed ...string) (int, *formats.Error) {
 	switch rawjson.Kind(v) {
 	case 0, 'n':
 		return -1, nil
 	case '"':
 	default:
-		return -1, p.errType(child, v, "TYPE_ENUM")
+		return -1, w.errType(child, v, "TYPE_ENUM")
 	}
 	if i := enumIndex(v, allowed); i >= 0 {
 		return i, nil
 	}
-	return -1, p.errEnum(child, v, allowed...)
+	return -1, w.errEnum(child, v, allowed...)
 }
 
 // enumIndex matches a raw JSON string case-insensitively.
@@ -309,8 +174,8 @@ func enumIs(v []byte, upper string) bool {
 
 // checkBase64 validates the raw JSON string v as base64 bytes, standard or
 // URL-safe alphabet, padded or not, as proto3 JSON accepts them.
-func (p *path) checkBase64(child string, v []byte) *formats.Error {
-	if err := p.reqString(child, v); err != nil {
+func (w *walker) checkBase64(child string, v []byte) *formats.Error {
+	if err := w.ReqString(child, v); err != nil {
 		return err
 	}
 	body := v[1 : len(v)-1]
@@ -319,7 +184,7 @@ func (p *path) checkBase64(child string, v []byte) *formats.Error {
 		body = []byte(s)
 	}
 	if !validBase64(body) {
-		return invalid(p.param(child), "Invalid value at '"+p.param(child)+"' (TYPE_BYTES), Base64 decoding failed for "+shown(v))
+		return invalid(w.Param(child), "Invalid value at '"+w.Param(child)+"' (TYPE_BYTES), Base64 decoding failed for "+shown(v))
 	}
 	return nil
 }
@@ -372,15 +237,9 @@ func stdBase64(s string) string {
 // key appends the current member's unescaped name to buf.
 func key(it *rawjson.Iter, buf []byte) []byte { return it.AppendName(buf) }
 
-// str unquotes a raw string already known to be valid.
-func str(v []byte) string {
-	s, _ := rawjson.Unquote(v)
-	return s
-}
-
 // count reads a non-negative count (a number or a string holding one).
 func count(v []byte) int64 {
-	num, ok := number(v)
+	num, ok := walk.ProtoNumber(v)
 	if !ok {
 		return 0
 	}

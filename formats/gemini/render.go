@@ -6,13 +6,14 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// RenderGenerateRequest renders an IR request (from a client of another
-// format) as a generateContent body for a Gemini upstream; the model goes
-// in the URL. What Gemini cannot take is rejected or dropped per
-// wire/translation.md §9, drops being recorded in ir.Dropped:
+// RenderGenerateRequest renders an IR request (from a client of another format)
+// as a generateContent body for a Gemini upstream; the model goes in the URL.
+// What Gemini cannot take is rejected or dropped per docs/translation.md,
+// "What cannot be mapped", drops being recorded in ir.Dropped:
 //
 //   - system prompts (leading and mid-conversation, hoisted) →
 //     systemInstruction; consecutive same-role turns merged; no empty turn
@@ -261,7 +262,9 @@ func (r *renderer) userPart(p *formats.Part) *formats.Error {
 		case m.Data != "":
 			mt := m.MediaType
 			if mt == "" {
-				mt = sniffImage(m.Data)
+				if mt = emit.SniffImage(m.Data); mt == "" {
+					mt = "image/png" // Gemini reads the bytes; PNG is a label it takes
+				}
 			}
 			r.inline(mt, m.Data)
 		case m.URL != "":
@@ -306,19 +309,6 @@ func (r *renderer) inline(mediaType, data string) {
 	r.b = append(r.b, "}}"...)
 }
 
-// sniffImage guesses an image's type from its first base64 characters.
-func sniffImage(data string) string {
-	switch {
-	case strings.HasPrefix(data, "/9j/"):
-		return "image/jpeg"
-	case strings.HasPrefix(data, "R0lGOD"):
-		return "image/gif"
-	case strings.HasPrefix(data, "UklGR"):
-		return "image/webp"
-	}
-	return "image/png"
-}
-
 // model renders an assistant message: text, refusals and tool calls;
 // thinking is dropped (its signatures belong to another vendor).
 func (r *renderer) model(m *formats.Message) *formats.Error {
@@ -347,7 +337,7 @@ func (r *renderer) model(m *formats.Message) *formats.Error {
 			r.b = append(r.b, `{"functionCall":{"name":`...)
 			r.b = rawjson.AppendQuote(r.b, name)
 			r.b = append(r.b, `,"args":`...)
-			r.b = appendArgs(r.b, tc.Arguments)
+			r.b = emit.AppendArgs(r.b, tc.Arguments)
 			r.b = append(r.b, '}')
 			if sig != "" {
 				r.b = append(r.b, `,"thoughtSignature":`...)
@@ -399,19 +389,7 @@ func (r *renderer) toolResults(m *formats.Message) *formats.Error {
 			return ir.Reject(formats.FieldMessages, "the function name '"+name+"' is too long for this model's provider.")
 		}
 		var text strings.Builder
-		n := 0
-		for j := range res.Parts {
-			switch q := &res.Parts[j]; q.Type {
-			case formats.PartText:
-				if n > 0 {
-					text.WriteByte('\n')
-				}
-				text.WriteString(q.Text)
-				n++
-			case formats.PartImage, formats.PartFile, formats.PartAudio:
-				media = append(media, *q)
-			}
-		}
+		media = emit.ToolResultText(&text, res, media)
 		r.open("user")
 		r.b = append(r.b, `{"functionResponse":{"name":`...)
 		r.b = rawjson.AppendQuote(r.b, gname)

@@ -8,6 +8,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -22,7 +24,7 @@ const (
 	// builtinToolTokens is added per built-in tool offered (googleSearch,
 	// urlContext, codeExecution…): what they feed back to the model is
 	// billed as input (toolUsePromptTokenCount). It is an allowance, not a
-	// bound: a larger read marks the row over_hold (SPEC §5.3).
+	// bound: a larger read marks the row over_hold.
 	builtinToolTokens = 32768
 	// maxDeclarations is Gemini's limit on function declarations.
 	maxDeclarations = 512
@@ -179,8 +181,7 @@ func ParseGenerateRequest(body []byte, model string, stream bool) (*GenerateRequ
 		return nil, syntaxError(body)
 	}
 	req := &GenerateRequest{Model: model, Stream: stream, candidates: 1, body: body, gen: body}
-	w := walker{req: req}
-	w.path.req = "GenerateContentRequest"
+	w := walker{Reader: newReader("GenerateContentRequest"), req: req}
 	if err := w.top(body); err != nil {
 		return nil, err
 	}
@@ -195,8 +196,7 @@ func ParseCountTokensRequest(body []byte, model string) (*GenerateRequest, *form
 		return nil, syntaxError(body)
 	}
 	req := &GenerateRequest{Model: model, candidates: 1, body: body, count: true}
-	w := walker{req: req}
-	w.path.req = "CountTokensRequest"
+	w := walker{Reader: newReader("CountTokensRequest"), req: req}
 	if err := w.countTop(body); err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func (w *walker) countTop(body []byte) *formats.Error {
 		if rawjson.Kind(gcr) != '{' {
 			return w.errType("generate_content_request", gcr, "object")
 		}
-		w.push("generate_content_request")
+		w.Push("generate_content_request")
 		w.base = 1
 		req.gen = gcr
 		return w.top(gcr)
@@ -246,12 +246,11 @@ func (w *walker) countTop(body []byte) *formats.Error {
 func (r *GenerateRequest) ToIR() (*formats.Request, *formats.Error) {
 	ir := &formats.Request{Model: r.Model, Stream: r.Stream, Names: &geminiNames}
 	tmp := GenerateRequest{Model: r.Model, candidates: 1, body: r.body, gen: r.gen, count: r.count, contentsOnly: r.contentsOnly}
-	w := walker{req: &tmp, ir: ir, contentsOnly: r.contentsOnly}
-	w.path.req = "GenerateContentRequest"
+	w := walker{Reader: newReader("GenerateContentRequest"), req: &tmp, ir: ir, contentsOnly: r.contentsOnly}
 	if r.count {
-		w.path.req = "CountTokensRequest"
+		w.Scope = "CountTokensRequest"
 		if !r.contentsOnly {
-			w.push("generate_content_request")
+			w.Push("generate_content_request")
 			w.base = 1
 		}
 	}
@@ -282,17 +281,10 @@ func unpairOrphans(ir *formats.Request) {
 // syntaxError explains why a body is not valid JSON, in Google's words.
 func syntaxError(body []byte) *formats.Error {
 	const prefix = "Invalid JSON payload received."
-	d := jsontext.NewDecoder(strings.NewReader(string(body)))
-	_, err := d.ReadValue()
-	if err == nil {
-		_, err = d.ReadToken()
-		if err == nil {
-			err = errors.New("trailing data after the JSON value")
-		}
-	}
+	err := walk.SyntaxError(body)
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
-		param := pointerParam(se.JSONPointer)
+		param := walk.PointerParam(se.JSONPointer)
 		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
 			return invalid(param, prefix+" Duplicate field '"+param+"'.")
 		}
@@ -302,34 +294,24 @@ func syntaxError(body []byte) *formats.Error {
 		}
 		return invalid("", msg)
 	}
-	if err != nil && strings.Contains(err.Error(), "EOF") {
+	if strings.Contains(err.Error(), "EOF") {
 		return invalid("", prefix+" Unexpected end of input.")
 	}
 	return invalid("", prefix)
 }
 
-// pointerParam turns a JSON pointer (/contents/0/parts) into a path
-// (contents[0].parts).
-func pointerParam(p jsontext.Pointer) string {
-	var b strings.Builder
-	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
-	}
-	return b.String()
+// newReader is the walk.Reader of a request whose message is scope.
+func newReader(scope string) walk.Reader {
+	r := walk.New(walk.Brackets, dialect)
+	r.Scope, r.NullMissing, r.QuotedNumbers = scope, true, true
+	return r
 }
 
 // walker validates a request body (known to be syntactically valid JSON)
 // and, when ir is set, builds the IR at the same time, so that validation
 // and translation can never disagree.
 type walker struct {
-	path
+	walk.Reader
 	req *GenerateRequest
 	ir  *formats.Request
 	// base is the path depth of the GenerateContentRequest (1 inside
@@ -350,13 +332,13 @@ const skipPart formats.PartType = 255
 
 // dupError reports a field given twice (in both spellings).
 func (w *walker) dupError(name string) *formats.Error {
-	param := w.param(name)
+	param := w.Param(name)
 	return invalid(param, "Invalid JSON payload received. Duplicate field '"+param+"'.")
 }
 
 // reject is the 400 for a valid field that the routed upstream cannot take.
 func (w *walker) reject(child, why string) *formats.Error {
-	param := w.param(child)
+	param := w.Param(child)
 	return invalid(param, "Unsupported parameter '"+param+"': "+why)
 }
 
@@ -400,10 +382,10 @@ func (w *walker) top(b []byte) *formats.Error {
 		switch i {
 		case fContents:
 			nContents, contentsErr = w.contents(&it)
-			w.path.n = w.base
+			w.Truncate(w.base)
 		case fTools:
 			toolsErr = w.tools(&it)
-			w.path.n = w.base
+			w.Truncate(w.base)
 		case -1:
 			if w.ir != nil && !w.contentsOnly {
 				w.ir.Drop(string(name))
@@ -439,21 +421,21 @@ func (w *walker) top(b []byte) *formats.Error {
 	if err := w.safetySettings(f[fSafety]); err != nil {
 		return err
 	}
-	if ok, err := w.optString("cached_content", f[fCached]); err != nil {
+	if ok, err := w.OptString("cached_content", f[fCached]); err != nil {
 		return err
 	} else if ok {
 		w.req.refs++
 		if w.ir != nil {
 			return w.reject("cached_content", "it refers to a Gemini cache that this model's provider cannot read.")
 		}
-		w.gate(formats.Gated{State: formats.StateCachedContent, Param: w.param("cached_content"), Tool: -1})
+		w.gate(formats.Gated{State: formats.StateCachedContent, Param: w.Param("cached_content"), Tool: -1})
 	}
-	if ok, err := w.optString("service_tier", f[fServiceTier]); err != nil {
+	if ok, err := w.OptString("service_tier", f[fServiceTier]); err != nil {
 		return err
 	} else if ok {
 		w.drop("serviceTier")
 	}
-	if _, err := w.optString("model", f[fModel]); err != nil {
+	if _, err := w.OptString("model", f[fModel]); err != nil {
 		return err
 	}
 	return nil
@@ -544,11 +526,11 @@ var modalities = []string{"MODALITY_UNSPECIFIED", "TEXT", "IMAGE", "AUDIO"}
 var thinkingLevels = []string{"THINKING_LEVEL_UNSPECIFIED", "MINIMAL", "LOW", "MEDIUM", "HIGH"}
 
 func (w *walker) generationConfig(v []byte) *formats.Error {
-	if ok, err := w.optObject("generation_config", v); !ok {
+	if ok, err := w.OptObject("generation_config", v); !ok {
 		return err
 	}
-	w.push("generation_config")
-	defer w.pop()
+	w.Push("generation_config")
+	defer w.Pop()
 	var g [nGen][]byte
 	var nameBuf [64]byte
 	it := rawjson.Object(v, 0)
@@ -568,7 +550,7 @@ func (w *walker) generationConfig(v []byte) *formats.Error {
 	}
 	req, ir := w.req, w.ir
 
-	if n, ok, err := w.optInt("max_output_tokens", g[gMaxTokens], 1, 1<<31-1); err != nil {
+	if n, ok, err := w.OptInt("max_output_tokens", g[gMaxTokens], 1, 1<<31-1); err != nil {
 		return err
 	} else if ok {
 		req.maxOutputTokens = int(n)
@@ -576,7 +558,7 @@ func (w *walker) generationConfig(v []byte) *formats.Error {
 			ir.MaxTokens = int(n)
 		}
 	}
-	if n, ok, err := w.optInt("candidate_count", g[gCandidates], 1, 8); err != nil {
+	if n, ok, err := w.OptInt("candidate_count", g[gCandidates], 1, 8); err != nil {
 		return err
 	} else if ok {
 		req.candidates = int(n)
@@ -584,32 +566,32 @@ func (w *walker) generationConfig(v []byte) *formats.Error {
 			ir.N = int(n)
 		}
 	}
-	if f, ok, err := w.optFloat("temperature", g[gTemperature], 0, 2); err != nil {
+	if f, ok, err := w.OptNumber("temperature", g[gTemperature], 0, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.Temperature = ptr(f)
 	}
-	if f, ok, err := w.optFloat("top_p", g[gTopP], 0, 1); err != nil {
+	if f, ok, err := w.OptNumber("top_p", g[gTopP], 0, 1); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.TopP = ptr(f)
 	}
-	if n, ok, err := w.optInt("top_k", g[gTopK], 0, 1<<31-1); err != nil {
+	if n, ok, err := w.OptInt("top_k", g[gTopK], 0, 1<<31-1); err != nil {
 		return err
 	} else if ok && n > 0 && ir != nil {
 		ir.TopK = ptr(int(n))
 	}
-	if n, ok, err := w.optInt("seed", g[gSeed], -1<<31, 1<<31-1); err != nil {
+	if n, ok, err := w.OptInt("seed", g[gSeed], -1<<31, 1<<31-1); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.Seed = ptr(n)
 	}
-	if f, ok, err := w.optFloat("presence_penalty", g[gPresence], -2, 2); err != nil {
+	if f, ok, err := w.OptNumber("presence_penalty", g[gPresence], -2, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.PresencePenalty = ptr(f)
 	}
-	if f, ok, err := w.optFloat("frequency_penalty", g[gFrequency], -2, 2); err != nil {
+	if f, ok, err := w.OptNumber("frequency_penalty", g[gFrequency], -2, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.FrequencyPenalty = ptr(f)
@@ -617,14 +599,14 @@ func (w *walker) generationConfig(v []byte) *formats.Error {
 	if err := w.stopSequences(g[gStop]); err != nil {
 		return err
 	}
-	logprobs, _, err := w.optBool("response_logprobs", g[gResponseLogprobs])
+	logprobs, _, err := w.OptBool("response_logprobs", g[gResponseLogprobs])
 	if err != nil {
 		return err
 	}
 	if ir != nil {
 		ir.Logprobs = logprobs
 	}
-	if n, ok, err := w.optInt("logprobs", g[gLogprobs], 0, 20); err != nil {
+	if n, ok, err := w.OptInt("logprobs", g[gLogprobs], 0, 20); err != nil {
 		return err
 	} else if ok && ir != nil && logprobs {
 		ir.TopLogprobs = ptr(int(n))
@@ -639,28 +621,24 @@ func (w *walker) generationConfig(v []byte) *formats.Error {
 }
 
 func (w *walker) stopSequences(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("stop_sequences", v, "list")
+	if ok, err := w.OptArray("stop_sequences", v); !ok {
+		return err
 	}
-	w.push("stop_sequences")
+	w.Push("stop_sequences")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
 		if rawjson.Kind(it.Value()) != '"' {
-			w.pushIndex(it.Len() - 1)
+			w.PushIndex(it.Len() - 1)
 			return w.errType("", it.Value(), "TYPE_STRING")
 		}
 		w.req.size.TextBytes += int64(len(it.Value()) - 2)
 		if w.ir != nil {
-			if s := str(it.Value()); s != "" {
+			if s := jsonval.Str(it.Value()); s != "" {
 				w.ir.Stop = append(w.ir.Stop, s)
 			}
 		}
 	}
-	w.pop()
+	w.Pop()
 	if it.Len() > 5 {
 		return w.errValue("stop_sequences", "stop_sequences must have at most 5 entries, got "+strconv.Itoa(it.Len())+".")
 	}
@@ -671,17 +649,13 @@ func (w *walker) stopSequences(v []byte) *formats.Error {
 }
 
 func (w *walker) responseModalities(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("response_modalities", v, "list")
+	if ok, err := w.OptArray("response_modalities", v); !ok {
+		return err
 	}
-	w.push("response_modalities")
+	w.Push("response_modalities")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		i, err := w.optEnum("", it.Value(), modalities...)
 		if err != nil {
 			return err
@@ -696,9 +670,9 @@ func (w *walker) responseModalities(v []byte) *formats.Error {
 		case modalities[i] == "IMAGE":
 			return w.reject("", "image output cannot be produced by this model's provider.")
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }
 
@@ -713,14 +687,14 @@ func (w *walker) responseFormat(mime, schema, jsonSchema []byte) *formats.Error 
 		}
 		return err
 	}
-	hasSchema, err := w.optObject("response_schema", schema)
+	hasSchema, err := w.OptObject("response_schema", schema)
 	if err != nil {
 		return err
 	}
 	if hasSchema {
-		w.push("response_schema")
+		w.Push("response_schema")
 		err := w.schema(schema)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return err
 		}
@@ -744,7 +718,7 @@ func (w *walker) responseFormat(mime, schema, jsonSchema []byte) *formats.Error 
 	case mi >= 0 && mimeTypes[mi] == "TEXT/X.ENUM":
 		return w.reject("response_mime_type", "text/x.enum output cannot be produced by this model's provider.")
 	case mi >= 0 && (mimeTypes[mi] == "APPLICATION/XML" || mimeTypes[mi] == "APPLICATION/YAML"):
-		return w.reject("response_mime_type", str(mime)+" output cannot be produced by this model's provider.")
+		return w.reject("response_mime_type", jsonval.Str(mime)+" output cannot be produced by this model's provider.")
 	case hasJSONSchema:
 		ir.ResponseFormat = formats.ResponseFormat{Type: formats.FormatJSONSchema, Schema: jsonSchema}
 	case hasSchema:
@@ -758,11 +732,11 @@ func (w *walker) responseFormat(mime, schema, jsonSchema []byte) *formats.Error 
 }
 
 func (w *walker) thinkingConfig(v []byte) *formats.Error {
-	if ok, err := w.optObject("thinking_config", v); !ok {
+	if ok, err := w.OptObject("thinking_config", v); !ok {
 		return err
 	}
-	w.push("thinking_config")
-	defer w.pop()
+	w.Push("thinking_config")
+	defer w.Pop()
 	var include, budget, level []byte
 	var nameBuf [64]byte
 	it := rawjson.Object(v, 0)
@@ -790,11 +764,11 @@ func (w *walker) thinkingConfig(v []byte) *formats.Error {
 			}
 		}
 	}
-	inc, _, err := w.optBool("include_thoughts", include)
+	inc, _, err := w.OptBool("include_thoughts", include)
 	if err != nil {
 		return err
 	}
-	b, hasBudget, err := w.optInt("thinking_budget", budget, -1, 1<<31-1)
+	b, hasBudget, err := w.OptInt("thinking_budget", budget, -1, 1<<31-1)
 	if err != nil {
 		return err
 	}
@@ -827,18 +801,14 @@ var harmMethods = []string{"HARM_BLOCK_METHOD_UNSPECIFIED", "SEVERITY", "PROBABI
 // safetySettings validates the list; translation drops it (no other format
 // has it).
 func (w *walker) safetySettings(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("safety_settings", v, "list")
+	if ok, err := w.OptArray("safety_settings", v); !ok {
+		return err
 	}
-	w.push("safety_settings")
+	w.Push("safety_settings")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
 		s := it.Value()
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if rawjson.Kind(s) != '{' {
 			return w.errType("", s, "object")
 		}
@@ -855,7 +825,7 @@ func (w *walker) safetySettings(v []byte) *formats.Error {
 				method = si.Value()
 			}
 		}
-		if ok, err := w.optString("category", category); err != nil {
+		if ok, err := w.OptString("category", category); err != nil {
 			return err
 		} else if ok && !harmCategory(category) {
 			return w.errEnum("category", category, "HARM_CATEGORY_HARASSMENT", "HARM_CATEGORY_HATE_SPEECH", "HARM_CATEGORY_SEXUALLY_EXPLICIT", "HARM_CATEGORY_DANGEROUS_CONTENT", "HARM_CATEGORY_CIVIC_INTEGRITY")
@@ -866,9 +836,9 @@ func (w *walker) safetySettings(v []byte) *formats.Error {
 		if _, err := w.optEnum("method", method, harmMethods...); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	if it.Len() > 0 {
 		w.drop("safetySettings")
 	}

@@ -3,13 +3,14 @@ package gemini
 import (
 	"bytes"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// parseUsage reads usageMetadata (wire/translation.md §5.3, GEM row):
+// parseUsage reads usageMetadata (docs/translation.md, "Usage", GEM row):
 // Input = promptTokenCount (which includes cachedContentTokenCount) +
 // toolUsePromptTokenCount, CacheRead = cachedContentTokenCount, Output =
 // candidatesTokenCount + thoughtsTokenCount, Reasoning =
@@ -109,12 +110,12 @@ func blocked(pf []byte) bool {
 // not a GenerateContentResponse (or that carries an error) yields a
 // *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return dst, u, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return dst, u, upstream.Unusable()
 	}
-	var mv rawjson.Member
-	hasModel, usable := false, false
+	var mv upstream.Model
+	usable := false
 	var hosted formats.HostedUses
 	it := rawjson.Object(body, 0)
 	for it.Next() {
@@ -122,7 +123,7 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 		v := it.Value()
 		switch {
 		case m.NameIs("modelVersion"), m.NameIs("model_version"):
-			mv, hasModel = *m, true
+			mv.Found(m)
 		case m.NameIs("candidates"):
 			usable = usable || rawjson.Kind(v) == '['
 			hosted = candidatesHosted(v)
@@ -138,17 +139,10 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 		}
 	}
 	if it.Err() != nil || !usable {
-		return dst, formats.Usage{}, unusable()
+		return dst, formats.Usage{}, upstream.Unusable()
 	}
 	u.Hosted = hosted
-	var mq [96]byte
-	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
-	if hasModel {
-		return rawjson.Apply(dst, body, rawjson.Edit{Start: mv.ValueStart, End: mv.ValueEnd, Text: quoted}), u, nil
-	}
-	at := it.Last()
-	var tb [128]byte
-	return rawjson.Apply(dst, body, rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "modelVersion", quoted)}), u, nil
+	return mv.Append(dst, body, &it, "modelVersion", serviceModel), u, nil
 }
 
 // wirePart is what the decoders read from a response Part.
@@ -208,10 +202,10 @@ func readCall(v []byte) (id, name, args []byte) {
 
 // callID is the id of an upstream call: its own, else a new id with the
 // client format's prefix ("call_" when empty; "toolu_" for Anthropic
-// clients, wire/translation.md §4.5).
+// clients, docs/translation.md, "Tool call ids and arguments").
 func callID(id []byte, prefix string) string {
 	if id != nil {
-		return str(id)
+		return jsonval.Str(id)
 	}
 	if prefix == "" {
 		prefix = "call_"
@@ -258,9 +252,9 @@ func candidateParts(c []byte) (parts, finish []byte) {
 // its name restored if the gateway mapped it. A blocked prompt is an empty
 // answer stopped by the content filter.
 func DecodeGenerateResponse(body []byte, sigs SignatureStore, idPrefix string) (*formats.Response, *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return nil, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return nil, upstream.Unusable()
 	}
 	resp := &formats.Response{}
 	var cands, feedback []byte
@@ -270,13 +264,9 @@ func DecodeGenerateResponse(body []byte, sigs SignatureStore, idPrefix string) (
 		v := it.Value()
 		switch m := it.Member(); {
 		case m.NameIs("responseId"), m.NameIs("response_id"):
-			if rawjson.Kind(v) == '"' {
-				resp.ID = str(v)
-			}
+			jsonval.SetStr(&resp.ID, v)
 		case m.NameIs("modelVersion"), m.NameIs("model_version"):
-			if rawjson.Kind(v) == '"' {
-				resp.Model = str(v)
-			}
+			jsonval.SetStr(&resp.Model, v)
 		case m.NameIs("candidates"):
 			if rawjson.Kind(v) == '[' {
 				cands, usable = v, true
@@ -293,7 +283,7 @@ func DecodeGenerateResponse(body []byte, sigs SignatureStore, idPrefix string) (
 		}
 	}
 	if !usable {
-		return nil, unusable()
+		return nil, upstream.Unusable()
 	}
 	resp.Usage.Hosted = candidatesHosted(cands)
 	c := firstCandidate(cands)
@@ -311,12 +301,12 @@ func DecodeGenerateResponse(body []byte, sigs SignatureStore, idPrefix string) (
 		switch {
 		case p.call != nil:
 			id, name, args := readCall(p.call)
-			tc := &formats.ToolCall{ID: callID(id, idPrefix), Name: unescapeName(str(name)), Arguments: "{}"}
+			tc := &formats.ToolCall{ID: callID(id, idPrefix), Name: unescapeName(jsonval.Str(name)), Arguments: "{}"}
 			if args != nil {
 				tc.Arguments = string(rawjson.Compact(nil, args))
 			}
 			if p.signature != nil {
-				tc.Signature = str(p.signature)
+				tc.Signature = jsonval.Str(p.signature)
 				if sigs != nil {
 					sigs.Put(tc.ID, tc.Signature)
 				}
@@ -327,7 +317,7 @@ func DecodeGenerateResponse(body []byte, sigs SignatureStore, idPrefix string) (
 			if p.thought {
 				typ = formats.PartThinking
 			}
-			resp.Content = append(resp.Content, formats.Part{Type: typ, Text: str(p.text)})
+			resp.Content = append(resp.Content, formats.Part{Type: typ, Text: jsonval.Str(p.text)})
 		}
 	}
 	resp.Stop = finishToIR(finish).Final(resp.HasToolCalls())
@@ -393,29 +383,8 @@ func appendFunctionCall[S ~string | ~[]byte](dst []byte, id string, name string,
 	dst = append(dst, `"name":`...)
 	dst = rawjson.AppendQuote(dst, unescapeName(name))
 	dst = append(dst, `,"args":`...)
-	dst = appendArgs(dst, args)
+	dst = emit.AppendArgs(dst, args)
 	return append(dst, "}}"...)
-}
-
-// appendArgs appends tool-call arguments as a JSON object: the arguments
-// when they are one, {} when empty, else {"_raw_arguments": "<text>"}
-// (wire/translation.md §4.5).
-func appendArgs[S ~string | ~[]byte](dst []byte, args S) []byte {
-	start := len(dst)
-	dst = append(dst, args...)
-	v := rawjson.TrimSpace(dst[start:])
-	switch {
-	case len(v) == 0:
-		return append(dst[:start], "{}"...)
-	case rawjson.Kind(v) == '{' && jsontext.Value(v).IsValid():
-		c := jsontext.Value(v)
-		if err := c.Compact(); err == nil {
-			return append(dst[:start], c...)
-		}
-	}
-	dst = append(dst[:start], `{"_raw_arguments":`...)
-	dst = rawjson.AppendQuote(dst, args)
-	return append(dst, '}')
 }
 
 // groundingNames are the spellings of the members that report grounding.
@@ -458,7 +427,7 @@ func candidatesHosted(cands []byte) formats.HostedUses {
 				if queries == nil {
 					queries = rawjson.Get(v, "web_search_queries")
 				}
-				n := int64(arrayLen(queries))
+				n := int64(jsonval.Len(queries))
 				if n == 0 && groundedAnswer(v) {
 					n = 1
 				}
@@ -468,7 +437,7 @@ func candidatesHosted(cands []byte) formats.HostedUses {
 				if urls == nil {
 					urls = rawjson.Get(v, "url_metadata")
 				}
-				h.WebFetch += int64(arrayLen(urls))
+				h.WebFetch += int64(jsonval.Len(urls))
 			}
 		}
 	}
@@ -491,15 +460,4 @@ func groundedAnswer(v []byte) bool {
 		}
 	}
 	return false
-}
-
-// arrayLen is the number of elements of a raw array (0 for anything else).
-func arrayLen(v []byte) int {
-	if rawjson.Kind(v) != '[' {
-		return 0
-	}
-	it := rawjson.Array(v, 0)
-	for it.Next() {
-	}
-	return it.Len()
 }

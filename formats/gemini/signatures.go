@@ -1,7 +1,7 @@
 package gemini
 
 // SignatureStore keeps Gemini thought signatures for clients that cannot
-// carry them (wire/translation.md §4.6): the decoders Put the
+// carry them (docs/translation.md, "Thought signatures"): the decoders Put the
 // thoughtSignature of each functionCall under the tool-call id they give
 // the client, and RenderGenerateRequest Gets it back when that id returns
 // in the history. The gateway provides a bounded cache with a TTL; nil

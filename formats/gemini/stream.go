@@ -2,10 +2,12 @@ package gemini
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// Stream framing toward Gemini clients (wire/gemini.md §3).
+// Stream framing toward Gemini clients: SSE as Google sends it, or the JSON
+// array of :streamGenerateContent without alt=sse.
 var (
 	sseOpen   = []byte("data: ")
 	sseClose  = []byte("\r\n\r\n") // as Google sends it
@@ -55,8 +57,8 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	if len(data) == 0 {
 		return dst, false, nil
 	}
-	var mv rawjson.Member
-	hasModel, hasCands, isBlocked, hasUsage := false, false, false, false
+	var mv upstream.Model
+	hasCands, isBlocked, hasUsage := false, false, false
 	it := rawjson.Object(data, 0)
 	for it.NextLazy() {
 		m := it.Member()
@@ -71,7 +73,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			hasCands = true
 		case m.NameIs("modelVersion"), m.NameIs("model_version"):
 			it.Value()
-			mv, hasModel = *m, true
+			mv.Found(m)
 		case m.NameIs("usageMetadata"), m.NameIs("usage_metadata"):
 			if u, ok := parseUsage(it.Value()); ok {
 				t.usage, t.hasUsage, hasUsage = u, true, true
@@ -80,25 +82,15 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			isBlocked = blocked(it.Value())
 		case m.NameIs("error"):
 			if v := it.Value(); !rawjson.IsNull(v) {
-				ue := upstreamError{message: str(v)}
-				if rawjson.Kind(v) == '{' {
-					ue = parseErrorObject(v)
-				}
-				return dst, false, upstreamErr(0, ue)
+				return dst, false, upstreamErr(0, errorValue(v))
 			}
 		}
 	}
 	if it.Err() != nil {
-		return dst, false, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, false, upstream.BadEvent()
 	}
-	var edit rawjson.Edit
 	var tb [128]byte
-	if hasModel {
-		edit = rawjson.Edit{Start: mv.ValueStart, End: mv.ValueEnd, Text: t.model}
-	} else {
-		at := it.Last()
-		edit = rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "modelVersion", t.model)}
-	}
+	edit := mv.Edit(&it, "modelVersion", t.model, tb[:0])
 	if t.seen != 0 && t.finished == t.seen || isBlocked && !hasCands {
 		t.done, t.final = true, hasUsage
 		t.held = t.frame(t.held[:0], data, edit)

@@ -2,12 +2,14 @@ package gemini
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // streamDecoder turns a Gemini stream (SSE elements) into IR events
-// (wire/translation.md §6.2, GEM row). Only candidate 0 is read: the IR
-// answer has one choice.
+// (docs/translation.md, "Reading upstream streams", GEM row). Only candidate 0
+// is read: the IR answer has one choice.
 type streamDecoder struct {
 	sigs     SignatureStore
 	idPrefix string
@@ -55,26 +57,18 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 			feedback = v
 		case m.NameIs("error"):
 			if !rawjson.IsNull(v) {
-				ue := upstreamError{message: str(v)}
-				if rawjson.Kind(v) == '{' {
-					ue = parseErrorObject(v)
-				}
-				return append(dst, formats.Event{Type: formats.EventError, Err: upstreamErr(0, ue)}), nil
+				return append(dst, formats.Event{Type: formats.EventError, Err: upstreamErr(0, errorValue(v))}), nil
 			}
 		}
 	}
 	if it.Err() != nil {
-		return dst, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, upstream.BadEvent()
 	}
 	if !d.started {
 		d.started = true
 		ev := formats.Event{Type: formats.EventStart}
-		if rawjson.Kind(id) == '"' {
-			ev.ID = str(id)
-		}
-		if rawjson.Kind(model) == '"' {
-			ev.Model = str(model)
-		}
+		jsonval.SetStr(&ev.ID, id)
+		jsonval.SetStr(&ev.Model, model)
 		dst = append(dst, ev)
 	}
 	var finish []byte
@@ -115,9 +109,9 @@ func (d *streamDecoder) part(dst []formats.Event, v []byte) []formats.Event {
 		k := d.k
 		d.k++
 		d.sawTools = true
-		ev := formats.Event{Type: formats.EventToolStart, Index: k, ID: callID(id, d.idPrefix), Name: unescapeName(str(name))}
+		ev := formats.Event{Type: formats.EventToolStart, Index: k, ID: callID(id, d.idPrefix), Name: unescapeName(jsonval.Str(name))}
 		if p.signature != nil {
-			ev.Signature = str(p.signature)
+			ev.Signature = jsonval.Str(p.signature)
 			if d.sigs != nil {
 				d.sigs.Put(ev.ID, ev.Signature)
 			}
@@ -144,7 +138,7 @@ func (d *streamDecoder) part(dst []formats.Event, v []byte) []formats.Event {
 }
 
 // streamEncoder renders IR events as a Gemini stream
-// (wire/translation.md §6.3, "GEM client").
+// (docs/translation.md, "Writing client streams", "GEM client").
 type streamEncoder struct {
 	model  string
 	sse    bool
@@ -290,7 +284,7 @@ func (e *streamEncoder) Encode(dst []byte, ev *formats.Event) []byte {
 			dst = append(dst, arrayEnd...)
 		}
 	}
-	// reasoning: dropped (wire/translation.md §5.1)
+	// reasoning: dropped (docs/translation.md, "Answer content")
 	return dst
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -63,22 +65,15 @@ func builtinGate(bt string) (formats.Gated, bool) {
 // functionDeclarations (translatable) and built-in tools (dropped when
 // translating: no other vendor runs them, and toolConfig cannot force one).
 func (w *walker) tools(top *rawjson.Iter) *formats.Error {
-	b, start := top.Bytes(), top.Start()
-	switch b[start] {
-	case 'n':
+	if top.Bytes()[top.Start()] == 'n' {
 		return nil
-	case '[':
-	default:
-		return w.errType("tools", top.Value(), "list")
 	}
-	w.push("tools")
-	it := rawjson.Array(b, start)
-	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+	it, err := w.Objects(top, "tools")
+	if err != nil {
+		return err
+	}
+	for w.NextObject(&it) {
 		t := it.Value()
-		if rawjson.Kind(t) != '{' {
-			return w.errType("", t, "object")
-		}
 		w.req.size.TextBytes += int64(len(t))
 		var nameBuf [48]byte
 		ti := rawjson.Object(t, 0)
@@ -106,7 +101,7 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 					w.ir.Drop("tools." + bt)
 				}
 				if g, ok := builtinGate(bt); ok {
-					g.Param, g.Label, g.Tool, g.Member = w.param(snakeCase(bt)), "tools."+bt, it.Len()-1, string(name)
+					g.Param, g.Label, g.Tool, g.Member = w.Param(snakeCase(bt)), "tools."+bt, it.Len()-1, string(name)
 					w.gate(g)
 				}
 				continue
@@ -118,40 +113,35 @@ func (w *walker) tools(top *rawjson.Iter) *formats.Error {
 		if err := w.declarations(decls); err != nil {
 			return err
 		}
-		w.pop()
 	}
-	w.pop()
-	if it.Err() == nil {
-		top.SetEnd(it.End() + 1)
+	if err := w.ObjectsErr(&it); err != nil {
+		return err
 	}
+	w.EndObjects(top, &it) // a malformed list is the body's error, reported by the top level
 	return nil
 }
 
 func (w *walker) declarations(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("function_declarations", v, "list")
+	if ok, err := w.OptArray("function_declarations", v); !ok {
+		return err
 	}
-	w.push("function_declarations")
+	w.Push("function_declarations")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if err := w.declaration(it.Value()); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }
 
 // validDeclName checks a raw name string without copying it.
 func validDeclName(v []byte) bool {
 	if bytes.IndexByte(v, '\\') >= 0 {
-		return geminiName(str(v))
+		return geminiName(jsonval.Str(v))
 	}
 	return geminiName(v[1 : len(v)-1])
 }
@@ -181,24 +171,24 @@ func (w *walker) declaration(v []byte) *formats.Error {
 			behavior = it.Value()
 		}
 	}
-	if err := w.reqString("name", name); err != nil {
+	if err := w.ReqString("name", name); err != nil {
 		return err
 	}
 	if !validDeclName(name) {
 		return w.errValue("name", "Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a maximum length of 128.")
 	}
-	hasDesc, err := w.optString("description", desc)
+	hasDesc, err := w.OptString("description", desc)
 	if err != nil {
 		return err
 	}
-	hasParams, err := w.optObject("parameters", params)
+	hasParams, err := w.OptObject("parameters", params)
 	if err != nil {
 		return err
 	}
 	if hasParams {
-		w.push("parameters")
+		w.Push("parameters")
 		err := w.schema(params)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return err
 		}
@@ -223,13 +213,13 @@ func (w *walker) declaration(v []byte) *formats.Error {
 	if w.ir == nil {
 		return nil
 	}
-	n, ok := toSafe(str(name))
+	n, ok := toSafe(jsonval.Str(name))
 	if !ok {
 		return w.reject("name", "the function name is too long for this model's provider (64 characters).")
 	}
 	t := formats.Tool{Name: n}
 	if hasDesc {
-		t.Description = str(desc)
+		t.Description = jsonval.Str(desc)
 	}
 	switch {
 	case hasJSON && rawjson.Kind(jsonParams) == '{':
@@ -262,48 +252,48 @@ func (w *walker) schema(v []byte) *formats.Error {
 				return err
 			}
 		case "items":
-			w.push("items")
+			w.Push("items")
 			if err := w.schema(val); err != nil {
 				return err
 			}
-			w.pop()
+			w.Pop()
 		case "properties":
 			if rawjson.Kind(val) != '{' {
 				return w.errType("properties", val, "object")
 			}
-			w.push("properties")
+			w.Push("properties")
 			pi := rawjson.Object(val, 0)
 			for pi.Next() {
-				w.pushRaw(pi.Member().Name)
+				w.PushRaw(pi.Member().Name)
 				if err := w.schema(pi.Value()); err != nil {
 					return err
 				}
-				w.pop()
+				w.Pop()
 			}
-			w.pop()
+			w.Pop()
 		case "anyOf", "any_of":
 			if rawjson.Kind(val) != '[' {
 				return w.errType("any_of", val, "list")
 			}
-			w.push("any_of")
+			w.Push("any_of")
 			ai := rawjson.Array(val, 0)
 			for ai.Next() {
-				w.pushIndex(ai.Len() - 1)
+				w.PushIndex(ai.Len() - 1)
 				if err := w.schema(ai.Value()); err != nil {
 					return err
 				}
-				w.pop()
+				w.Pop()
 			}
-			w.pop()
+			w.Pop()
 		}
 	}
 	return nil
 }
 
 // openAPIToJSONSchema appends the JSON Schema form of a Gemini Schema
-// (wire/translation.md §4.2, from GEM): types lower-cased, nullable →
-// "null" added to the type, propertyOrdering and example dropped,
-// snake_case keys in JSON Schema's camelCase, int64 counts as numbers.
+// (docs/translation.md, "Tool schemas", from GEM): types lower-cased, nullable
+// → "null" added to the type, propertyOrdering and example dropped, snake_case
+// keys in JSON Schema's camelCase, int64 counts as numbers.
 func openAPIToJSONSchema(dst, v []byte, depth int) []byte {
 	if rawjson.Kind(v) != '{' || depth > 64 {
 		return rawjson.Compact(dst, v)
@@ -333,7 +323,7 @@ func openAPIToJSONSchema(dst, v []byte, depth int) []byte {
 		switch name {
 		case "nullable", "propertyOrdering", "property_ordering", "example":
 		case "type":
-			t := strings.ToLower(str(val))
+			t := strings.ToLower(jsonval.Str(val))
 			if rawjson.Kind(val) != '"' || t == "type_unspecified" || t == "" {
 				continue
 			}
@@ -383,7 +373,7 @@ func openAPIToJSONSchema(dst, v []byte, depth int) []byte {
 		case "minItems", "min_items", "maxItems", "max_items", "minProperties", "min_properties",
 			"maxProperties", "max_properties", "minLength", "min_length", "maxLength", "max_length":
 			member(camel(name))
-			if num, ok := number(val); ok {
+			if num, ok := walk.ProtoNumber(val); ok {
 				dst = append(dst, num...)
 			} else {
 				dst = rawjson.Compact(dst, val)
@@ -435,13 +425,13 @@ func camel(s string) string {
 var callingModes = []string{"MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"}
 
 // toolConfig validates toolConfig and maps functionCallingConfig to the IR's
-// tool choice (wire/translation.md §4.4).
+// tool choice (docs/translation.md, "Tool choice").
 func (w *walker) toolConfig(v []byte) *formats.Error {
-	if ok, err := w.optObject("tool_config", v); !ok {
+	if ok, err := w.OptObject("tool_config", v); !ok {
 		return err
 	}
-	w.push("tool_config")
-	defer w.pop()
+	w.Push("tool_config")
+	defer w.Pop()
 	var fcc []byte
 	var nameBuf [48]byte
 	it := rawjson.Object(v, 0)
@@ -459,10 +449,10 @@ func (w *walker) toolConfig(v []byte) *formats.Error {
 			}
 		}
 	}
-	if ok, err := w.optObject("function_calling_config", fcc); !ok {
+	if ok, err := w.OptObject("function_calling_config", fcc); !ok {
 		return err
 	}
-	w.push("function_calling_config")
+	w.Push("function_calling_config")
 	var mode, allowed []byte
 	fi := rawjson.Object(fcc, 0)
 	for fi.Next() {
@@ -483,28 +473,28 @@ func (w *walker) toolConfig(v []byte) *formats.Error {
 	case 0, 'n':
 	case '[':
 		hasNames = true
-		w.push("allowed_function_names")
+		w.Push("allowed_function_names")
 		ai := rawjson.Array(allowed, 0)
 		for ai.Next() {
 			if rawjson.Kind(ai.Value()) != '"' {
-				w.pushIndex(ai.Len() - 1)
+				w.PushIndex(ai.Len() - 1)
 				return w.errType("", ai.Value(), "TYPE_STRING")
 			}
 			w.req.size.TextBytes += int64(len(ai.Value()))
 			if w.ir != nil {
-				n, ok := toSafe(str(ai.Value()))
+				n, ok := toSafe(jsonval.Str(ai.Value()))
 				if !ok {
-					w.pushIndex(ai.Len() - 1)
+					w.PushIndex(ai.Len() - 1)
 					return w.reject("", "the function name is too long for this model's provider (64 characters).")
 				}
 				names = append(names, n)
 			}
 		}
-		w.pop()
+		w.Pop()
 	default:
 		return w.errType("allowed_function_names", allowed, "list")
 	}
-	w.pop()
+	w.Pop()
 	if w.ir == nil {
 		return nil
 	}

@@ -32,8 +32,8 @@ const (
 	MaxPromptBytes = 4 * MaxPromptRunes
 )
 
-// Form is a POST /v1/images/edits request: a multipart form (wire/openai.md
-// §4.2) that is forwarded to the upstream as it arrives, never held whole.
+// Form is a POST /v1/images/edits request: a multipart form
+// that is forwarded to the upstream as it arrives, never held whole.
 //
 // The gateway must know the model before it can pick an upstream, and
 // clients send the parts in any order (the Go SDK sorts them by name, so

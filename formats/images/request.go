@@ -1,4 +1,4 @@
-// Package images reads and writes the OpenAI Images API (wire/openai.md §4):
+// Package images reads and writes the OpenAI Images API:
 // generation requests (JSON), edit requests (a multipart form, read and
 // forwarded part by part) and the image answers with their usage.
 package images

@@ -7,8 +7,8 @@ import (
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// Answer is what the gateway bills of an images answer (wire/openai.md
-// §4.3): how many images it carries and, for GPT image models, the tokens.
+// Answer is what the gateway bills of an images answer:
+// how many images it carries and, for GPT image models, the tokens.
 type Answer struct {
 	Images   int
 	Usage    formats.Usage

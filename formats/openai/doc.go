@@ -1,5 +1,5 @@
-// Package openai is the OpenAI Chat Completions wire format
-// (wire/openai.md §2): request validation and measurement, the byte-level
+// Package openai is the OpenAI Chat Completions wire format:
+// request validation and measurement, the byte-level
 // pass-through of same-format traffic, the IR codecs used when the other
 // side speaks another format, stream translators, and the error envelope.
 // The Responses API and images come later, beside these files.

@@ -1,17 +1,19 @@
 package openai
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // errorTypeCode is the OpenAI type and default code of each kind
-// (wire/translation.md §8.1).
+// (docs/translation.md, "Errors").
 func errorTypeCode(k formats.ErrorKind) (typ, code string) {
 	switch k {
 	case formats.KindInvalidRequest:
@@ -40,33 +42,7 @@ func errorTypeCode(k formats.ErrorKind) (typ, code string) {
 
 // defaultMessage is used when an error carries no message.
 func defaultMessage(k formats.ErrorKind) string {
-	switch k {
-	case formats.KindInvalidRequest:
-		return "The request is invalid."
-	case formats.KindAuthentication:
-		return "Incorrect API key provided."
-	case formats.KindAccountSuspended:
-		return "This account is suspended."
-	case formats.KindInsufficientQuota:
-		return "The account's balance is insufficient for this request."
-	case formats.KindPermissionDenied:
-		return "This request is not permitted."
-	case formats.KindNotFound:
-		return "The requested resource does not exist."
-	case formats.KindMethodNotAllowed:
-		return "Method not allowed."
-	case formats.KindRequestTooLarge:
-		return "The request is too large."
-	case formats.KindRateLimited:
-		return "Rate limit exceeded; retry later."
-	case formats.KindUpstream:
-		return "The upstream provider failed."
-	case formats.KindOverloaded:
-		return "The upstream provider is overloaded; retry later."
-	case formats.KindTimeout:
-		return "The upstream provider timed out."
-	}
-	return "The gateway failed to process the request."
+	return emit.DefaultMessage(k, "The gateway failed to process the request.")
 }
 
 // AppendError appends the OpenAI error envelope of e:
@@ -115,13 +91,13 @@ func parseErrorBody(body []byte) (ue upstreamError, ok bool) {
 	case '{':
 		return parseErrorObject(ev), true
 	case '"':
-		ue.message = str(ev)
+		ue.message = jsonval.Str(ev)
 		return ue, true
 	}
 	if m := rawjson.Get(body, "message"); rawjson.Kind(m) == '"' {
-		ue.message = str(m)
+		ue.message = jsonval.Str(m)
 		if t := rawjson.Get(body, "type"); rawjson.Kind(t) == '"' {
-			ue.typ = str(t)
+			ue.typ = jsonval.Str(t)
 		}
 		return ue, true
 	}
@@ -134,21 +110,15 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 		v := it.Value()
 		switch {
 		case it.NameIs("message"):
-			if rawjson.Kind(v) == '"' {
-				ue.message = str(v)
-			}
+			jsonval.SetStr(&ue.message, v)
 		case it.NameIs("type"):
-			if rawjson.Kind(v) == '"' {
-				ue.typ = str(v)
-			}
+			jsonval.SetStr(&ue.typ, v)
 		case it.NameIs("param"):
-			if rawjson.Kind(v) == '"' {
-				ue.param = str(v)
-			}
+			jsonval.SetStr(&ue.param, v)
 		case it.NameIs("code"):
 			switch rawjson.Kind(v) {
 			case '"':
-				ue.code = str(v)
+				ue.code = jsonval.Str(v)
 			case '0':
 				ue.code = string(v)
 			}
@@ -158,42 +128,31 @@ func parseErrorObject(ev []byte) (ue upstreamError) {
 }
 
 // ParseUpstreamError reads an upstream OpenAI error answer and maps it to the
-// gateway's kinds (wire/translation.md §8.2). A 400 (or 422) keeps the
+// gateway's kinds (docs/translation.md, "Errors"). A 400 (or 422) keeps the
 // upstream's message, param and code: the client's request was bad (for
-// example context_length_exceeded). 401/403/404 are the gateway's own fault
-// (its credentials or routing) and become 502, never 401. 408/504 are
-// timeouts, 413 too large, 429/503/529 overload, other 5xx upstream
-// failures. Keys, organisation, project and request ids are redacted from
-// any message that is kept.
+// example context_length_exceeded). Other statuses follow the table shared
+// by every vendor (upstream.StatusError): 401/403/404 are the gateway's own
+// fault and become 502, never 401; 408/504 are timeouts, 413 too large,
+// 429/503/529 overload, other 5xx upstream failures. Keys, organisation,
+// project and request ids are redacted from any message that is kept.
 func ParseUpstreamError(status int, body []byte) *formats.Error {
 	ue, _ := parseErrorBody(body)
 	switch {
 	case status == 400 || status == 422:
-		e := &formats.Error{Kind: formats.KindInvalidRequest, Message: formats.Redact(ue.message), Param: ue.param, Code: safeCode(ue.code)}
-		if e.Message == "" {
-			e.Message = "The upstream provider rejected the request as invalid."
-		}
-		return e
-	case status == 401 || status == 403:
-		return formats.NewError(formats.KindUpstream, "The upstream provider refused the gateway's credentials (HTTP "+strconv.Itoa(status)+").")
-	case status == 404:
-		return formats.NewError(formats.KindUpstream, "The upstream provider does not serve the routed model (HTTP 404).")
-	case status == 408 || status == 504:
-		return formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
-	case status == 413:
-		e := formats.NewError(formats.KindRequestTooLarge, formats.Redact(ue.message))
-		if e.Message == "" {
-			e.Message = "The request is too large for the upstream provider."
-		}
-		return e
-	case status == 429 || status == 503 || status == 529:
-		return formats.NewError(formats.KindOverloaded, "The upstream provider is overloaded; retry later.")
-	case status >= 500:
-		return formats.NewError(formats.KindUpstream, "The upstream provider failed (HTTP "+strconv.Itoa(status)+").")
+		return upstream.Rejected(formats.Redact(ue.message), ue.param, safeCode(ue.code))
 	case status >= 400:
-		return formats.NewError(formats.KindUpstream, "The upstream provider rejected the request (HTTP "+strconv.Itoa(status)+").")
+		return upstream.StatusError(status, formats.Redact(ue.message))
 	}
 	return streamError(ue)
+}
+
+// errorValue reads the error member of a chunk or a body: an object, or a
+// bare message.
+func errorValue(v []byte) upstreamError {
+	if rawjson.Kind(v) == '{' {
+		return parseErrorObject(v)
+	}
+	return upstreamError{message: jsonval.Str(v)}
 }
 
 // streamError maps an error reported inside a 200 answer (a stream event or
@@ -209,18 +168,13 @@ func streamError(ue upstreamError) *formats.Error {
 	case strings.Contains(t, "rate_limit"), strings.Contains(t, "overloaded"), strings.Contains(t, "tokens"), strings.Contains(t, "requests"):
 		kind = formats.KindOverloaded
 	}
-	if kind == formats.KindInvalidRequest {
-		if msg == "" {
-			msg = "The upstream provider rejected the request as invalid."
-		}
-		return &formats.Error{Kind: kind, Message: msg, Param: ue.param, Code: safeCode(ue.code)}
+	switch {
+	case kind == formats.KindInvalidRequest:
+		return upstream.Rejected(msg, ue.param, safeCode(ue.code))
+	case msg == "":
+		return formats.NewError(kind, defaultMessage(kind))
 	}
-	if msg == "" {
-		msg = defaultMessage(kind)
-	} else {
-		msg = "The upstream provider reported an error: " + msg
-	}
-	return formats.NewError(kind, msg)
+	return upstream.Reported(kind, msg)
 }
 
 // safeCode keeps a short identifier-like code and drops anything else.

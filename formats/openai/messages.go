@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -39,30 +40,25 @@ var roleParts = [...]uint8{
 // messages walks the messages member of the top-level iterator in place
 // and reports how many messages it holds.
 func (w *walker) messages(top *rawjson.Iter) (int, *formats.Error) {
-	b, start := top.Bytes(), top.Start()
-	if b[start] != '[' {
-		return 0, w.errType("messages", top.Value(), "an array")
+	it, err := w.Objects(top, "messages")
+	if err != nil {
+		return 0, err
 	}
-	w.push("messages")
-	it := rawjson.Array(b, start)
-	for it.NextLazy() {
-		w.pushIndex(it.Len() - 1)
-		if b[it.Start()] != '{' {
-			return 0, w.errType("", it.Value(), "an object")
-		}
-		end, err := w.message(b, it.Start())
+	for w.NextObject(&it) {
+		end, err := w.message(it.Bytes(), it.Start())
 		if err != nil {
 			return 0, err
 		}
 		it.SetEnd(end)
-		w.pop()
 	}
-	w.pop()
-	if it.Err() != nil {
+	if err := w.ObjectsErr(&it); err != nil {
+		return 0, err
+	}
+	n, ok := w.EndObjects(top, &it)
+	if !ok {
 		return 0, errCode("messages", "We could not parse the JSON body of your request.", "invalid_json")
 	}
-	top.SetEnd(it.End() + 1)
-	return it.Len(), nil
+	return n, nil
 }
 
 // message validates the message object at b[start] (the path ends with its
@@ -90,7 +86,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 		}
 	}
 	end := it.End() + 1
-	if err := w.reqString("role", roleV); err != nil {
+	if err := w.ReqString("role", roleV); err != nil {
 		return end, err
 	}
 	var r role
@@ -113,13 +109,13 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	size := &w.req.size
 	size.Messages++
 
-	if ok, err := w.optString("name", name); err != nil {
+	if ok, err := w.OptString("name", name); err != nil {
 		return end, err
 	} else if ok {
 		size.TextBytes += int64(len(name) - 2)
 	}
 	if r == roleFunction {
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqString("name", name); err != nil {
 			return end, err
 		}
 	}
@@ -141,13 +137,13 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 	if w.ir != nil {
 		msg = &formats.Message{}
 		if name != nil && !rawjson.IsNull(name) {
-			msg.Name = str(name)
+			msg.Name = jsonval.Str(name)
 		}
 	}
 	if content != nil {
-		w.push("content")
+		w.Push("content")
 		err := w.content(content, r, msg)
-		w.pop()
+		w.Pop()
 		if err != nil {
 			return end, err
 		}
@@ -155,12 +151,12 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 
 	switch r {
 	case roleAssistant:
-		if ok, err := w.optString("refusal", refusal); err != nil {
+		if ok, err := w.OptString("refusal", refusal); err != nil {
 			return end, err
 		} else if ok {
 			size.TextBytes += int64(len(refusal) - 2)
 			if msg != nil && len(refusal) > 2 {
-				msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartRefusal, Text: str(refusal)})
+				msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartRefusal, Text: jsonval.Str(refusal)})
 			}
 		}
 		if err := w.toolCalls(toolCalls, msg); err != nil {
@@ -170,7 +166,7 @@ func (w *walker) message(b []byte, start int) (int, *formats.Error) {
 			return end, err
 		}
 	case roleTool:
-		if err := w.reqString("tool_call_id", toolCallID); err != nil {
+		if err := w.ReqString("tool_call_id", toolCallID); err != nil {
 			return end, err
 		}
 		size.TextBytes += int64(len(toolCallID) - 2)
@@ -198,10 +194,10 @@ func (w *walker) addMessage(r role, msg *formats.Message, toolCallID, name []byt
 	case roleTool, roleFunction:
 		res := &formats.ToolResult{Parts: msg.Parts}
 		if r == roleTool {
-			res.CallID = str(toolCallID)
+			res.CallID = jsonval.Str(toolCallID)
 			res.Name = ir.ToolName(res.CallID)
 		} else {
-			res.Name = str(name)
+			res.Name = jsonval.Str(name)
 			res.CallID = legacyCallID(ir, res.Name)
 		}
 		part := formats.Part{Type: formats.PartToolResult, ToolResult: res}
@@ -239,7 +235,7 @@ func (w *walker) content(v []byte, r role, msg *formats.Message) *formats.Error 
 	case '"':
 		size.TextBytes += int64(len(v) - 2)
 		if msg != nil && (len(v) > 2 || r != roleAssistant) {
-			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: str(v)})
+			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: jsonval.Str(v)})
 		}
 		return nil
 	case '[':
@@ -252,11 +248,11 @@ func (w *walker) content(v []byte, r role, msg *formats.Message) *formats.Error 
 	allowed := roleParts[r]
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if err := w.part(it.Value(), allowed, msg); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
 	if it.Len() == 0 && r != roleAssistant {
 		return w.errEmpty("")
@@ -288,7 +284,7 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 			refusal = it.Value()
 		}
 	}
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	var kind uint8
@@ -319,20 +315,20 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 	size := &w.req.size
 	switch kind {
 	case partText:
-		if err := w.reqString("text", text); err != nil {
+		if err := w.ReqString("text", text); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(text) - 2)
 		if msg != nil {
-			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: str(text)})
+			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartText, Text: jsonval.Str(text)})
 		}
 	case partRefusal:
-		if err := w.reqString("refusal", refusal); err != nil {
+		if err := w.ReqString("refusal", refusal); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(refusal) - 2)
 		if msg != nil {
-			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartRefusal, Text: str(refusal)})
+			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartRefusal, Text: jsonval.Str(refusal)})
 		}
 	case partImage:
 		return w.imagePart(image, msg)
@@ -345,13 +341,10 @@ func (w *walker) part(v []byte, allowed uint8, msg *formats.Message) *formats.Er
 }
 
 func (w *walker) imagePart(v []byte, msg *formats.Message) *formats.Error {
-	if v == nil {
-		return w.errMissing("image_url")
+	if err := w.ReqObject("image_url", v); err != nil {
+		return err
 	}
-	if rawjson.Kind(v) != '{' {
-		return w.errType("image_url", v, "an object")
-	}
-	w.push("image_url")
+	w.Push("image_url")
 	var url, detail []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -362,26 +355,26 @@ func (w *walker) imagePart(v []byte, msg *formats.Message) *formats.Error {
 			detail = it.Value()
 		}
 	}
-	if err := w.reqString("url", url); err != nil {
+	if err := w.ReqString("url", url); err != nil {
 		return err
 	}
-	if ok, err := w.optString("detail", detail); err != nil {
+	if ok, err := w.OptString("detail", detail); err != nil {
 		return err
 	} else if ok && !rawjson.StringIs(detail, "auto") && !rawjson.StringIs(detail, "low") && !rawjson.StringIs(detail, "high") {
 		return w.errEnum("detail", detail, "auto", "low", "high")
 	}
-	w.pop()
+	w.Pop()
 	w.req.size.Images++
 	if msg != nil {
 		m := &formats.Media{}
-		u := str(url)
+		u := jsonval.Str(url)
 		if mt, data, ok := formats.ParseDataURL(u); ok {
 			m.MediaType, m.Data = mt, data
 		} else {
 			m.URL = u
 		}
 		if detail != nil && !rawjson.IsNull(detail) {
-			m.Detail = str(detail)
+			m.Detail = jsonval.Str(detail)
 		}
 		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartImage, Media: m})
 	}
@@ -389,13 +382,10 @@ func (w *walker) imagePart(v []byte, msg *formats.Message) *formats.Error {
 }
 
 func (w *walker) audioPart(v []byte, msg *formats.Message) *formats.Error {
-	if v == nil {
-		return w.errMissing("input_audio")
+	if err := w.ReqObject("input_audio", v); err != nil {
+		return err
 	}
-	if rawjson.Kind(v) != '{' {
-		return w.errType("input_audio", v, "an object")
-	}
-	w.push("input_audio")
+	w.Push("input_audio")
 	var data, format []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -406,16 +396,16 @@ func (w *walker) audioPart(v []byte, msg *formats.Message) *formats.Error {
 			format = it.Value()
 		}
 	}
-	if err := w.reqString("data", data); err != nil {
+	if err := w.ReqString("data", data); err != nil {
 		return err
 	}
-	if err := w.reqString("format", format); err != nil {
+	if err := w.ReqString("format", format); err != nil {
 		return err
 	}
 	if !rawjson.StringIs(format, "wav") && !rawjson.StringIs(format, "mp3") {
 		return w.errEnum("format", format, "wav", "mp3")
 	}
-	w.pop()
+	w.Pop()
 	w.req.size.Audio++
 	w.req.size.MediaBytes += int64(len(data) - 2)
 	if msg != nil {
@@ -423,19 +413,16 @@ func (w *walker) audioPart(v []byte, msg *formats.Message) *formats.Error {
 		if rawjson.StringIs(format, "mp3") {
 			mt = "audio/mpeg"
 		}
-		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartAudio, Media: &formats.Media{MediaType: mt, Data: str(data)}})
+		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartAudio, Media: &formats.Media{MediaType: mt, Data: jsonval.Str(data)}})
 	}
 	return nil
 }
 
 func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
-	if v == nil {
-		return w.errMissing("file")
+	if err := w.ReqObject("file", v); err != nil {
+		return err
 	}
-	if rawjson.Kind(v) != '{' {
-		return w.errType("file", v, "an object")
-	}
-	w.push("file")
+	w.Push("file")
 	var data, id, filename []byte
 	it := rawjson.Object(v, 0)
 	for it.Next() {
@@ -448,15 +435,15 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 			filename = it.Value()
 		}
 	}
-	hasData, err := w.optString("file_data", data)
+	hasData, err := w.OptString("file_data", data)
 	if err != nil {
 		return err
 	}
-	hasID, err := w.optString("file_id", id)
+	hasID, err := w.OptString("file_id", id)
 	if err != nil {
 		return err
 	}
-	hasName, err := w.optString("filename", filename)
+	hasName, err := w.OptString("filename", filename)
 	if err != nil {
 		return err
 	}
@@ -465,9 +452,9 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 	}
 	if hasID && w.ir == nil {
 		// a file in the operator's account (#16)
-		w.req.gated = append(w.req.gated, formats.Gated{State: formats.StateFiles, Param: w.param("file_id"), Tool: -1})
+		w.req.gated = append(w.req.gated, formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 	}
-	w.pop()
+	w.Pop()
 	size := &w.req.size
 	size.Files++
 	if hasData {
@@ -479,7 +466,7 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 	if msg != nil {
 		m := &formats.Media{}
 		if hasData {
-			d := str(data)
+			d := jsonval.Str(data)
 			if mt, b64, ok := formats.ParseDataURL(d); ok {
 				m.MediaType, m.Data = mt, b64
 			} else {
@@ -487,10 +474,10 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 			}
 		}
 		if hasID {
-			m.FileID = str(id)
+			m.FileID = jsonval.Str(id)
 		}
 		if hasName {
-			m.Filename = str(filename)
+			m.Filename = jsonval.Str(filename)
 		}
 		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartFile, Media: m})
 	}
@@ -499,23 +486,19 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 
 // toolCalls validates an assistant message's tool_calls.
 func (w *walker) toolCalls(v []byte, msg *formats.Message) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("tool_calls", v, "an array")
+	if ok, err := w.OptArray("tool_calls", v); !ok {
+		return err
 	}
-	w.push("tool_calls")
+	w.Push("tool_calls")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if err := w.toolCall(it.Value(), msg); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }
 
@@ -537,35 +520,32 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 			custom = it.Value()
 		}
 	}
-	if err := w.reqString("id", id); err != nil {
+	if err := w.ReqString("id", id); err != nil {
 		return err
 	}
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	size := &w.req.size
 	size.TextBytes += int64(len(id) - 2)
 	switch {
 	case rawjson.StringIs(typ, "function"):
-		if fn == nil {
-			return w.errMissing("function")
+		if err := w.ReqObject("function", fn); err != nil {
+			return err
 		}
-		if rawjson.Kind(fn) != '{' {
-			return w.errType("function", fn, "an object")
-		}
-		w.push("function")
+		w.Push("function")
 		name, args := rawjson.Get(fn, "name"), rawjson.Get(fn, "arguments")
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqString("name", name); err != nil {
 			return err
 		}
-		if err := w.reqString("arguments", args); err != nil {
+		if err := w.ReqString("arguments", args); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 		size.TextBytes += int64(len(name) + len(args) - 4)
 		if msg != nil {
 			msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartToolCall,
-				ToolCall: &formats.ToolCall{ID: str(id), Name: str(name), Arguments: str(args)}})
+				ToolCall: &formats.ToolCall{ID: jsonval.Str(id), Name: jsonval.Str(name), Arguments: jsonval.Str(args)}})
 		}
 	case rawjson.StringIs(typ, "custom"):
 		if rawjson.Kind(custom) != '{' {
@@ -573,7 +553,7 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 		}
 		size.TextBytes += int64(len(custom))
 		if msg != nil {
-			return w.errValue("type", "Custom tool calls in '"+w.param("")+"' cannot be sent to this model's provider.")
+			return w.errValue("type", "Custom tool calls in '"+w.Param("")+"' cannot be sent to this model's provider.")
 		}
 	default:
 		return w.errEnum("type", typ, "function", "custom")
@@ -583,27 +563,23 @@ func (w *walker) toolCall(v []byte, msg *formats.Message) *formats.Error {
 
 // legacyCall validates the deprecated assistant function_call.
 func (w *walker) legacyCall(v []byte, msg *formats.Message) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '{':
-	default:
-		return w.errType("function_call", v, "an object")
+	if ok, err := w.OptObject("function_call", v); !ok {
+		return err
 	}
-	w.push("function_call")
+	w.Push("function_call")
 	name, args := rawjson.Get(v, "name"), rawjson.Get(v, "arguments")
-	if err := w.reqString("name", name); err != nil {
+	if err := w.ReqString("name", name); err != nil {
 		return err
 	}
-	if err := w.reqString("arguments", args); err != nil {
+	if err := w.ReqString("arguments", args); err != nil {
 		return err
 	}
-	w.pop()
+	w.Pop()
 	w.req.size.TextBytes += int64(len(name) + len(args) - 4)
 	if msg != nil {
 		id := "call_" + strconv.Itoa(len(w.ir.Messages))
 		msg.Parts = append(msg.Parts, formats.Part{Type: formats.PartToolCall,
-			ToolCall: &formats.ToolCall{ID: id, Name: str(name), Arguments: str(args)}})
+			ToolCall: &formats.ToolCall{ID: id, Name: jsonval.Str(name), Arguments: jsonval.Str(args)}})
 	}
 	return nil
 }

@@ -8,15 +8,16 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// RenderChatRequest renders an IR request (from a client of another format)
-// as a Chat Completions body for model. The output cap is always
-// max_completion_tokens (set ir.MaxTokens to the cap the gateway allows
-// first); a streamed request always asks for usage. What Chat Completions
-// cannot take is rejected or dropped per wire/translation.md §9, drops
-// being recorded in ir.Dropped.
+// RenderChatRequest renders an IR request (from a client of another format) as
+// a Chat Completions body for model. The output cap is always
+// max_completion_tokens (set ir.MaxTokens to the cap the gateway allows first);
+// a streamed request always asks for usage. What Chat Completions cannot take
+// is rejected or dropped per docs/translation.md, "What cannot be mapped",
+// drops being recorded in ir.Dropped.
 func RenderChatRequest(ir *formats.Request, model string) ([]byte, *formats.Error) {
 	if err := checkChat(ir); err != nil {
 		return nil, err
@@ -141,8 +142,8 @@ func appendFloatMember(b []byte, name string, f *float64) []byte {
 	return rawjson.AppendFloat(b, *f)
 }
 
-// reasoningEffort maps IR reasoning to reasoning_effort
-// (wire/translation.md §9: budgets ≤4096 low, ≤16384 medium, else high).
+// reasoningEffort maps IR reasoning to reasoning_effort (docs/translation.md,
+// "What cannot be mapped": budgets ≤4096 low, ≤16384 medium, else high).
 func reasoningEffort(r *formats.Reasoning) string {
 	switch {
 	case r == nil || r.Disabled:
@@ -397,7 +398,7 @@ func (r *renderer) assistant(m *formats.Message) {
 
 // toolResults renders one tool message per result. Images inside results
 // follow in a user message (OpenAI tool messages are text only); an error
-// result is prefixed "Error: " (wire/translation.md §3.3).
+// result is prefixed "Error: " (docs/translation.md, "Messages and roles").
 func (r *renderer) toolResults(ir *formats.Request, m *formats.Message) *formats.Error {
 	var media []formats.Part
 	for i := range m.Parts {
@@ -410,19 +411,7 @@ func (r *renderer) toolResults(ir *formats.Request, m *formats.Message) *formats
 		if res.IsError {
 			text.WriteString("Error: ")
 		}
-		n := 0
-		for j := range res.Parts {
-			switch q := &res.Parts[j]; q.Type {
-			case formats.PartText:
-				if n > 0 {
-					text.WriteByte('\n')
-				}
-				text.WriteString(q.Text)
-				n++
-			case formats.PartImage, formats.PartFile, formats.PartAudio:
-				media = append(media, *q)
-			}
-		}
+		media = emit.ToolResultText(&text, res, media)
 		r.sep()
 		r.b = append(r.b, `{"role":"tool","tool_call_id":`...)
 		r.b = rawjson.AppendQuote(r.b, res.CallID)

@@ -3,11 +3,12 @@ package openai
 import (
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -241,7 +242,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, *formats.Error) {
 		return nil, syntaxError(body)
 	}
 	req := &ChatRequest{body: body, N: 1}
-	w := walker{req: req}
+	w := walker{Reader: walk.New(walk.Brackets, dialect), req: req}
 	if err := w.top(body); err != nil {
 		return nil, err
 	}
@@ -254,7 +255,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, *formats.Error) {
 func (r *ChatRequest) ToIR() (*formats.Request, *formats.Error) {
 	ir := &formats.Request{Names: &chatNames}
 	tmp := ChatRequest{body: r.body, N: 1}
-	w := walker{req: &tmp, ir: ir}
+	w := walker{Reader: walk.New(walk.Brackets, dialect), req: &tmp, ir: ir}
 	if err := w.top(r.body); err != nil {
 		return nil, err
 	}
@@ -264,17 +265,9 @@ func (r *ChatRequest) ToIR() (*formats.Request, *formats.Error) {
 // syntaxError explains why a body is not valid JSON.
 func syntaxError(body []byte) *formats.Error {
 	const hint = "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP client correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
-	d := jsontext.NewDecoder(strings.NewReader(string(body)))
-	_, err := d.ReadValue()
-	if err == nil {
-		_, err = d.ReadToken()
-		if err == nil {
-			err = errors.New("trailing data after the JSON value")
-		}
-	}
 	var se *jsontext.SyntacticError
-	if errors.As(err, &se) {
-		param := pointerParam(se.JSONPointer)
+	if errors.As(walk.SyntaxError(body), &se) {
+		param := walk.PointerParam(se.JSONPointer)
 		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
 			return errCode(param, "Duplicate key in the JSON body at '"+param+"'.", "invalid_json")
 		}
@@ -287,28 +280,11 @@ func syntaxError(body []byte) *formats.Error {
 	return errCode("", hint, "invalid_json")
 }
 
-// pointerParam turns a JSON pointer (/messages/0/content) into an OpenAI
-// param (messages[0].content).
-func pointerParam(p jsontext.Pointer) string {
-	var b strings.Builder
-	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
-	}
-	return b.String()
-}
-
 // walker validates a request body (known to be syntactically valid JSON)
 // and, when ir is set, builds the IR at the same time, so that validation
 // and translation can never disagree.
 type walker struct {
-	path
+	walk.Reader
 	req *ChatRequest
 	ir  *formats.Request
 	// conversation state while building the IR
@@ -331,10 +307,10 @@ func (w *walker) top(body []byte) *formats.Error {
 		switch i := topField(name); i {
 		case fMessages:
 			msgCount, msgErr = w.messages(&it)
-			w.path.n = 0 // an error leaves the path where it was found
+			w.Truncate(0) // an error leaves the path where it was found
 		case fTools:
 			hasTools, toolsErr = true, w.tools(&it)
-			w.path.n = 0
+			w.Truncate(0)
 		case -1:
 			if w.ir != nil {
 				w.ir.Drop(string(name))
@@ -349,19 +325,19 @@ func (w *walker) top(body []byte) *formats.Error {
 	req, ir := w.req, w.ir
 
 	// model
-	if err := w.reqString("model", f[fModel]); err != nil {
+	if err := w.ReqString("model", f[fModel]); err != nil {
 		return err
 	}
 	if len(f[fModel]) == 2 {
 		return errCode("model", "You must provide a model parameter.", "invalid_value")
 	}
-	req.Model = str(f[fModel])
+	req.Model = jsonval.Str(f[fModel])
 	if ir != nil {
 		ir.Model = req.Model
 	}
 
 	// stream, stream_options
-	if v, ok, err := w.optBool("stream", f[fStream]); err != nil {
+	if v, ok, err := w.OptBool("stream", f[fStream]); err != nil {
 		return err
 	} else if ok {
 		req.Stream = v
@@ -373,35 +349,35 @@ func (w *walker) top(body []byte) *formats.Error {
 		if !req.Stream {
 			return errCode("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "invalid_value")
 		}
-		w.push("stream_options")
+		w.Push("stream_options")
 		it := rawjson.Object(so, 0)
 		for it.Next() {
 			switch {
 			case it.NameIs("include_usage"):
-				v, _, err := w.optBool("include_usage", it.Value())
+				v, _, err := w.OptBool("include_usage", it.Value())
 				if err != nil {
 					return err
 				}
 				req.IncludeUsage = v
 			case it.NameIs("include_obfuscation"):
-				if _, _, err := w.optBool("include_obfuscation", it.Value()); err != nil {
+				if _, _, err := w.OptBool("include_obfuscation", it.Value()); err != nil {
 					return err
 				}
 			}
 		}
-		w.pop()
+		w.Pop()
 	}
 	if ir != nil {
 		ir.Stream, ir.IncludeUsage = req.Stream, req.IncludeUsage
 	}
 
 	// output caps
-	if n, ok, err := w.optInt("max_completion_tokens", f[fMaxCompletionTokens], 1, 1<<31-1); err != nil {
+	if n, ok, err := w.OptInt("max_completion_tokens", f[fMaxCompletionTokens], 1, 1<<31-1); err != nil {
 		return err
 	} else if ok {
 		req.maxCompletionTokens = int(n)
 	}
-	if n, ok, err := w.optInt("max_tokens", f[fMaxTokens], 1, 1<<31-1); err != nil {
+	if n, ok, err := w.OptInt("max_tokens", f[fMaxTokens], 1, 1<<31-1); err != nil {
 		return err
 	} else if ok {
 		req.maxTokens = int(n)
@@ -421,27 +397,27 @@ func (w *walker) top(body []byte) *formats.Error {
 	}
 
 	// sampling
-	if v, ok, err := w.optNumber("temperature", f[fTemperature], 0, 2); err != nil {
+	if v, ok, err := w.OptNumber("temperature", f[fTemperature], 0, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.Temperature = ptr(v)
 	}
-	if v, ok, err := w.optNumber("top_p", f[fTopP], 0, 1); err != nil {
+	if v, ok, err := w.OptNumber("top_p", f[fTopP], 0, 1); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.TopP = ptr(v)
 	}
-	if v, ok, err := w.optNumber("presence_penalty", f[fPresencePenalty], -2, 2); err != nil {
+	if v, ok, err := w.OptNumber("presence_penalty", f[fPresencePenalty], -2, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.PresencePenalty = ptr(v)
 	}
-	if v, ok, err := w.optNumber("frequency_penalty", f[fFrequencyPenalty], -2, 2); err != nil {
+	if v, ok, err := w.OptNumber("frequency_penalty", f[fFrequencyPenalty], -2, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.FrequencyPenalty = ptr(v)
 	}
-	if n, ok, err := w.optInt("n", f[fN], 1, 128); err != nil {
+	if n, ok, err := w.OptInt("n", f[fN], 1, 128); err != nil {
 		return err
 	} else if ok {
 		req.N = int(n)
@@ -449,7 +425,7 @@ func (w *walker) top(body []byte) *formats.Error {
 			ir.N = int(n)
 		}
 	}
-	if n, ok, err := w.optInt("seed", f[fSeed], -1<<62, 1<<62); err != nil {
+	if n, ok, err := w.OptInt("seed", f[fSeed], -1<<62, 1<<62); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.Seed = ptr(n)
@@ -457,14 +433,14 @@ func (w *walker) top(body []byte) *formats.Error {
 	if err := w.stop(f[fStop]); err != nil {
 		return err
 	}
-	logprobs, _, err := w.optBool("logprobs", f[fLogprobs])
+	logprobs, _, err := w.OptBool("logprobs", f[fLogprobs])
 	if err != nil {
 		return err
 	}
 	if ir != nil {
 		ir.Logprobs = logprobs
 	}
-	if n, ok, err := w.optInt("top_logprobs", f[fTopLogprobs], 0, 20); err != nil {
+	if n, ok, err := w.OptInt("top_logprobs", f[fTopLogprobs], 0, 20); err != nil {
 		return err
 	} else if ok {
 		if !logprobs {
@@ -492,7 +468,7 @@ func (w *walker) top(body []byte) *formats.Error {
 	if err := w.functionCall(f[fFunctionCall]); err != nil {
 		return err
 	}
-	if v, ok, err := w.optBool("parallel_tool_calls", f[fParallelToolCalls]); err != nil {
+	if v, ok, err := w.OptBool("parallel_tool_calls", f[fParallelToolCalls]); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.ParallelToolCalls = ptr(v)
@@ -502,10 +478,10 @@ func (w *walker) top(body []byte) *formats.Error {
 	if err := w.responseFormat(f[fResponseFormat]); err != nil {
 		return err
 	}
-	if ok, err := w.optString("reasoning_effort", f[fReasoningEffort]); err != nil {
+	if ok, err := w.OptString("reasoning_effort", f[fReasoningEffort]); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.Reasoning = &formats.Reasoning{Effort: str(f[fReasoningEffort])}
+		ir.Reasoning = &formats.Reasoning{Effort: jsonval.Str(f[fReasoningEffort])}
 	}
 	if err := w.modalities(f[fModalities], f[fAudio]); err != nil {
 		return err
@@ -513,7 +489,7 @@ func (w *walker) top(body []byte) *formats.Error {
 
 	// bookkeeping
 	for _, i := range [...]int{fUser, fSafetyIdentifier, fPromptCacheKey, fServiceTier} {
-		ok, err := w.optString(topNames[i], f[i])
+		ok, err := w.OptString(topNames[i], f[i])
 		if err != nil {
 			return err
 		}
@@ -523,17 +499,17 @@ func (w *walker) top(body []byte) *formats.Error {
 		switch i {
 		case fUser:
 			if ir.User == "" {
-				ir.User = str(f[i])
+				ir.User = jsonval.Str(f[i])
 			}
 		case fSafetyIdentifier:
-			ir.User = str(f[i])
+			ir.User = jsonval.Str(f[i])
 		case fServiceTier:
-			ir.ServiceTier = str(f[i])
+			ir.ServiceTier = jsonval.Str(f[i])
 		case fPromptCacheKey:
 			ir.Drop("prompt_cache_key")
 		}
 	}
-	if v, ok, err := w.optBool("store", f[fStore]); err != nil {
+	if v, ok, err := w.OptBool("store", f[fStore]); err != nil {
 		return err
 	} else if ok && ir != nil {
 		ir.Drop("store")
@@ -557,7 +533,7 @@ func (w *walker) stop(v []byte) *formats.Error {
 		return nil
 	case '"':
 		if w.ir != nil {
-			if s := str(v); s != "" {
+			if s := jsonval.Str(v); s != "" {
 				w.ir.Stop = []string{s}
 			} else {
 				w.ir.Stop = []string{}
@@ -568,53 +544,42 @@ func (w *walker) stop(v []byte) *formats.Error {
 	default:
 		return w.errType("stop", v, "one of a string or array of strings")
 	}
-	w.push("stop")
+	w.Push("stop")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
 		if rawjson.Kind(it.Value()) != '"' {
-			w.pushIndex(it.Len() - 1)
+			w.PushIndex(it.Len() - 1)
 			return w.errType("", it.Value(), "a string")
 		}
 		if it.Len() > 4 {
-			w.pop()
-			return errCode("stop", "Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length "+strconv.Itoa(countArray(v))+" instead.", "array_above_max_length")
+			w.Pop()
+			return errCode("stop", "Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length "+strconv.Itoa(jsonval.Len(v))+" instead.", "array_above_max_length")
 		}
 		if w.ir != nil {
-			if s := str(it.Value()); s != "" {
+			if s := jsonval.Str(it.Value()); s != "" {
 				w.ir.Stop = append(w.ir.Stop, s)
 			}
 		}
 	}
-	w.pop()
+	w.Pop()
 	if w.ir != nil && w.ir.Stop == nil {
 		w.ir.Stop = []string{}
 	}
 	return nil
 }
 
-func countArray(v []byte) int {
-	it := rawjson.Array(v, 0)
-	for it.Next() {
-	}
-	return it.Len()
-}
-
 func (w *walker) logitBias(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '{':
-	default:
-		return w.errType("logit_bias", v, "an object")
+	if ok, err := w.OptObject("logit_bias", v); !ok {
+		return err
 	}
-	w.push("logit_bias")
+	w.Push("logit_bias")
 	it := rawjson.Object(v, 0)
 	for it.Next() {
-		if _, _, err := w.optNumber(string(it.AppendName(nil)), it.Value(), -100, 100); err != nil {
+		if _, _, err := w.OptNumber(string(it.AppendName(nil)), it.Value(), -100, 100); err != nil {
 			return err
 		}
 	}
-	w.pop()
+	w.Pop()
 	if w.ir != nil && it.Len() > 0 {
 		w.ir.LogitBias = v
 	}
@@ -622,14 +587,10 @@ func (w *walker) logitBias(v []byte) *formats.Error {
 }
 
 func (w *walker) metadata(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '{':
-	default:
-		return w.errType("metadata", v, "an object")
+	if ok, err := w.OptObject("metadata", v); !ok {
+		return err
 	}
-	w.push("metadata")
+	w.Push("metadata")
 	it := rawjson.Object(v, 0)
 	for it.Next() {
 		name := string(it.AppendName(nil))
@@ -637,17 +598,17 @@ func (w *walker) metadata(v []byte) *formats.Error {
 			return w.errType(name, it.Value(), "a string")
 		}
 		if it.Len() > 16 {
-			w.pop()
+			w.Pop()
 			return errCode("metadata", "Invalid 'metadata': too many properties. Expected an object with at most 16 properties.", "object_above_max_properties")
 		}
 		if w.ir != nil {
 			if w.ir.Metadata == nil {
 				w.ir.Metadata = make(map[string]string)
 			}
-			w.ir.Metadata[name] = str(it.Value())
+			w.ir.Metadata[name] = jsonval.Str(it.Value())
 		}
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }
 
@@ -656,23 +617,23 @@ func (w *walker) modalities(mod, audio []byte) *formats.Error {
 	switch rawjson.Kind(mod) {
 	case 0, 'n':
 	case '[':
-		w.push("modalities")
+		w.Push("modalities")
 		it := rawjson.Array(mod, 0)
 		for it.Next() {
 			v := it.Value()
-			w.pushIndex(it.Len() - 1)
+			w.PushIndex(it.Len() - 1)
 			if rawjson.Kind(v) != '"' {
 				return w.errType("", v, "a string")
 			}
 			if !rawjson.StringIs(v, "text") && !rawjson.StringIs(v, "audio") {
 				return w.errEnum("", v, "text", "audio")
 			}
-			w.pop()
+			w.Pop()
 			if w.ir != nil && rawjson.StringIs(v, "audio") {
 				w.ir.AudioOutput = true
 			}
 		}
-		w.pop()
+		w.Pop()
 	default:
 		return w.errType("modalities", mod, "an array")
 	}

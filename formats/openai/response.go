@@ -5,15 +5,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
-
-func unusable() *formats.Error {
-	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")
-}
 
 // PassThroughResponse appends to dst a non-streamed upstream chat completion
 // for the client: model replaced by serviceModel (inserted if missing),
@@ -21,19 +17,19 @@ func unusable() *formats.Error {
 // means the upstream reported none. A body that is not a chat completion (or
 // that carries an error) yields a *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return dst, u, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return dst, u, upstream.Unusable()
 	}
-	var model rawjson.Member
-	var hasModel, hasChoices, searched bool
+	var model upstream.Model
+	var hasChoices, searched bool
 	it := rawjson.Object(body, 0)
 	for it.Next() {
 		m := it.Member()
 		v := it.Value()
 		switch {
 		case m.NameIs("model"):
-			model, hasModel = *m, true
+			model.Found(m)
 		case m.NameIs("choices"):
 			hasChoices = rawjson.Kind(v) == '['
 			searched = citesWeb(v)
@@ -41,37 +37,26 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 			u, _ = parseUsage(v)
 		case m.NameIs("error"):
 			if !rawjson.IsNull(v) {
-				ue := upstreamError{message: str(v)}
-				if rawjson.Kind(v) == '{' {
-					ue = parseErrorObject(v)
-				}
-				return dst, formats.Usage{}, streamError(ue)
+				return dst, formats.Usage{}, streamError(errorValue(v))
 			}
 		}
 	}
 	if it.Err() != nil || !hasChoices {
-		return dst, formats.Usage{}, unusable()
+		return dst, formats.Usage{}, upstream.Unusable()
 	}
 	if searched {
 		u.Hosted.WebSearch = 1
 	}
-	var mq [96]byte
-	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
-	if hasModel {
-		return rawjson.Apply(dst, body, rawjson.Edit{Start: model.ValueStart, End: model.ValueEnd, Text: quoted}), u, nil
-	}
-	at := it.Last()
-	var tb [128]byte
-	return rawjson.Apply(dst, body, rawjson.Edit{Start: at, End: at, Text: rawjson.AppendMember(tb[:0], it.Len() > 0, "model", quoted)}), u, nil
+	return model.Append(dst, body, &it, "model", serviceModel), u, nil
 }
 
 // DecodeChatResponse parses an upstream chat completion into the IR (first
 // choice only: the IR answer has one choice). Non-standard reasoning
 // fields (reasoning_content, reasoning) become a thinking part.
 func DecodeChatResponse(body []byte) (*formats.Response, *formats.Error) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return nil, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return nil, upstream.Unusable()
 	}
 	resp := &formats.Response{}
 	var choices []byte
@@ -80,31 +65,23 @@ func DecodeChatResponse(body []byte) (*formats.Response, *formats.Error) {
 		v := it.Value()
 		switch {
 		case it.NameIs("id"):
-			if rawjson.Kind(v) == '"' {
-				resp.ID = str(v)
-			}
+			jsonval.SetStr(&resp.ID, v)
 		case it.NameIs("model"):
-			if rawjson.Kind(v) == '"' {
-				resp.Model = str(v)
-			}
+			jsonval.SetStr(&resp.Model, v)
 		case it.NameIs("created"):
-			resp.Created = count(v)
+			resp.Created = jsonval.Count(v)
 		case it.NameIs("choices"):
 			choices = v
 		case it.NameIs("usage"):
 			resp.Usage, resp.HasUsage = parseUsage(v)
 		case it.NameIs("error"):
 			if !rawjson.IsNull(v) {
-				ue := upstreamError{message: str(v)}
-				if rawjson.Kind(v) == '{' {
-					ue = parseErrorObject(v)
-				}
-				return nil, streamError(ue)
+				return nil, streamError(errorValue(v))
 			}
 		}
 	}
 	if rawjson.Kind(choices) != '[' {
-		return nil, unusable()
+		return nil, upstream.Unusable()
 	}
 	ci := rawjson.Array(choices, 0)
 	if ci.Next() {
@@ -129,23 +106,23 @@ func DecodeChatResponse(body []byte) (*formats.Response, *formats.Error) {
 				}
 			}
 			if len(reasoning) > 2 {
-				resp.Content = append(resp.Content, formats.Part{Type: formats.PartThinking, Text: str(reasoning)})
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartThinking, Text: jsonval.Str(reasoning)})
 			}
 			switch rawjson.Kind(content) {
 			case '"':
 				if len(content) > 2 {
-					resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: str(content)})
+					resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: jsonval.Str(content)})
 				}
 			case '[': // some servers answer with text parts
 				pi := rawjson.Array(content, 0)
 				for pi.Next() {
 					if t := rawjson.Get(pi.Value(), "text"); rawjson.Kind(t) == '"' && len(t) > 2 {
-						resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: str(t)})
+						resp.Content = append(resp.Content, formats.Part{Type: formats.PartText, Text: jsonval.Str(t)})
 					}
 				}
 			}
 			if rawjson.Kind(refusal) == '"' && len(refusal) > 2 {
-				resp.Content = append(resp.Content, formats.Part{Type: formats.PartRefusal, Text: str(refusal)})
+				resp.Content = append(resp.Content, formats.Part{Type: formats.PartRefusal, Text: jsonval.Str(refusal)})
 			}
 			if rawjson.Kind(calls) == '[' {
 				ti := rawjson.Array(calls, 0)
@@ -154,13 +131,13 @@ func DecodeChatResponse(body []byte) (*formats.Response, *formats.Error) {
 					fn := rawjson.Get(c, "function")
 					tc := &formats.ToolCall{}
 					if id := rawjson.Get(c, "id"); rawjson.Kind(id) == '"' {
-						tc.ID = str(id)
+						tc.ID = jsonval.Str(id)
 					}
 					if n := rawjson.Get(fn, "name"); rawjson.Kind(n) == '"' {
-						tc.Name = str(n)
+						tc.Name = jsonval.Str(n)
 					}
 					if a := rawjson.Get(fn, "arguments"); rawjson.Kind(a) == '"' {
-						tc.Arguments = str(a)
+						tc.Arguments = jsonval.Str(a)
 					}
 					if tc.Name == "" {
 						continue
@@ -182,8 +159,8 @@ func responseID(id string) string {
 	return formats.NewID("chatcmpl-")
 }
 
-// RenderChatResponse appends an IR answer as an OpenAI chat completion for
-// the service model. Reasoning is dropped (wire/translation.md §5.1);
+// RenderChatResponse appends an IR answer as an OpenAI chat completion for the
+// service model. Reasoning is dropped (docs/translation.md, "Answer content");
 // tool calls without an id get one.
 func RenderChatResponse(dst []byte, resp *formats.Response, model string) []byte {
 	created := resp.Created

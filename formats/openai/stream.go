@@ -2,7 +2,9 @@ package openai
 
 import (
 	"bytes"
+
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 	"github.com/modelgate/modelgate/formats/sse"
 )
@@ -88,16 +90,12 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			}
 		case m.NameIs("error"):
 			if v := it.Value(); !rawjson.IsNull(v) {
-				ue := upstreamError{message: str(v)}
-				if rawjson.Kind(v) == '{' {
-					ue = parseErrorObject(v)
-				}
-				return dst, false, streamError(ue)
+				return dst, false, streamError(errorValue(v))
 			}
 		}
 	}
 	if it.Err() != nil {
-		return dst, false, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, false, upstream.BadEvent()
 	}
 
 	var edits [2]rawjson.Edit

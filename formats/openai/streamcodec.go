@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // streamDecoder turns an OpenAI chat stream into IR events
-// (wire/translation.md §6.2). Only the first choice is read: the IR answer
-// has one.
+// (docs/translation.md, "Reading upstream streams"). Only the first choice is
+// read: the IR answer has one.
 type streamDecoder struct {
 	started  bool
 	buf      []byte // unescaped deltas of the current chunk
@@ -60,34 +62,26 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 			usage = v
 		case it.NameIs("error"):
 			if !rawjson.IsNull(v) {
-				ue := upstreamError{message: str(v)}
-				if rawjson.Kind(v) == '{' {
-					ue = parseErrorObject(v)
-				}
-				return append(dst, formats.Event{Type: formats.EventError, Err: streamError(ue)}), nil
+				return append(dst, formats.Event{Type: formats.EventError, Err: streamError(errorValue(v))}), nil
 			}
 		}
 	}
 	if it.Err() != nil {
-		return dst, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, upstream.BadEvent()
 	}
 	if !d.started {
 		d.started = true
 		ev := formats.Event{Type: formats.EventStart}
-		if rawjson.Kind(id) == '"' {
-			ev.ID = str(id)
-		}
-		if rawjson.Kind(model) == '"' {
-			ev.Model = str(model)
-		}
-		ev.Created = count(created)
+		jsonval.SetStr(&ev.ID, id)
+		jsonval.SetStr(&ev.Model, model)
+		ev.Created = jsonval.Count(created)
 		dst = append(dst, ev)
 	}
 	if rawjson.Kind(choices) == '[' {
 		ci := rawjson.Array(choices, 0)
 		for ci.Next() {
 			c := ci.Value()
-			if idx := rawjson.Get(c, "index"); idx != nil && !rawjson.IsNull(idx) && count(idx) != 0 {
+			if idx := rawjson.Get(c, "index"); idx != nil && !rawjson.IsNull(idx) && jsonval.Count(idx) != 0 {
 				continue // not the first choice
 			}
 			dst = d.choice(dst, c)
@@ -174,7 +168,7 @@ func (d *streamDecoder) toolDelta(dst []formats.Event, tc []byte) []formats.Even
 	// find the call this fragment belongs to
 	ci := -1
 	if rawjson.Kind(idx) == '0' {
-		n := int(count(idx))
+		n := int(jsonval.Count(idx))
 		for i := range d.calls {
 			if d.calls[i].index == n {
 				ci = i
@@ -197,12 +191,8 @@ func (d *streamDecoder) toolDelta(dst []formats.Event, tc []byte) []formats.Even
 		call.k, call.open = d.nextK(), true
 		d.sawTools = true
 		ev := formats.Event{Type: formats.EventToolStart, Index: call.k}
-		if rawjson.Kind(id) == '"' {
-			ev.ID = str(id)
-		}
-		if rawjson.Kind(name) == '"' {
-			ev.Name = str(name)
-		}
+		jsonval.SetStr(&ev.ID, id)
+		jsonval.SetStr(&ev.Name, name)
 		dst = append(dst, ev)
 	}
 	if rawjson.Kind(args) == '"' && len(args) > 2 && call.open {
@@ -238,7 +228,7 @@ func (d *streamDecoder) closeCalls(dst []formats.Event) []formats.Event {
 }
 
 // streamEncoder renders IR events as an OpenAI chat stream
-// (wire/translation.md §6.3, "OAI client").
+// (docs/translation.md, "Writing client streams", "OAI client").
 type streamEncoder struct {
 	model        string
 	includeUsage bool

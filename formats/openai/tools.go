@@ -2,38 +2,31 @@ package openai
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // tools validates tools: function tools (translatable) and custom tools
 // (OpenAI only: dropped when translating). It walks the tools member of the top-level iterator in place.
 func (w *walker) tools(top *rawjson.Iter) *formats.Error {
-	b, start := top.Bytes(), top.Start()
-	switch b[start] {
-	case 'n':
+	if top.Bytes()[top.Start()] == 'n' {
 		return nil
-	case '[':
-	default:
-		return w.errType("tools", top.Value(), "an array")
 	}
-	w.push("tools")
-	it := rawjson.Array(b, start)
-	for it.NextLazy() {
-		w.pushIndex(it.Len() - 1)
-		if b[it.Start()] != '{' {
-			return w.errType("", it.Value(), "an object")
-		}
-		end, err := w.tool(b, it.Start())
+	it, err := w.Objects(top, "tools")
+	if err != nil {
+		return err
+	}
+	for w.NextObject(&it) {
+		end, err := w.tool(it.Bytes(), it.Start())
 		if err != nil {
 			return err
 		}
 		it.SetEnd(end)
-		w.pop()
 	}
-	w.pop()
-	if it.Err() == nil {
-		top.SetEnd(it.End() + 1)
+	if err := w.ObjectsErr(&it); err != nil {
+		return err
 	}
+	w.EndObjects(top, &it) // a malformed list is the body's error, reported by the top level
 	return nil
 }
 
@@ -53,7 +46,7 @@ func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 		}
 	}
 	end := it.End() + 1
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return end, err
 	}
 	w.req.size.Tools++
@@ -63,24 +56,21 @@ func (w *walker) tool(b []byte, start int) (int, *formats.Error) {
 		if fn == nil {
 			return end, w.errMissing("function")
 		}
-		w.push("function")
-		defer w.pop()
+		w.Push("function")
+		defer w.Pop()
 		return end, w.function(fn)
 	case rawjson.StringIs(typ, "custom"):
-		if custom == nil {
-			return end, w.errMissing("custom")
-		}
-		if rawjson.Kind(custom) != '{' {
-			return end, w.errType("custom", custom, "an object")
-		}
-		w.push("custom")
-		name := rawjson.Get(custom, "name")
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqObject("custom", custom); err != nil {
 			return end, err
 		}
-		w.pop()
+		w.Push("custom")
+		name := rawjson.Get(custom, "name")
+		if err := w.ReqString("name", name); err != nil {
+			return end, err
+		}
+		w.Pop()
 		if w.ir != nil {
-			w.ir.Drop("tools." + str(name))
+			w.ir.Drop("tools." + jsonval.Str(name))
 		}
 		return end, nil
 	}
@@ -133,7 +123,7 @@ func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *forma
 	if err := w.checkName("name", name); err != nil {
 		return d, err
 	}
-	hasDesc, err := w.optString("description", desc)
+	hasDesc, err := w.OptString("description", desc)
 	if err != nil {
 		return d, err
 	}
@@ -144,15 +134,15 @@ func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *forma
 	default:
 		return d, w.errType(schemaKey, schema, "an object")
 	}
-	sv, hasStrict, err := w.optBool("strict", strict)
+	sv, hasStrict, err := w.OptBool("strict", strict)
 	if err != nil {
 		return d, err
 	}
 	d.schema = schema
 	if w.ir != nil {
-		d.name = str(name)
+		d.name = jsonval.Str(name)
 		if hasDesc {
-			d.description = str(desc)
+			d.description = jsonval.Str(desc)
 		}
 		if hasStrict {
 			d.strict = ptr(sv)
@@ -163,25 +153,21 @@ func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *forma
 
 // functions validates the deprecated functions list.
 func (w *walker) functions(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '[':
-	default:
-		return w.errType("functions", v, "an array")
+	if ok, err := w.OptArray("functions", v); !ok {
+		return err
 	}
-	w.push("functions")
+	w.Push("functions")
 	it := rawjson.Array(v, 0)
 	for it.Next() {
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		w.req.size.Tools++
 		w.req.size.TextBytes += int64(len(it.Value()))
 		if err := w.function(it.Value()); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 	}
-	w.pop()
+	w.Pop()
 	return nil
 }
 
@@ -203,30 +189,27 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 			return w.errEnum("tool_choice", v, "none", "auto", "required")
 		}
 	case '{':
-		w.push("tool_choice")
+		w.Push("tool_choice")
 		typ := rawjson.Get(v, "type")
-		if err := w.reqString("type", typ); err != nil {
+		if err := w.ReqString("type", typ); err != nil {
 			return err
 		}
 		w.req.size.TextBytes += int64(len(v))
 		switch {
 		case rawjson.StringIs(typ, "function"):
 			fn := rawjson.Get(v, "function")
-			if fn == nil {
-				return w.errMissing("function")
-			}
-			if rawjson.Kind(fn) != '{' {
-				return w.errType("function", fn, "an object")
-			}
-			w.push("function")
-			name := rawjson.Get(fn, "name")
-			if err := w.reqString("name", name); err != nil {
+			if err := w.ReqObject("function", fn); err != nil {
 				return err
 			}
-			w.pop()
+			w.Push("function")
+			name := rawjson.Get(fn, "name")
+			if err := w.ReqString("name", name); err != nil {
+				return err
+			}
+			w.Pop()
 			tc.Mode = formats.ToolChoiceNamed
 			if w.ir != nil {
-				tc.Name = str(name)
+				tc.Name = jsonval.Str(name)
 			}
 		case rawjson.StringIs(typ, "allowed_tools"):
 			if err := w.allowedTools(rawjson.Get(v, "allowed_tools"), &tc); err != nil {
@@ -234,11 +217,8 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 			}
 		case rawjson.StringIs(typ, "custom"):
 			c := rawjson.Get(v, "custom")
-			if c == nil {
-				return w.errMissing("custom")
-			}
-			if rawjson.Kind(c) != '{' {
-				return w.errType("custom", c, "an object")
+			if err := w.ReqObject("custom", c); err != nil {
+				return err
 			}
 			if w.ir != nil {
 				return errCode("tool_choice", "Forcing a custom tool with 'tool_choice' is not supported for this model's provider.", "unsupported_value")
@@ -246,7 +226,7 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 		default:
 			return w.errEnum("type", typ, "function", "allowed_tools", "custom")
 		}
-		w.pop()
+		w.Pop()
 	default:
 		return w.errType("tool_choice", v, "one of a string or an object")
 	}
@@ -257,15 +237,12 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 }
 
 func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
-	if v == nil {
-		return w.errMissing("allowed_tools")
+	if err := w.ReqObject("allowed_tools", v); err != nil {
+		return err
 	}
-	if rawjson.Kind(v) != '{' {
-		return w.errType("allowed_tools", v, "an object")
-	}
-	w.push("allowed_tools")
+	w.Push("allowed_tools")
 	mode, tools := rawjson.Get(v, "mode"), rawjson.Get(v, "tools")
-	if err := w.reqString("mode", mode); err != nil {
+	if err := w.ReqString("mode", mode); err != nil {
 		return err
 	}
 	switch {
@@ -282,16 +259,16 @@ func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
 	if rawjson.Kind(tools) != '[' {
 		return w.errType("tools", tools, "an array")
 	}
-	w.push("tools")
+	w.Push("tools")
 	it := rawjson.Array(tools, 0)
 	for it.Next() {
 		t := it.Value()
-		w.pushIndex(it.Len() - 1)
+		w.PushIndex(it.Len() - 1)
 		if rawjson.Kind(t) != '{' {
 			return w.errType("", t, "an object")
 		}
 		typ := rawjson.Get(t, "type")
-		if err := w.reqString("type", typ); err != nil {
+		if err := w.ReqString("type", typ); err != nil {
 			return err
 		}
 		var name []byte
@@ -305,23 +282,23 @@ func (w *walker) allowedTools(v []byte, tc *formats.ToolChoice) *formats.Error {
 				return w.errType("function", fn, "an object")
 			}
 			name = rawjson.Get(fn, "name")
-			w.push("function")
-			if err := w.reqString("name", name); err != nil {
+			w.Push("function")
+			if err := w.ReqString("name", name); err != nil {
 				return err
 			}
-			w.pop()
+			w.Pop()
 		case rawjson.StringIs(typ, "custom"):
 			// OpenAI-only; a custom tool is dropped when translating
 		default:
 			return w.errEnum("type", typ, "function", "custom")
 		}
-		w.pop()
+		w.Pop()
 		if w.ir != nil && name != nil {
-			tc.Allowed = append(tc.Allowed, str(name))
+			tc.Allowed = append(tc.Allowed, jsonval.Str(name))
 		}
 	}
-	w.pop()
-	w.pop()
+	w.Pop()
+	w.Pop()
 	if w.ir != nil && tc.Allowed == nil {
 		tc.Allowed = []string{}
 	}
@@ -345,14 +322,14 @@ func (w *walker) functionCall(v []byte) *formats.Error {
 		}
 		return nil
 	case '{':
-		w.push("function_call")
+		w.Push("function_call")
 		name := rawjson.Get(v, "name")
-		if err := w.reqString("name", name); err != nil {
+		if err := w.ReqString("name", name); err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 		if w.ir != nil && w.ir.ToolChoice.Mode == formats.ToolChoiceUnset {
-			w.ir.ToolChoice = formats.ToolChoice{Mode: formats.ToolChoiceNamed, Name: str(name)}
+			w.ir.ToolChoice = formats.ToolChoice{Mode: formats.ToolChoiceNamed, Name: jsonval.Str(name)}
 		}
 		return nil
 	}
@@ -361,17 +338,13 @@ func (w *walker) functionCall(v []byte) *formats.Error {
 
 // responseFormat validates response_format.
 func (w *walker) responseFormat(v []byte) *formats.Error {
-	switch rawjson.Kind(v) {
-	case 0, 'n':
-		return nil
-	case '{':
-	default:
-		return w.errType("response_format", v, "an object")
+	if ok, err := w.OptObject("response_format", v); !ok {
+		return err
 	}
-	w.push("response_format")
-	defer w.pop()
+	w.Push("response_format")
+	defer w.Pop()
 	typ := rawjson.Get(v, "type")
-	if err := w.reqString("type", typ); err != nil {
+	if err := w.ReqString("type", typ); err != nil {
 		return err
 	}
 	rf := formats.ResponseFormat{}
@@ -383,18 +356,15 @@ func (w *walker) responseFormat(v []byte) *formats.Error {
 	case rawjson.StringIs(typ, "json_schema"):
 		rf.Type = formats.FormatJSONSchema
 		js := rawjson.Get(v, "json_schema")
-		if js == nil {
-			return w.errMissing("json_schema")
+		if err := w.ReqObject("json_schema", js); err != nil {
+			return err
 		}
-		if rawjson.Kind(js) != '{' {
-			return w.errType("json_schema", js, "an object")
-		}
-		w.push("json_schema")
+		w.Push("json_schema")
 		d, err := w.namedSchema(js, "schema")
 		if err != nil {
 			return err
 		}
-		w.pop()
+		w.Pop()
 		w.req.size.TextBytes += int64(len(js))
 		rf.Name, rf.Description, rf.Schema, rf.Strict = d.name, d.description, d.schema, d.strict
 	default:

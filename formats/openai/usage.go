@@ -2,54 +2,15 @@ package openai
 
 import (
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// parseUsage reads an OpenAI usage object (wire/translation.md §5.3):
-// prompt_tokens includes cached_tokens (and cache_write_tokens, when a
-// server reports it); completion_tokens includes reasoning_tokens. ok is
-// false when v is not an object with at least one count.
-func parseUsage(v []byte) (u formats.Usage, ok bool) {
-	it := rawjson.Object(v, 0)
-	for it.Next() {
-		val := it.Value()
-		switch {
-		case it.NameIs("prompt_tokens"):
-			u.Input, ok = count(val), true
-		case it.NameIs("completion_tokens"):
-			u.Output, ok = count(val), true
-		case it.NameIs("prompt_tokens_details"):
-			d := rawjson.Object(val, 0)
-			for d.Next() {
-				switch {
-				case d.NameIs("cached_tokens"):
-					u.CacheRead = count(d.Value())
-				case d.NameIs("cache_write_tokens"), d.NameIs("cache_creation_tokens"):
-					u.CacheWrite = count(d.Value())
-				}
-			}
-		case it.NameIs("completion_tokens_details"):
-			d := rawjson.Object(val, 0)
-			for d.Next() {
-				if d.NameIs("reasoning_tokens") {
-					u.Reasoning = count(d.Value())
-				}
-			}
-		}
-	}
-	if it.Err() != nil {
-		return formats.Usage{}, false
-	}
-	return u.Normalized(), ok
-}
-
-func count(v []byte) int64 {
-	n, ok := rawjson.ParseInt(v)
-	if !ok || n < 0 {
-		return 0
-	}
-	return n
-}
+// parseUsage reads a Chat Completions usage object: prompt_tokens includes
+// cached_tokens (and cache_write_tokens, when a server reports it);
+// completion_tokens includes reasoning_tokens. ok is false when v is not an
+// object with at least one count.
+func parseUsage(v []byte) (formats.Usage, bool) { return upstream.ParseUsage(v, &upstream.ChatUsage) }
 
 // appendUsage renders IR usage as an OpenAI usage object.
 func appendUsage(dst []byte, u formats.Usage) []byte {
@@ -88,7 +49,7 @@ func finishToIR(v []byte) formats.StopReason {
 }
 
 // finishFromIR maps an IR stop reason to an OpenAI finish_reason
-// (wire/translation.md §5.2).
+// (docs/translation.md, "Stop reasons").
 func finishFromIR(s formats.StopReason) string {
 	switch s {
 	case formats.StopLength, formats.StopContextWindow:

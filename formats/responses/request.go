@@ -1,8 +1,8 @@
-// Package responses speaks the OpenAI Responses wire format
-// (POST /v1/responses, wire/openai.md §3): it validates requests, converts
-// them to the IR for upstreams of other formats, rewrites them for OpenAI
-// upstreams, and renders answers and event streams in the Responses shape
-// (wire/translation.md §3, §5, §6.3). Errors use the OpenAI envelope
+// Package responses speaks the OpenAI Responses wire format (POST
+// /v1/responses): it validates requests, converts them to the IR for upstreams
+// of other formats, rewrites them for OpenAI upstreams, and renders answers and
+// event streams in the Responses shape (docs/translation.md, "Request mapping",
+// "Answers", "Writing client streams"). Errors use the OpenAI envelope
 // (formats/openai).
 package responses
 
@@ -14,6 +14,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -220,76 +222,78 @@ func (r *Request) present(name string) bool {
 	return ok && !rawjson.IsNull(v)
 }
 
-func (r *Request) reqString(name string) (string, *formats.Error) {
-	v, ok := r.top[name]
-	if !ok || rawjson.IsNull(v) {
-		return "", &formats.Error{Kind: formats.KindInvalidRequest, Param: name, Code: "missing_required_parameter",
-			Message: "Missing required parameter: '" + name + "'."}
+// dialect words the typed readers' errors as the Responses API does.
+var dialect = &walk.Dialect{Missing: missing, Type: wrongType, Range: outOfRange}
+
+// wants names the JSON types as the Responses API's messages do.
+var wants = [...]string{
+	walk.String:  "a string",
+	walk.Bool:    "a boolean",
+	walk.Number:  "a number",
+	walk.Integer: "an integer",
+	walk.Object:  "an object",
+	walk.Array:   "an array",
+}
+
+// missing is the error of a required member that is absent.
+func missing(_, param string) *formats.Error {
+	return &formats.Error{Kind: formats.KindInvalidRequest, Param: param, Code: "missing_required_parameter",
+		Message: "Missing required parameter: '" + param + "'."}
+}
+
+// wrongType is the error of a value of the wrong JSON type.
+func wrongType(_, param string, _ []byte, want walk.Want) *formats.Error {
+	return invalidType(param, wants[want])
+}
+
+// outOfRange is the error of a number out of its range.
+func outOfRange(_, param string, v []byte, integer bool, min, max, _ float64) *formats.Error {
+	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+	if integer {
+		return invalid(param, "Invalid '"+param+"': integer below minimum value. Expected a value >= "+num(min)+", but got "+string(v)+" instead.")
 	}
-	s, ok, err := r.optString(name)
-	if err != nil {
+	return invalid(param, "Invalid '"+param+"': "+string(v)+" is out of range ["+num(min)+", "+num(max)+"].")
+}
+
+// fields reads the top-level members (a null one is absent, even a required
+// one). It is only read: its path stays empty.
+var fields = func() walk.Reader {
+	r := walk.New(walk.Brackets, dialect)
+	r.NullMissing = true
+	return r
+}()
+
+func (r *Request) reqString(name string) (string, *formats.Error) {
+	v := r.top[name]
+	if err := fields.ReqString(name, v); err != nil {
 		return "", err
 	}
-	if !ok || s == "" {
+	s := jsonval.Str(v)
+	if s == "" {
 		return "", invalid(name, "Invalid '"+name+"': empty string.")
 	}
 	return s, nil
 }
 
 func (r *Request) optString(name string) (string, bool, *formats.Error) {
-	v, ok := r.top[name]
-	if !ok || rawjson.IsNull(v) {
-		return "", false, nil
+	v := r.top[name]
+	if ok, err := fields.OptString(name, v); !ok {
+		return "", false, err
 	}
-	if rawjson.Kind(v) != '"' {
-		return "", false, invalidType(name, "a string")
-	}
-	s, _ := rawjson.Unquote(v)
-	return s, true, nil
+	return jsonval.Str(v), true, nil
 }
 
 func (r *Request) optBool(name string) (bool, bool, *formats.Error) {
-	v, ok := r.top[name]
-	if !ok || rawjson.IsNull(v) {
-		return false, false, nil
-	}
-	switch string(v) {
-	case "true":
-		return true, true, nil
-	case "false":
-		return false, true, nil
-	}
-	return false, false, invalidType(name, "a boolean")
+	return fields.OptBool(name, r.top[name])
 }
 
 func (r *Request) optInt(name string, min int64) (int, bool, *formats.Error) {
-	v, ok := r.top[name]
-	if !ok || rawjson.IsNull(v) {
-		return 0, false, nil
-	}
-	n, isInt := rawjson.ParseInt(v)
-	if !isInt {
-		return 0, false, invalidType(name, "an integer")
-	}
-	if n < min || n > 1<<31-1 {
-		return 0, false, invalid(name, "Invalid '"+name+"': integer below minimum value. Expected a value >= "+strconv.FormatInt(min, 10)+", but got "+string(v)+" instead.")
-	}
-	return int(n), true, nil
+	n, ok, err := fields.OptInt(name, r.top[name], min, 1<<31-1)
+	return int(n), ok, err
 }
 
 func (r *Request) optNumber(name string, lo, hi float64) (float64, bool, *formats.Error) {
-	v, ok := r.top[name]
-	if !ok || rawjson.IsNull(v) {
-		return 0, false, nil
-	}
-	f, isNum := rawjson.ParseFloat(v)
-	if rawjson.Kind(v) != '0' || !isNum {
-		return 0, false, invalidType(name, "a number")
-	}
-	if f < lo || f > hi {
-		return 0, false, invalid(name, "Invalid '"+name+"': "+string(v)+" is out of range ["+strconv.FormatFloat(lo, 'g', -1, 64)+", "+strconv.FormatFloat(hi, 'g', -1, 64)+"].")
-	}
-	return f, true, nil
+	return fields.OptNumber(name, r.top[name], lo, hi)
 }
 
 // parseInput decodes input: a string (one user message) or an item list.

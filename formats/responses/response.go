@@ -3,9 +3,8 @@ package responses
 import (
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -22,57 +21,21 @@ func Rewrite(dst, body []byte, upstreamModel string, maxTokens int) ([]byte, err
 	return rawjson.Set(dst, out, "max_output_tokens", rawjson.AppendInt(nb[:0], int64(maxTokens)))
 }
 
-// parseUsage reads a Responses usage object (wire/translation.md §5.3):
-// input_tokens includes cached_tokens, output_tokens includes
-// reasoning_tokens.
-func parseUsage(v []byte) (u formats.Usage, ok bool) {
-	it := rawjson.Object(v, 0)
-	for it.Next() {
-		val := it.Value()
-		switch {
-		case it.NameIs("input_tokens"):
-			u.Input, ok = count(val), true
-		case it.NameIs("output_tokens"):
-			u.Output, ok = count(val), true
-		case it.NameIs("input_tokens_details"):
-			d := rawjson.Object(val, 0)
-			for d.Next() {
-				switch {
-				case d.NameIs("cached_tokens"):
-					u.CacheRead = count(d.Value())
-				case d.NameIs("cache_write_tokens"), d.NameIs("cache_creation_tokens"):
-					u.CacheWrite = count(d.Value())
-				}
-			}
-		case it.NameIs("output_tokens_details"):
-			d := rawjson.Object(val, 0)
-			for d.Next() {
-				if d.NameIs("reasoning_tokens") {
-					u.Reasoning = count(d.Value())
-				}
-			}
-		}
-	}
-	if it.Err() != nil {
-		return formats.Usage{}, false
-	}
-	return u.Normalized(), ok
+// parseUsage reads a Responses usage object: input_tokens includes
+// cached_tokens, output_tokens includes reasoning_tokens.
+func parseUsage(v []byte) (formats.Usage, bool) {
+	return upstream.ParseUsage(v, &upstream.ResponsesUsage)
 }
 
-func count(v []byte) int64 {
-	n, ok := rawjson.ParseInt(v)
-	if !ok || n < 0 {
-		return 0
-	}
-	return n
-}
-
-// appendUsage renders IR usage as a Responses usage object.
+// appendUsage renders IR usage as a Responses usage object, with every
+// count OpenAI's ResponseUsage requires (cache_write_tokens among them).
 func appendUsage(dst []byte, u formats.Usage) []byte {
 	dst = append(dst, `{"input_tokens":`...)
 	dst = rawjson.AppendInt(dst, u.Input)
 	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
 	dst = rawjson.AppendInt(dst, u.CacheRead)
+	dst = append(dst, `,"cache_write_tokens":`...)
+	dst = rawjson.AppendInt(dst, u.CacheWrite)
 	dst = append(dst, `},"output_tokens":`...)
 	dst = rawjson.AppendInt(dst, u.Output)
 	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)
@@ -86,12 +49,12 @@ func appendUsage(dst []byte, u formats.Usage) []byte {
 // replaced by the service model, and reads its usage.
 func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, *formats.Error) {
 	var u formats.Usage
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
-		return dst, u, unusable()
+	body, ok := upstream.Object(body)
+	if !ok {
+		return dst, u, upstream.Unusable()
 	}
-	var model rawjson.Member
-	hasModel, hasOutput := false, false
+	var model upstream.Model
+	hasOutput := false
 	var seen formats.HostedUses
 	it := rawjson.Object(body, 0)
 	for it.Next() {
@@ -99,7 +62,7 @@ func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, 
 		v := it.Value()
 		switch {
 		case m.NameIs("model"):
-			model, hasModel = *m, true
+			model.Found(m)
 		case m.NameIs("output"):
 			hasOutput = rawjson.Kind(v) == '['
 			seen = hostedItems(v)
@@ -108,20 +71,10 @@ func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, 
 		}
 	}
 	if it.Err() != nil || !hasOutput {
-		return dst, formats.Usage{}, unusable()
+		return dst, formats.Usage{}, upstream.Unusable()
 	}
 	u.Hosted = u.Hosted.Max(seen)
-	var mq [96]byte
-	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
-	if hasModel {
-		return rawjson.Apply(dst, body, rawjson.Edit{Start: model.ValueStart, End: model.ValueEnd, Text: quoted}), u, nil
-	}
-	out, _ := rawjson.Set(dst, body, "model", quoted)
-	return out, u, nil
-}
-
-func unusable() *formats.Error {
-	return formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer.")
+	return model.Append(dst, body, &it, "model", serviceModel), u, nil
 }
 
 // status is a Responses status and incomplete reason for an IR stop.
@@ -135,7 +88,7 @@ func status(stop formats.StopReason) (st, reason string) {
 	return "completed", ""
 }
 
-// Render appends a whole answer as a Responses object (wire/openai.md §3.4).
+// Render appends a whole answer as a Responses object.
 // req, when not nil, supplies the echoed settings and the namespaced tool
 // names to restore.
 func Render(dst []byte, resp *formats.Response, model string, req *Request) []byte {
@@ -209,13 +162,13 @@ func (o *object) flushMessage() {
 	o.msg = nil
 }
 
-// close ends the output list and renders the rest of the object.
+// close ends the output list and renders the rest of the object. Without
+// usage the usage member is left out: OpenAI's Response has no null usage.
 func (o *object) close(dst []byte, st, reason string, u formats.Usage, hasUsage bool) []byte {
-	dst = append(dst, `],"usage":`...)
+	dst = append(dst, ']')
 	if hasUsage {
+		dst = append(dst, `,"usage":`...)
 		dst = appendUsage(dst, u)
-	} else {
-		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"error":null,"incomplete_details":`...)
 	if reason != "" {
@@ -230,14 +183,6 @@ func (o *object) close(dst []byte, st, reason string, u formats.Usage, hasUsage 
 
 // echo renders the request settings a Responses object repeats.
 func (o *object) echo(dst []byte) []byte {
-	get := func(name, def string) []byte {
-		if o.req != nil {
-			if v, ok := o.req.top[name]; ok && len(v) > 0 {
-				return rawjson.Compact(nil, v)
-			}
-		}
-		return []byte(def)
-	}
 	for _, m := range [...]struct{ name, def string }{
 		{"instructions", "null"}, {"max_output_tokens", "null"}, {"parallel_tool_calls", "true"},
 		{"previous_response_id", "null"}, {"temperature", "1"}, {"top_p", "1"}, {"tool_choice", `"auto"`},
@@ -246,10 +191,55 @@ func (o *object) echo(dst []byte) []byte {
 		dst = append(dst, ',')
 		dst = rawjson.AppendQuote(dst, m.name)
 		dst = append(dst, ':')
-		dst = append(dst, get(m.name, m.def)...)
+		var v []byte
+		if o.req != nil {
+			v = o.req.top[m.name]
+		}
+		switch {
+		case len(v) == 0:
+			dst = append(dst, m.def...)
+		case m.name == "tools":
+			dst = appendTools(dst, v)
+		default:
+			dst = rawjson.Compact(dst, v)
+		}
 	}
 	return append(dst, '}')
 }
+
+// appendTools echoes the request's tools, compacted. A function tool gets
+// the members OpenAI's FunctionTool requires when the client left them out,
+// as null: parameters, and strict (which the gateway did not ask of the
+// upstream: docs/translation.md, "Tools").
+func appendTools(dst, tools []byte) []byte {
+	if rawjson.Kind(tools) != '[' {
+		return rawjson.Compact(dst, tools)
+	}
+	dst = append(dst, '[')
+	it := rawjson.Array(tools, 0)
+	for it.Next() {
+		if it.Len() > 1 {
+			dst = append(dst, ',')
+		}
+		t := it.Value()
+		start := len(dst)
+		dst = rawjson.Compact(dst, t)
+		if rawjson.Kind(t) != '{' || !rawjson.StringIs(rawjson.Get(t, "type"), "function") {
+			continue
+		}
+		for _, name := range [...]string{"parameters", "strict"} {
+			if rawjson.Get(t, name) == nil {
+				// the compacted object ends in '}': the member goes before it
+				at := len(dst) - 1
+				dst = append(rawjson.AppendMember(dst[:at], at > start+1, name, lit.null), '}')
+			}
+		}
+	}
+	return append(dst, ']')
+}
+
+// lit holds literal bytes the encoders splice in.
+var lit = struct{ null []byte }{null: []byte("null")}
 
 // appendMessage renders an assistant message item.
 func appendMessage(dst []byte, id, st string, parts []formats.Part) []byte {

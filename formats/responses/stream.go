@@ -5,18 +5,19 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/internal/upstream"
 	"github.com/modelgate/modelgate/formats/openai"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
 // NewStreamEncoder renders IR stream events as Responses events
-// (wire/translation.md §6.3, RSP client): response.created and
-// response.in_progress at the start; a message item opened at the first text
-// and closed before a tool call or at the end; each tool call a
+// (docs/translation.md, "Writing client streams", RSP client): response.created
+// and response.in_progress at the start; a message item opened at the first
+// text and closed before a tool call or at the end; each tool call a
 // function_call item; response.completed (or response.incomplete) with the
 // whole response and its usage at the end; on an error, an error event and
-// response.failed. Every event carries the next sequence_number. req, when
-// not nil, supplies the echoed settings and namespaced tool names.
+// response.failed. Every event carries the next sequence_number. req, when not
+// nil, supplies the echoed settings and namespaced tool names.
 func NewStreamEncoder(model string, req *Request) formats.StreamEncoder {
 	e := &encoder{o: object{id: formats.NewID("resp_"), model: model, req: req}}
 	if req != nil {
@@ -272,12 +273,25 @@ func (e *encoder) fail(dst []byte, fe *formats.Error) []byte {
 	dst = append(dst, `,"response":`...)
 	dst = e.o.open(dst, "failed")
 	dst = append(dst, e.o.items...)
-	dst = append(dst, `],"usage":null,"error":{"code":`...)
-	dst = append(dst, code...)
+	dst = append(dst, `],"error":{"code":`...)
+	dst = rawjson.AppendQuote(dst, failedCode(fe.Kind))
 	dst = append(dst, `,"message":`...)
 	dst = append(dst, msg...)
 	dst = append(dst, `},"incomplete_details":null`...)
 	return end(e.o.echo(dst))
+}
+
+// failedCode is the code of a failed response's error for an error kind:
+// one of those OpenAI's ResponseError allows (the error event before it
+// carries the envelope's own code).
+func failedCode(k formats.ErrorKind) string {
+	switch k {
+	case formats.KindRateLimited, formats.KindOverloaded:
+		return "rate_limit_exceeded"
+	case formats.KindInvalidRequest, formats.KindRequestTooLarge:
+		return "invalid_prompt"
+	}
+	return "server_error"
 }
 
 var _ formats.StreamEncoder = (*encoder)(nil)
@@ -312,7 +326,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		return dst, t.done, nil
 	}
 	if rawjson.Kind(data) != '{' {
-		return dst, false, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, false, upstream.BadEvent()
 	}
 	var typ, item []byte
 	var resp rawjson.Member
@@ -336,7 +350,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		}
 	}
 	if it.Err() != nil {
-		return dst, false, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable stream event.")
+		return dst, false, upstream.BadEvent()
 	}
 	name, _ := rawjson.Unquote(typ)
 	if name == "" {

@@ -21,11 +21,11 @@ var known = map[string]bool{
 	"include": true, "truncation": true, "prompt_cache_key": true, "max_tool_calls": true,
 }
 
-// ToIR converts the request for an upstream of another format (wire/
-// translation.md §3, §9). Stored conversation state cannot be honoured
-// there and is refused, naming the field; hosted tools are dropped when
-// merely offered and refused when tool_choice forces one; what else has no
-// equivalent is dropped and listed in Dropped.
+// ToIR converts the request for an upstream of another format
+// (docs/translation.md, "Request mapping", "What cannot be mapped"). Stored
+// conversation state cannot be honoured there and is refused, naming the field;
+// hosted tools are dropped when merely offered and refused when tool_choice
+// forces one; what else has no equivalent is dropped and listed in Dropped.
 func (r *Request) ToIR() (*formats.Request, *formats.Error) {
 	for _, f := range []string{"previous_response_id", "conversation"} {
 		if r.present(f) {
@@ -112,11 +112,11 @@ func (r *Request) ToIR() (*formats.Request, *formats.Error) {
 	return ir, nil
 }
 
-// messagesToIR maps the input items (wire/translation.md §3.3): leading
-// system and developer messages (after instructions) become the system
-// prompt; consecutive function calls, with the assistant message just
-// before them, form one assistant turn; each function call output is a
-// tool message; reasoning and hosted-tool items are dropped.
+// messagesToIR maps the input items (docs/translation.md,
+// "Messages and roles"): leading system and developer messages (after
+// instructions) become the system prompt; consecutive function calls, with the
+// assistant message just before them, form one assistant turn; each function
+// call output is a tool message; reasoning and hosted-tool items are dropped.
 func (r *Request) messagesToIR(ir *formats.Request) *formats.Error {
 	sawTurn := false
 	for i := range r.items {
