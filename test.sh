@@ -14,12 +14,12 @@ export MODELGATE_SCREENSHOTS="${MODELGATE_SCREENSHOTS:-$PWD/screenshots}"
 # shadowed in an inner block (#17).
 go vet ./...
 go tool staticcheck ./...
-# Duplicated production code: clones of 80 tokens or more fail the run
+# Duplicated production code: clones of 100 tokens or more (some 15 lines) fail the run
 # (dupl, a tool in go.mod); fold them into one place.
-dups=$(go tool dupl -t 80 $(git ls-files '*.go' | grep -v '_test\.go$'))
+dups=$(go tool dupl -t 100 $(git ls-files '*.go' | grep -v '_test\.go$'))
 if ! grep -q "Found total 0 clone groups" <<<"$dups"; then
 	echo "$dups"
-	echo "duplicated production code (go tool dupl -t 80): fold it into one place" >&2
+	echo "duplicated production code (go tool dupl -t 100): fold it into one place" >&2
 	exit 1
 fi
 

@@ -289,6 +289,15 @@ var DefaultFieldNames = FieldNames{
 	FieldAudioOutput:       "modalities",
 }
 
+// With returns a copy of n with some names changed (a vendor's names are
+// the defaults but for a few).
+func (n FieldNames) With(changes map[Field]string) FieldNames {
+	for f, name := range changes {
+		n[f] = name
+	}
+	return n
+}
+
 // Request is a generation request in the IR.
 type Request struct {
 	// Model is the model the client asked for (the service model id).

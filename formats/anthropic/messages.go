@@ -508,13 +508,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 	var imgs *msgBuilder // images of a content-source document
 	switch {
 	case rawjson.StringIs(src.typ, "base64"):
-		if err := w.ReqString("media_type", src.mediaType); err != nil {
-			return err
-		}
-		if !rawjson.StringIs(src.mediaType, "application/pdf") {
-			return w.errEnum("media_type", "application/pdf")
-		}
-		if err := w.ReqString("data", src.data); err != nil {
+		if err := w.inlineDocument(src, "application/pdf"); err != nil {
 			return err
 		}
 		size.MediaBytes += int64(len(src.data) - 2)
@@ -522,13 +516,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 			m.MediaType, m.Data = "application/pdf", jsonval.Str(src.data)
 		}
 	case rawjson.StringIs(src.typ, "text"):
-		if err := w.ReqString("media_type", src.mediaType); err != nil {
-			return err
-		}
-		if !rawjson.StringIs(src.mediaType, "text/plain") {
-			return w.errEnum("media_type", "text/plain")
-		}
-		if err := w.ReqString("data", src.data); err != nil {
+		if err := w.inlineDocument(src, "text/plain"); err != nil {
 			return err
 		}
 		size.TextBytes += int64(len(src.data) - 2)
@@ -760,4 +748,16 @@ func (w *walker) toolResult(f *blockFields, mb *msgBuilder) *formats.Error {
 		mb.add(w, formats.Part{Type: formats.PartToolResult, ToolResult: res})
 	}
 	return nil
+}
+
+// inlineDocument checks a document source given inline (base64 or text):
+// its media type, which must be want, and its data.
+func (w *walker) inlineDocument(src sourceFields, want string) *formats.Error {
+	if err := w.ReqString("media_type", src.mediaType); err != nil {
+		return err
+	}
+	if !rawjson.StringIs(src.mediaType, want) {
+		return w.errEnum("media_type", want)
+	}
+	return w.ReqString("data", src.data)
 }

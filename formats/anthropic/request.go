@@ -158,32 +158,13 @@ func topField(name []byte) int {
 }
 
 // messagesNames are the Messages API's names for the IR fields.
-var messagesNames = formats.FieldNames{
-	formats.FieldModel:             "model",
-	formats.FieldMessages:          "messages",
-	formats.FieldSystem:            "system",
-	formats.FieldMaxTokens:         "max_tokens",
-	formats.FieldTemperature:       "temperature",
-	formats.FieldTopP:              "top_p",
-	formats.FieldTopK:              "top_k",
+var messagesNames = formats.DefaultFieldNames.With(map[formats.Field]string{
 	formats.FieldStop:              "stop_sequences",
-	formats.FieldN:                 "n",
-	formats.FieldSeed:              "seed",
-	formats.FieldPresencePenalty:   "presence_penalty",
-	formats.FieldFrequencyPenalty:  "frequency_penalty",
-	formats.FieldLogprobs:          "logprobs",
-	formats.FieldTopLogprobs:       "top_logprobs",
-	formats.FieldLogitBias:         "logit_bias",
-	formats.FieldTools:             "tools",
-	formats.FieldToolChoice:        "tool_choice",
 	formats.FieldParallelToolCalls: "tool_choice.disable_parallel_tool_use",
 	formats.FieldResponseFormat:    "output_config.format",
 	formats.FieldReasoning:         "thinking",
 	formats.FieldUser:              "metadata.user_id",
-	formats.FieldMetadata:          "metadata",
-	formats.FieldServiceTier:       "service_tier",
-	formats.FieldAudioOutput:       "modalities",
-}
+})
 
 // ParseMessagesRequest validates a Messages body the way Anthropic does: a
 // 400 invalid_request_error whose message starts with the offending field's

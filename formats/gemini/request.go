@@ -142,8 +142,7 @@ func topField(name []byte) int {
 
 // geminiNames are the Gemini client's names for the IR fields (lowerCamelCase
 // JSON paths), used when another format's renderer rejects or drops one.
-var geminiNames = formats.FieldNames{
-	formats.FieldModel:             "model",
+var geminiNames = formats.DefaultFieldNames.With(map[formats.Field]string{
 	formats.FieldMessages:          "contents",
 	formats.FieldSystem:            "systemInstruction",
 	formats.FieldMaxTokens:         "generationConfig.maxOutputTokens",
@@ -158,16 +157,13 @@ var geminiNames = formats.FieldNames{
 	formats.FieldLogprobs:          "generationConfig.responseLogprobs",
 	formats.FieldTopLogprobs:       "generationConfig.logprobs",
 	formats.FieldLogitBias:         "logitBias",
-	formats.FieldTools:             "tools",
 	formats.FieldToolChoice:        "toolConfig.functionCallingConfig",
 	formats.FieldParallelToolCalls: "parallelToolCalls",
 	formats.FieldResponseFormat:    "generationConfig.responseMimeType",
 	formats.FieldReasoning:         "generationConfig.thinkingConfig",
-	formats.FieldUser:              "user",
-	formats.FieldMetadata:          "metadata",
 	formats.FieldServiceTier:       "serviceTier",
 	formats.FieldAudioOutput:       "generationConfig.responseModalities",
-}
+})
 
 // ParseGenerateRequest validates a generateContent body the way Google
 // does: a 400 (INVALID_ARGUMENT) names the offending field in its message

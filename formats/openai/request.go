@@ -206,32 +206,11 @@ func topField(name []byte) int {
 }
 
 // chatNames are Chat Completions' names for the IR fields.
-var chatNames = formats.FieldNames{
-	formats.FieldModel:             "model",
-	formats.FieldMessages:          "messages",
-	formats.FieldSystem:            "messages",
-	formats.FieldMaxTokens:         "max_completion_tokens",
-	formats.FieldTemperature:       "temperature",
-	formats.FieldTopP:              "top_p",
-	formats.FieldTopK:              "top_k",
-	formats.FieldStop:              "stop",
-	formats.FieldN:                 "n",
-	formats.FieldSeed:              "seed",
-	formats.FieldPresencePenalty:   "presence_penalty",
-	formats.FieldFrequencyPenalty:  "frequency_penalty",
-	formats.FieldLogprobs:          "logprobs",
-	formats.FieldTopLogprobs:       "top_logprobs",
-	formats.FieldLogitBias:         "logit_bias",
-	formats.FieldTools:             "tools",
-	formats.FieldToolChoice:        "tool_choice",
-	formats.FieldParallelToolCalls: "parallel_tool_calls",
-	formats.FieldResponseFormat:    "response_format",
-	formats.FieldReasoning:         "reasoning_effort",
-	formats.FieldUser:              "safety_identifier",
-	formats.FieldMetadata:          "metadata",
-	formats.FieldServiceTier:       "service_tier",
-	formats.FieldAudioOutput:       "modalities",
-}
+var chatNames = formats.DefaultFieldNames.With(map[formats.Field]string{
+	formats.FieldSystem:    "messages",
+	formats.FieldMaxTokens: "max_completion_tokens",
+	formats.FieldUser:      "safety_identifier",
+})
 
 // ParseChatRequest validates a Chat Completions body the way OpenAI does:
 // a 400 names the offending field in Param (OpenAI style,

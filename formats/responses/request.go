@@ -102,32 +102,15 @@ type tool struct {
 }
 
 // responsesNames are the Responses API's names for the IR fields.
-var responsesNames = formats.FieldNames{
-	formats.FieldModel:             "model",
-	formats.FieldMessages:          "input",
-	formats.FieldSystem:            "instructions",
-	formats.FieldMaxTokens:         "max_output_tokens",
-	formats.FieldTemperature:       "temperature",
-	formats.FieldTopP:              "top_p",
-	formats.FieldTopK:              "top_k",
-	formats.FieldStop:              "stop",
-	formats.FieldN:                 "n",
-	formats.FieldSeed:              "seed",
-	formats.FieldPresencePenalty:   "presence_penalty",
-	formats.FieldFrequencyPenalty:  "frequency_penalty",
-	formats.FieldLogprobs:          "include",
-	formats.FieldTopLogprobs:       "top_logprobs",
-	formats.FieldLogitBias:         "logit_bias",
-	formats.FieldTools:             "tools",
-	formats.FieldToolChoice:        "tool_choice",
-	formats.FieldParallelToolCalls: "parallel_tool_calls",
-	formats.FieldResponseFormat:    "text.format",
-	formats.FieldReasoning:         "reasoning.effort",
-	formats.FieldUser:              "safety_identifier",
-	formats.FieldMetadata:          "metadata",
-	formats.FieldServiceTier:       "service_tier",
-	formats.FieldAudioOutput:       "modalities",
-}
+var responsesNames = formats.DefaultFieldNames.With(map[formats.Field]string{
+	formats.FieldMessages:       "input",
+	formats.FieldSystem:         "instructions",
+	formats.FieldMaxTokens:      "max_output_tokens",
+	formats.FieldLogprobs:       "include",
+	formats.FieldResponseFormat: "text.format",
+	formats.FieldReasoning:      "reasoning.effort",
+	formats.FieldUser:           "safety_identifier",
+})
 
 // invalid is a 400 naming param.
 func invalid(param, msg string) *formats.Error {
