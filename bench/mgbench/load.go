@@ -19,11 +19,9 @@ type target struct {
 	base    string
 	headers []string // name, value pairs
 	gateway bool     // its 200s must each have a usage row
+	// answered counts its complete 200 answers, for the lost-debit check
+	answered atomic.Int64
 }
-
-// answered counts the gateway's complete 200 answers, for the lost-debit
-// check.
-var answered atomic.Int64
 
 func newClient(conns int) *http.Client {
 	return &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
@@ -82,7 +80,7 @@ func (t *target) do(c *http.Client, r request) bool {
 	resp.Body.Close()
 	ok := err == nil && resp.StatusCode == 200
 	if ok && t.gateway {
-		answered.Add(1)
+		t.answered.Add(1)
 	}
 	return ok
 }
@@ -145,7 +143,7 @@ func (t *target) stream(c *http.Client, r request, firstToken chan<- struct{}) (
 		if err != nil {
 			ok = err == io.EOF && resp.StatusCode == 200 && ttft > 0
 			if ok && t.gateway {
-				answered.Add(1)
+				t.answered.Add(1)
 			}
 			return ttft, gaps, ok
 		}

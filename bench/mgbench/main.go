@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"io"
@@ -29,8 +28,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelgate/modelgate/ledger"
 	_ "modernc.org/sqlite" // the usage totals
+
+	"github.com/modelgate/modelgate/ledger"
 )
 
 const (
@@ -47,9 +47,10 @@ func main() {
 	rssStreams := flag.Int("rss-streams", 200, "open streams in the memory phase")
 	profile := flag.String("profile", "", "write a CPU profile of the gateway during the c=50 phase to this file")
 	soak := flag.Duration("soak", 0, "instead of the benchmark, run mixed load this long and print RSS and goroutines")
+	postgres := flag.String("postgres", os.Getenv("MODELGATE_BENCH_POSTGRES"), "also measure a gateway on this PostgreSQL ledger (an empty database or schema: postgres://…)")
 	flag.Parse()
 
-	env, err := setup(*caddyBin, *outDir)
+	env, err := setup(*caddyBin, *outDir, *postgres)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mgbench:", err)
 		os.Exit(1)
@@ -77,9 +78,15 @@ type env struct {
 	adminURL                 string
 	mockURL, floorURL, gwURL string
 	pooledURL                string
+
+	// the same gateway on a PostgreSQL ledger, when one is given
+	key                     string
+	pgDSN, pgAccount, pgKey string
+	pg                      *proc
+	pgT                     *target
 }
 
-func setup(bin, out string) (*env, error) {
+func setup(bin, out, pgDSN string) (*env, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
@@ -87,7 +94,7 @@ func setup(bin, out string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{dir: dir, db: filepath.Join(dir, "ledger.db"), gwAnthropic: "claude-bench", gwGemini: "gemini-bench"}
+	e := &env{dir: dir, db: filepath.Join(dir, "ledger.db"), gwAnthropic: "claude-bench", gwGemini: "gemini-bench", pgDSN: pgDSN}
 	mockPort, floorPort, pooledPort, gwPort, adminPort := freePort(), freePort(), freePort(), freePort(), freePort()
 	e.pooledURL = fmt.Sprintf("http://127.0.0.1:%d", pooledPort)
 	e.mockURL = fmt.Sprintf("http://127.0.0.1:%d", mockPort)
@@ -95,10 +102,11 @@ func setup(bin, out string) (*env, error) {
 	e.gwURL = fmt.Sprintf("http://127.0.0.1:%d", gwPort)
 	e.adminURL = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
 
-	key, err := e.fundedKey()
+	key, account, err := fundedKey(ledger.Options{Path: e.db})
 	if err != nil {
 		return nil, err
 	}
+	e.account, e.key = account, key
 	global := "{\n\tadmin off\n\tpersist_config off\n\tgrace_period 2s\n}\n"
 	if e.mock, err = startCaddy(bin, dir, "mock", global+fmt.Sprintf(`
 http://127.0.0.1:%d {
@@ -131,12 +139,13 @@ http://127.0.0.1:%d {
 	for _, f := range []string{"openai", "anthropic", "gemini"} {
 		fmt.Fprintf(&providers, "\t\tprovider mock-%s {\n\t\t\tformat %s\n\t\t\tbase_url %s\n\t\t\tkeys %s\n\t\t\thealth_check off\n\t\t}\n", f, f, e.mockURL, mockKey)
 	}
-	if e.gw, err = startCaddy(bin, dir, "gateway", fmt.Sprintf(`{
-	admin 127.0.0.1:%d
+	gwCfg := func(admin string, ledgerLine string, port int) string {
+		return fmt.Sprintf(`{
+	%s
 	persist_config off
 	grace_period 2s
 	modelgate {
-		ledger sqlite %s
+		%s
 		# limits every request passes through (never reached here)
 		plan bench {
 			rpm 100000000
@@ -164,9 +173,26 @@ http://127.0.0.1:%d {
 http://127.0.0.1:%d {
 	modelgate_api
 }
-`, adminPort, e.db, providers.String(), gwPort), e.gwURL+"/"); err != nil {
+`, admin, ledgerLine, providers.String(), port)
+	}
+	if e.gw, err = startCaddy(bin, dir, "gateway", gwCfg(fmt.Sprintf("admin 127.0.0.1:%d", adminPort), "ledger sqlite "+e.db, gwPort), e.gwURL+"/"); err != nil {
 		e.close()
 		return nil, err
+	}
+	if pgDSN != "" {
+		pgKey, pgAccount, err := fundedKey(ledger.Options{Postgres: pgDSN})
+		if err != nil {
+			e.close()
+			return nil, fmt.Errorf("the PostgreSQL ledger: %w", err)
+		}
+		e.pgAccount, e.pgKey = pgAccount, pgKey
+		pgPort := freePort()
+		os.Setenv("MGBENCH_POSTGRES", pgDSN)
+		if e.pg, err = startCaddy(bin, dir, "gateway-postgres", gwCfg("admin off", "ledger postgres {env.MGBENCH_POSTGRES}", pgPort), fmt.Sprintf("http://127.0.0.1:%d/", pgPort)); err != nil {
+			e.close()
+			return nil, err
+		}
+		e.pgT = &target{name: "gateway-postgres", base: fmt.Sprintf("http://127.0.0.1:%d", pgPort), headers: []string{"Authorization", "Bearer " + pgKey}, gateway: true}
 	}
 	e.direct = &target{name: "direct", base: e.mockURL, headers: []string{"Authorization", "Bearer " + mockKey}}
 	e.floorT = &target{name: "floor", base: e.floorURL}
@@ -175,29 +201,29 @@ http://127.0.0.1:%d {
 	return e, nil
 }
 
-// fundedKey creates the ledger with one funded account and its key.
-func (e *env) fundedKey() (string, error) {
+// fundedKey creates one funded account and its key in the ledger opts
+// opens, and returns the key and the account.
+func fundedKey(opts ledger.Options) (key, account string, err error) {
 	ctx := context.Background()
-	s, err := ledger.Open(ctx, ledger.Options{Path: e.db})
+	s, err := ledger.Open(ctx, opts)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer s.Close()
-	a, err := s.CreateAccount(ctx, "bench@example.com", "bench")
+	a, err := s.CreateAccount(ctx, "", "bench")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	amount, _ := ledger.ParseMoney(credit)
-	if _, err := s.Credit(ctx, ledger.CreditRequest{AccountID: a.ID, Amount: amount, Reference: "bench", Reason: "bench"}); err != nil {
-		return "", err
+	if _, err := s.Credit(ctx, ledger.CreditRequest{AccountID: a.ID, Amount: amount, Reference: "bench:" + a.ID, Reason: "bench"}); err != nil {
+		return "", "", err
 	}
-	e.account = a.ID
 	secret, _, err := s.CreateKey(ctx, a.ID, "bench")
-	return secret, err
+	return secret, a.ID, err
 }
 
 func (e *env) close() {
-	for _, p := range []*proc{e.gw, e.floor, e.pooled, e.mock} {
+	for _, p := range []*proc{e.gw, e.pg, e.floor, e.pooled, e.mock} {
 		p.stop()
 	}
 }
@@ -238,8 +264,8 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	// interleaved rounds so that drift on a shared machine hits all three
 	translated := chat(e.gwAnthropic, "Hello there, how are you today?", false)
 	const rounds = 4
-	var fOK, pOK, gOK, tOK int64
-	var fCPU, pCPU, gCPU, tCPU time.Duration
+	var fOK, pOK, gOK, tOK, qOK int64
+	var fCPU, pCPU, gCPU, tCPU, qCPU time.Duration
 	var profDone chan error
 	for i := range rounds {
 		c0 := e.floor.cpu()
@@ -258,6 +284,14 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		c0 = e.gw.cpu()
 		n, _ = throughput(c50, e.gwT, translated, 50, d/rounds)
 		tOK, tCPU = tOK+n, tCPU+e.gw.cpu()-c0
+		if e.pgT != nil {
+			if i == 0 {
+				throughput(c50, e.pgT, plain, 50, time.Second) // warm up
+			}
+			c0 = e.pg.cpu()
+			n, _ = throughput(c50, e.pgT, plain, 50, d/rounds)
+			qOK, qCPU = qOK+n, qCPU+e.pg.cpu()-c0
+		}
 	}
 	if profDone != nil {
 		if err := <-profDone; err != nil {
@@ -272,6 +306,12 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	rows = append(rows, row{"CPU per request, translated (chat → Anthropic)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(tPer)/1e3),
 		ratio(float64(tPer), float64(fPer)), "≤ 1.60×", check(float64(tPer) <= 1.6*float64(fPer))})
 	pRPS, pPer := float64(pOK)/d.Seconds(), pCPU/time.Duration(max(pOK, 1))
+	if e.pgT != nil {
+		qRPS, qPer := float64(qOK)/d.Seconds(), qCPU/time.Duration(max(qOK, 1))
+		rows = append(rows,
+			row{"requests/s, c=50, PostgreSQL ledger (same machine)", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", qRPS), ratio(qRPS, fRPS), "≥ 0.70×", check(qRPS >= 0.7*fRPS)},
+			row{"CPU per request, PostgreSQL ledger (the gateway's own; PostgreSQL's not counted)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(qPer)/1e3), ratio(float64(qPer), float64(fPer)), "", nil})
+	}
 	rows = append(rows,
 		row{"requests/s, c=50, vs the floor with modelgate's pool", fmt.Sprintf("%.0f", pRPS), fmt.Sprintf("%.0f", gRPS), ratio(gRPS, pRPS), "", nil},
 		row{"CPU per request, pass-through, vs the floor with modelgate's pool", fmt.Sprintf("%.0f µs", float64(pPer)/1e3), fmt.Sprintf("%.0f µs", float64(gPer)/1e3), ratio(float64(gPer), float64(pPer)), "", nil},
@@ -369,12 +409,21 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		rows = append(rows, row{"ledger: settles per write transaction (mean)", "", fmt.Sprintf("%.1f", sum/n), "", "", nil})
 	}
 	e.gw.stop()
-	lost, audit, err := e.lostDebits()
+	lost, audit, err := lostDebits(ledger.Options{Path: e.db}, e.account, e.key, e.gwT.answered.Load())
 	if err != nil {
 		return err
 	}
 	rows = append(rows, row{"lost debits (200 answers − usage rows)", "", fmt.Sprint(lost), "", "0", check(lost == 0)},
 		row{"balance vs credits − debits", "", audit, "", "equal", check(audit == "equal")})
+	if e.pgT != nil {
+		e.pg.stop()
+		lost, audit, err := lostDebits(ledger.Options{Postgres: e.pgDSN}, e.pgAccount, e.pgKey, e.pgT.answered.Load())
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{"lost debits, PostgreSQL ledger", "", fmt.Sprint(lost), "", "0", check(lost == 0)},
+			row{"balance vs credits − debits, PostgreSQL ledger", "", audit, "", "equal", check(audit == "equal")})
+	}
 
 	e.print(rows)
 	return nil
@@ -414,44 +463,36 @@ func (e *env) cpuProfile(file string, d time.Duration) error {
 	return err
 }
 
-// lostDebits compares the gateway's complete 200 answers with the usage
-// rows, and the balance with credits − debits.
-func (e *env) lostDebits() (lost int64, audit string, err error) {
+// lostDebits compares a gateway's complete 200 answers with the account's
+// usage rows, and the balance with credits − debits.
+func lostDebits(opts ledger.Options, account, key string, answered int64) (lost int64, audit string, err error) {
 	ctx := context.Background()
-	s, err := ledger.Open(ctx, ledger.Options{Path: e.db})
+	s, err := ledger.Open(ctx, opts)
 	if err != nil {
 		return 0, "", err
 	}
 	defer s.Close()
-	rows, debits, err := usageTotals(ctx, e.db, e.account)
+	p, err := s.Authenticate(key)
 	if err != nil {
 		return 0, "", err
 	}
-	a, err := s.GetAccount(ctx, e.account)
+	ku, err := s.KeyUsage(ctx, p.KeyID) // the key's running totals: requests and spend
+	if err != nil {
+		return 0, "", err
+	}
+	a, err := s.GetAccount(ctx, account)
 	if err != nil {
 		return 0, "", err
 	}
 	funded, _ := ledger.ParseMoney(credit)
 	audit = "equal"
-	if a.Balance != funded-debits || a.Held != 0 {
-		audit = fmt.Sprintf("balance %s, credits − debits %s, held %s", a.Balance, funded-debits, a.Held)
+	if a.Balance != funded-ku.Spent || a.Held != 0 {
+		audit = fmt.Sprintf("balance %s, credits − debits %s, held %s", a.Balance, funded-ku.Spent, a.Held)
 	}
 	if mm, err := s.Audit(ctx); err != nil || len(mm) > 0 {
 		audit = fmt.Sprintf("audit: %v %v", err, mm)
 	}
-	return answered.Load() - rows, audit, nil
-}
-
-// usageTotals counts the account's usage rows and sums their debits,
-// straight from the SQLite file (the ledger's views page by 10,000 rows).
-func usageTotals(ctx context.Context, path, account string) (rows int64, debits ledger.Money, err error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer db.Close()
-	err = db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(charged), 0) FROM usage WHERE account_id = ?`, account).Scan(&rows, &debits)
-	return rows, debits, err
+	return answered - ku.Requests, audit, nil
 }
 
 func (e *env) print(rows []row) {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelgate/modelgate/ledger"
 )
 
 // soak runs mixed load (three client formats, three upstream formats,
@@ -61,7 +63,7 @@ func (e *env) soak(d time.Duration) error {
 	time.Sleep(2 * time.Second) // idle connections settle
 	report()
 	e.gw.stop()
-	lost, audit, err := e.lostDebits()
+	lost, audit, err := lostDebits(ledger.Options{Path: e.db}, e.account, e.key, e.gwT.answered.Load())
 	if err != nil {
 		return err
 	}
