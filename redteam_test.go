@@ -1310,9 +1310,11 @@ func TestRedTeamTwoServersOneSQLite(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-		out, err := cmd.CombinedOutput()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output() // standard output only: the commands say on stderr which ledger they opened
 		if err != nil {
-			t.Fatalf("caddy %s: %v\n%s", strings.Join(args, " "), err, out)
+			t.Fatalf("caddy %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
 		}
 		return string(out)
 	}
