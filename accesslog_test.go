@@ -137,7 +137,7 @@ func TestAccessLogLine(t *testing.T) {
 		}
 	}
 	// an unauthenticated request has its request id, nothing more
-	g.do("POST", "/v1/chat/completions", chatBody(testModel, "who", ""))
+	anon := g.do("POST", "/v1/chat/completions", chatBody(testModel, "who", ""))
 	rows := g.rows(acct)
 	lines := g.accessLines()
 	if len(lines) != 3 || len(rows) != 2 {
@@ -161,7 +161,8 @@ func TestAccessLogLine(t *testing.T) {
 	if lines[0].MGCost != rows[1].Charged.String() {
 		t.Errorf("{http.modelgate.cost} = %q, want %s", lines[0].MGCost, rows[1].Charged)
 	}
-	if l := lines[2]; l.Status != 401 || l.UserID != "" || len(l.Modelgate) != 0 {
+	if l := lines[2]; l.Status != 401 || l.UserID != "" || len(l.Modelgate) != 1 ||
+		l.Modelgate["request_id"] != anon.header.Get("X-Request-Id") {
 		t.Errorf("unauthenticated line: %+v", l)
 	}
 }

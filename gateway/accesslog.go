@@ -13,8 +13,6 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/modelgate/modelgate/relay"
 )
 
 // API keys never reach Caddy's access log, whatever the operator
@@ -52,7 +50,7 @@ func accessLogger(ctx caddy.Context) *zap.Logger {
 // that writes the line with the key redacted, to be deferred by the caller,
 // before the credential is taken off r. It returns nil when Caddy's own
 // line is safe or there is none.
-func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, report *relay.Report) func() {
+func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, facts *requestFacts) func() {
 	ctx := r.Context()
 	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	if srv == nil || srv.Logs == nil || h.accessLog == nil {
@@ -101,15 +99,11 @@ func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, repo
 		if start, ok := caddyhttp.GetVar(ctx, "start_time").(time.Time); ok {
 			duration = time.Since(start)
 		}
-		userID, keyID, requestID := "", "", ""
 		if repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 			repl.Set("http.response.status", status)
 			repl.Set("http.response.size", size)
 			repl.Set("http.response.duration", duration)
 			repl.Set("http.response.duration_ms", duration.Seconds()*1e3)
-			userID, _ = repl.GetString("http.auth.user.id")
-			keyID, _ = repl.GetString("http.modelgate.key_id")
-			requestID, _ = repl.GetString("http.modelgate.request_id")
 		}
 		level := zapcore.InfoLevel
 		if status >= 500 {
@@ -130,12 +124,12 @@ func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, repo
 				fields = []zap.Field{
 					zap.Object("request", caddyhttp.LoggableHTTPRequest{Request: lr, ShouldLogCredentials: logs.ShouldLogCredentials}),
 					zap.Int("bytes_read", body.n),
-					zap.String("user_id", userID),
+					zap.String("user_id", facts.accountID),
 					zap.Duration("duration", duration),
 					zap.Int("size", size),
 					zap.Int("status", status),
 					zap.Object("resp_headers", caddyhttp.LoggableHTTPHeader{Header: rec.Header(), ShouldLogCredentials: logs.ShouldLogCredentials}),
-					zap.Object("modelgate", logReport{accountID: userID, keyID: keyID, requestID: requestID, report: report}),
+					zap.Object("modelgate", facts),
 				}
 			}
 			c.Write(fields...)

@@ -201,21 +201,29 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	if ri.route == routeNone {
 		return next.ServeHTTP(w, r)
 	}
-	// what the access log line and the placeholders show of the request
+	// what the access log line and the placeholders show of the request,
+	// read only when a log line or a placeholder asks
 	ctx, report := relay.WithReport(r.Context())
 	r = r.WithContext(ctx)
+	facts := &requestFacts{report: report}
 	repl, _ := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl != nil {
+		repl.Map(facts.placeholder)
+	}
+	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		extra.Add(zap.Object("modelgate", facts))
+	}
 	// Client credentials go no further than this handler; the proxied
 	// request is built fresh, so they never reach an upstream or its logs,
 	// and the access log line of the request shows them redacted.
-	if logLine := h.scrubAccessLog(w, r, report); logLine != nil {
+	if logLine := h.scrubAccessLog(w, r, facts); logLine != nil {
 		defer logLine()
 	}
 	cred := takeCredential(r, acceptsQueryKey(ri))
 
 	reqID := ledger.NewRequestID()
 	w.Header().Set("X-Request-Id", reqID)
-	setPlaceholder(repl, "request_id", reqID)
+	facts.requestID = reqID
 	if h.app.ledgerInUse != nil {
 		// a server refused its ledger (#16), between the start of its HTTP
 		// app and its own refusal: nothing is held here
@@ -265,17 +273,10 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		relay.WriteError(w, ri.format, ferr)
 		return nil
 	}
+	facts.accountID, facts.keyID = p.AccountID, p.KeyID
 	if repl != nil {
 		// the account is the user of Caddy's access log (user_id)
 		repl.Set("http.auth.user.id", p.AccountID)
-		setPlaceholder(repl, "account_id", p.AccountID)
-		setPlaceholder(repl, "key_id", p.KeyID)
-		defer func() {
-			report.Values(func(name string, value any) { setPlaceholder(repl, name, value) })
-			if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-				extra.Add(zap.Object("modelgate", logReport{accountID: p.AccountID, keyID: p.KeyID, requestID: reqID, report: report}))
-			}
-		}()
 	}
 	if ri.format == relay.FormatMessages && (ri.route == routeMessages || ri.route == routeMessagesCount) &&
 		r.Header.Get("Anthropic-Version") == "" {
@@ -499,31 +500,44 @@ var (
 	_ caddyhttp.MiddlewareHandler = (*APIHandler)(nil)
 )
 
-// setPlaceholder sets http.modelgate.<name>, the placeholders an operator
-// can use in the access log and other handlers: request_id, account_id,
-// key_id, model, provider, upstream_model, input_tokens, output_tokens,
-// cost, usage_source, outcome (see APIHandler).
-func setPlaceholder(repl *caddy.Replacer, name string, value any) {
-	if repl != nil {
-		repl.Set("http.modelgate."+name, value)
-	}
-}
-
-// logReport is the modelgate object of an API request's access log line.
-type logReport struct {
-	accountID, keyID, requestID string
+// requestFacts is what an API request's placeholders and the modelgate
+// object of its access log line show: set as the request goes and read
+// only when asked, so that a request costs no more for them than the
+// pointer.
+type requestFacts struct {
+	requestID, accountID, keyID string
 	report                      *relay.Report
 }
 
+// placeholderPrefix begins every placeholder of the API handler.
+const placeholderPrefix = "http.modelgate."
+
+// placeholder resolves http.modelgate.<name>, the placeholders an operator
+// can use in the access log and other handlers: request_id, account_id,
+// key_id, model, provider, upstream_model, input_tokens, output_tokens,
+// cost, usage_source, outcome (see APIHandler). It is a caddy.ReplacerFunc.
+func (f *requestFacts) placeholder(key string) (any, bool) {
+	name, ok := strings.CutPrefix(key, placeholderPrefix)
+	if !ok {
+		return nil, false
+	}
+	switch name {
+	case "request_id":
+		return f.requestID, f.requestID != ""
+	case "account_id":
+		return f.accountID, f.accountID != ""
+	case "key_id":
+		return f.keyID, f.keyID != ""
+	}
+	return f.report.Value(name)
+}
+
 // MarshalLogObject implements zapcore.ObjectMarshaler.
-func (l logReport) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	enc.AddString("request_id", l.requestID)
-	if l.accountID != "" {
-		enc.AddString("account_id", l.accountID)
-		enc.AddString("key_id", l.keyID)
+func (f *requestFacts) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("request_id", f.requestID)
+	if f.accountID != "" {
+		enc.AddString("account_id", f.accountID)
+		enc.AddString("key_id", f.keyID)
 	}
-	if l.report != nil {
-		return l.report.MarshalLogObject(enc)
-	}
-	return nil
+	return f.report.MarshalLogObject(enc)
 }

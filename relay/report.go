@@ -64,36 +64,53 @@ func (rp *Report) setSettled(rec *ledger.UsageRecord) {
 	rp.settled = true
 }
 
-// Values calls set with each known value, by placeholder name (model,
-// provider, upstream_model, input_tokens, output_tokens, cost, usage_source,
-// outcome); the usage ones only once the request is settled.
-func (rp *Report) Values(set func(name string, value any)) {
+// Value is the value of the placeholder name (model, provider,
+// upstream_model, input_tokens, output_tokens, cost, usage_source,
+// outcome), if known: the usage ones only once the request is settled.
+func (rp *Report) Value(name string) (any, bool) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	if rp.model != "" {
-		set("model", rp.model)
+	if name == "model" {
+		return rp.model, rp.model != ""
 	}
 	if !rp.settled {
-		return
+		return nil, false
 	}
-	set("provider", rp.provider)
-	set("upstream_model", rp.upstreamModel)
-	set("input_tokens", rp.inputTokens)
-	set("output_tokens", rp.outputTokens)
-	set("cost", rp.charged.String())
-	set("usage_source", rp.usageSource)
-	set("outcome", rp.outcome)
+	switch name {
+	case "provider":
+		return rp.provider, true
+	case "upstream_model":
+		return rp.upstreamModel, true
+	case "input_tokens":
+		return rp.inputTokens, true
+	case "output_tokens":
+		return rp.outputTokens, true
+	case "cost":
+		return rp.charged.String(), true
+	case "usage_source":
+		return rp.usageSource, true
+	case "outcome":
+		return rp.outcome, true
+	}
+	return nil, false
 }
 
 // MarshalLogObject writes the report as a log object (zapcore.ObjectMarshaler).
 func (rp *Report) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	rp.Values(func(name string, value any) {
-		switch v := value.(type) {
-		case string:
-			enc.AddString(name, v)
-		case int64:
-			enc.AddInt64(name, v)
-		}
-	})
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.model != "" {
+		enc.AddString("model", rp.model)
+	}
+	if !rp.settled {
+		return nil
+	}
+	enc.AddString("provider", rp.provider)
+	enc.AddString("upstream_model", rp.upstreamModel)
+	enc.AddInt64("input_tokens", rp.inputTokens)
+	enc.AddInt64("output_tokens", rp.outputTokens)
+	enc.AddString("cost", rp.charged.String())
+	enc.AddString("usage_source", rp.usageSource)
+	enc.AddString("outcome", rp.outcome)
 	return nil
 }
