@@ -450,9 +450,10 @@ var ledgers = caddy.NewUsagePool()
 type ledgerHandle struct {
 	*ledger.Store
 	// inUse is set when another server holds the file's lock (#16): the
-	// store was then opened as the CLI opens it, so that `caddy validate`,
-	// which provisions a config but never starts it, still works beside a
-	// running server, and Start refuses with this error.
+	// store was then opened as the CLI opens it, so that a config that is
+	// provisioned but never started (caddy.Validate called by a program)
+	// still works beside a running server, and Start refuses with this
+	// error.
 	inUse   error
 	metrics atomic.Pointer[relay.Metrics]
 	redis   atomic.Pointer[redis.Client]
@@ -530,46 +531,58 @@ func (a *App) Provision(ctx caddy.Context) error {
 		opts.Path = path
 		a.storeKey = "sqlite:" + path
 	}
-	v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
-		h := new(ledgerHandle)
-		opts := opts
-		opts.OnCommit, opts.OnChange = h.committed, h.changed
-		s, err := ledger.Open(ctx, opts)
-		if errors.Is(err, ledger.ErrInUse) {
-			h.inUse = err
-			opts.ServerLock = false
-			s, err = ledger.Open(ctx, opts)
+	var handle *ledgerHandle
+	if validatingOnly() {
+		// checked, never opened: validating creates, migrates and writes
+		// no ledger (#22)
+		if err := ledger.Check(opts); err != nil {
+			return err
 		}
-		if err != nil {
-			return nil, err
-		}
-		h.Store = s
-		return h, nil
-	})
-	if err != nil {
 		a.storeKey = ""
-		return fmt.Errorf("opening ledger: %w", err)
+	} else {
+		v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
+			h := new(ledgerHandle)
+			opts := opts
+			opts.OnCommit, opts.OnChange = h.committed, h.changed
+			s, err := ledger.Open(ctx, opts)
+			if errors.Is(err, ledger.ErrInUse) {
+				h.inUse = err
+				opts.ServerLock = false
+				s, err = ledger.Open(ctx, opts)
+			}
+			if err != nil {
+				return nil, err
+			}
+			h.Store = s
+			return h, nil
+		})
+		if err != nil {
+			a.storeKey = ""
+			return fmt.Errorf("opening ledger: %w", err)
+		}
+		handle = v.(*ledgerHandle)
+		a.store = handle.Store
+		a.ledgerInUse = handle.inUse
 	}
-	handle := v.(*ledgerHandle)
-	a.store = handle.Store
-	a.ledgerInUse = handle.inUse
 
 	for _, m := range a.modelList {
-		created, err := a.store.RegisterModel(ctx, m.ID)
-		if err != nil {
-			return fmt.Errorf("registering model %s: %w", m.ID, err)
+		if a.store != nil {
+			created, err := a.store.RegisterModel(ctx, m.ID)
+			if err != nil {
+				return fmt.Errorf("registering model %s: %w", m.ID, err)
+			}
+			m.Created = created.Unix()
 		}
-		m.Created = created.Unix()
 		m.Doc = modelDoc(m)
 	}
 	reg, loaded, _ := registries.LoadOrNew(a.registryKey(), func() (caddy.Destructor, error) {
 		return upstream.NewRegistry(nil), nil
 	})
 	a.registry = reg.(*upstream.Registry)
-	if !loaded && a.ledgerInUse == nil {
+	if !loaded && a.store != nil && a.ledgerInUse == nil {
 		// a new process starts with every provider up: end the incidents
 		// a previous one left open (not those of the server using the
-		// ledger now, when this one is refused or only validating)
+		// ledger now, when this one is refused)
 		a.closeStaleIncidents(ctx)
 	}
 	m, err := relay.NewMetrics(ctx.GetMetricsRegistry(), a.store, breakerCollector{a})
@@ -577,14 +590,18 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.metrics = m
-	handle.metrics.Store(m)
+	if handle != nil {
+		handle.metrics.Store(m)
+	}
 	if err := a.provisionPayments(); err != nil {
 		return err
 	}
 	if err := a.provisionLimits(); err != nil {
 		return err
 	}
-	handle.redis.Store(a.limiter.(*limiterHandle).rdb)
+	if handle != nil {
+		handle.redis.Store(a.limiter.(*limiterHandle).rdb)
+	}
 	sc, _, _ := signatureCaches.LoadOrNew("signatures", func() (caddy.Destructor, error) {
 		return relay.NewSignatureCache(relay.SignatureCacheSize, relay.SignatureTTL), nil
 	})

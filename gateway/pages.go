@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,8 +15,11 @@ import (
 // directive is provisioned in.
 func AppFor(ctx caddy.Context, directive string) (*App, error) {
 	app, err := ctx.AppIfConfigured("modelgate")
-	if err != nil {
+	if errors.Is(err, caddy.ErrNotConfigured) {
 		return nil, fmt.Errorf("%s needs the modelgate global option (providers, models, ledger)", directive)
+	}
+	if err != nil {
+		return nil, err // the app's own error, such as a ledger it cannot open
 	}
 	return app.(*App), nil
 }

@@ -45,6 +45,8 @@ import (
 	"go.uber.org/zap"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/modelgate/modelgate/internal/filelock"
 )
 
@@ -274,6 +276,34 @@ func createPrivate(path string, log *zap.Logger) error {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		log.Warn("the ledger file may be read by other users; chmod 600 it and its -wal and -shm files",
 			zap.String("path", path), zap.String("mode", perm.String()))
+	}
+	return nil
+}
+
+// Check reports what Open would refuse in opts without opening anything:
+// no file is created, no schema migrated, no connection made. It is what
+// `caddy validate` checks of a ledger (#22).
+func Check(opts Options) error {
+	if opts.Postgres != "" {
+		if opts.Path != "" {
+			return errors.New("ledger: both a SQLite path and a PostgreSQL DSN are set")
+		}
+		// pgx leaves the password out of its parse errors
+		if _, err := pgxpool.ParseConfig(opts.Postgres); err != nil {
+			return fmt.Errorf("ledger: postgres: %w", err)
+		}
+		return nil
+	}
+	if opts.Path == "" {
+		return errors.New("ledger: empty path")
+	}
+	switch strings.ToLower(opts.Synchronous) {
+	case "", "normal", "full":
+	default:
+		return fmt.Errorf("ledger: synchronous must be \"normal\" or \"full\", not %q", opts.Synchronous)
+	}
+	if fi, err := os.Stat(opts.Path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("ledger: %s is not a file", opts.Path)
 	}
 	return nil
 }
