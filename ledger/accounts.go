@@ -127,6 +127,10 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 		return Account{}, err
 	}
 	defer done()
+	// Under loadMu, a batch's commit and its effect on the cached holds are
+	// seen together: never a settled usage row beside a hold still counted.
+	s.loadMu.RLock()
+	defer s.loadMu.RUnlock()
 	a := Account{ID: id}
 	var state string
 	var created sql.NullInt64
