@@ -10,15 +10,14 @@
 //
 // builds a Caddy with all of them:
 //
-//	modelgate                               the app: providers, models, plans, the ledger (gateway)
-//	http.handlers.modelgate_api             the API routes of every format (gateway)
-//	http.reverse_proxy.transport.modelgate  the providers' transport (gateway)
-//	admin.api.modelgate                     the admin API on Caddy's admin endpoint (gateway)
-//	caddy modelgate …                       the command-line tool (gateway)
-//	http.handlers.modelgate_console         the customer console (gateway/console)
-//	http.handlers.modelgate_status          the public status page (gateway/status)
-//	http.handlers.modelgate_lookup          the public usage lookup page (gateway/lookup)
-//	http.handlers.modelgate_mock            a fake upstream provider for tests and demos (gateway/mock)
+//	modelgate                        the app: providers, models, plans, the ledger (gateway)
+//	http.handlers.modelgate_api      the API routes of every format (gateway)
+//	admin.api.modelgate              the admin API on Caddy's admin endpoint (gateway)
+//	caddy modelgate …                the command-line tool (gateway)
+//	http.handlers.modelgate_console  the customer console (gateway/console)
+//	http.handlers.modelgate_status   the public status page (gateway/status)
+//	http.handlers.modelgate_lookup   the public usage lookup page (gateway/lookup)
+//	http.handlers.modelgate_mock     a fake upstream provider for tests and demos (gateway/mock)
 //
 // A build that should not carry the mock provider imports the packages it
 // wants instead of this one. The work is done by plain-Go packages: relay

@@ -44,7 +44,7 @@ func TestXcaddyBuild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list-modules: %v\n%s", err, out)
 	}
-	for _, mod := range []string{"modelgate", "http.handlers.modelgate_api", "http.handlers.modelgate_mock", "http.handlers.modelgate_status", "http.reverse_proxy.transport.modelgate"} {
+	for _, mod := range []string{"modelgate", "http.handlers.modelgate_api", "http.handlers.modelgate_mock", "http.handlers.modelgate_status"} {
 		if !strings.Contains("\n"+string(out), "\n"+mod+"\n") {
 			t.Errorf("the built Caddy lacks module %s", mod)
 		}

@@ -107,7 +107,7 @@ func (a *App) probe(ctx context.Context, p *provider, k *upstream.Key) {
 	}
 	relay.SetUpstreamAuth(req.Header, p.Provider, k.Secret(), nil)
 	start := time.Now()
-	resp, err := p.transport.HTTPTransport.RoundTrip(req)
+	resp, err := p.transport.RoundTrip(req)
 	if err != nil {
 		cause := relay.TransportCause(err, ctx.Err() != nil)
 		p.ProbeFailed(k, cause, 0)

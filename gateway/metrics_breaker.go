@@ -21,7 +21,7 @@ func (breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerDesc
 func (b breakerCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, p := range b.a.providers {
-		if p.Provider == nil || p.proxy == nil {
+		if p.Provider == nil || p.transport == nil {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(p.Breaker(now)), p.Name, "")

@@ -3,7 +3,7 @@
 // and Gemini wire formats, billed per token against a prepaid balance.
 //
 // This package is the Caddy glue only: the app (the global option
-// `modelgate`), the handlers and the reverse-proxy transport. The work is done
+// `modelgate`), the handlers, the admin API and the CLI. The work is done
 // by the plain-Go packages formats, ledger and upstream.
 package gateway
 
@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -384,13 +383,13 @@ type PlanConfig struct {
 }
 
 // provider is a configured upstream: what a request sees of it (relay),
-// its probes, and its reverse proxy with the modelgate transport.
+// its probes, and its HTTP transport (Caddy's, for dialing, TLS and
+// connection pools).
 type provider struct {
 	*relay.Provider
 	connectTimeout time.Duration
 	probe          probeSpec
-	proxy          *reverseproxy.Handler
-	transport      *Transport
+	transport      *reverseproxy.HTTPTransport
 }
 
 // The model features a configuration may declare.
@@ -931,8 +930,8 @@ func buildPlan(pc *PlanConfig) (*relay.Plan, error) {
 	return p, nil
 }
 
-// provisionProvider expands the provider's secrets and sets up its reverse
-// proxy with the modelgate transport.
+// provisionProvider expands the provider's secrets and sets up its HTTP
+// transport.
 func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *ProviderConfig) error {
 	base, err := repl.ReplaceOrErr(pc.BaseURL, true, true)
 	if err != nil {
@@ -969,7 +968,7 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	p.ResponseTimeout = durationOr(pc.ResponseTimeout, defaultResponseTimeout)
 	p.DrainTimeout = durationOr(pc.DrainTimeout, defaultDrainTimeout)
 	p.probe = newProbeSpec(pc.HealthCheck, p.Format)
-	t := &Transport{HTTPTransport: new(reverseproxy.HTTPTransport), provider: p}
+	t := new(reverseproxy.HTTPTransport)
 	t.DialTimeout = caddy.Duration(p.connectTimeout)
 	// An LLM gateway keeps many requests open to few upstream hosts (long
 	// streams): Caddy's default of 32 idle connections per host would close
@@ -982,16 +981,7 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 		return fmt.Errorf("provider %s: transport: %w", pc.Name, err)
 	}
 	p.transport = t
-	p.Upstream = dialMarking{t.HTTPTransport}
-	rp := &reverseproxy.Handler{
-		Transport: t,
-		Upstreams: reverseproxy.UpstreamPool{{Dial: up.DialAddress}},
-	}
-	if err := rp.Provision(ctx); err != nil {
-		return fmt.Errorf("provider %s: proxy: %w", pc.Name, err)
-	}
-	p.proxy = rp
-	p.Proxy = func(w http.ResponseWriter, r *http.Request) error { return rp.ServeHTTP(w, r, noNext{}) }
+	p.Upstream = dialMarking{t}
 	return nil
 }
 
@@ -1038,13 +1028,10 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// Cleanup releases the proxies and this config's hold on the ledger.
+// Cleanup releases the transports and this config's hold on the ledger.
 func (a *App) Cleanup() error {
 	var errs []error
 	for _, p := range a.providers {
-		if p.proxy != nil {
-			errs = append(errs, p.proxy.Cleanup())
-		}
 		if p.transport != nil {
 			errs = append(errs, p.transport.Cleanup())
 		}

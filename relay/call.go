@@ -30,9 +30,6 @@ const (
 	UserAgent       = "modelgate/1"
 )
 
-// callKey carries the *call from the handler to the transport.
-type callKey struct{}
-
 // call is one API request on its way through the gateway: what the handler
 // decided (model, route, hold, upstream body) and what the transport learns
 // (upstream key, timings). It settles the bill exactly once.
@@ -99,7 +96,7 @@ func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.
 }
 
 // run serves the call: it asks the scheduler for a route and a key, sends
-// the request through that provider's reverse proxy, and, when the attempt
+// the request to that provider and writes its answer, and, when the attempt
 // fails before the first byte reaches the client, tries the next key or
 // route, up to max_attempts. The client's body was read once; each route
 // gets its own rendering of it. Whatever the number of attempts, the bill is
@@ -128,8 +125,8 @@ func (c *call) run(w http.ResponseWriter, r *http.Request) {
 		}
 		var ae *attemptError
 		if !errors.As(err, &ae) {
-			// not an upstream failure the transport classified (the
-			// client went away, or reverse_proxy itself failed)
+			// not an upstream failure roundTrip classified (the client
+			// went away before anything was sent)
 			ae = &attemptError{err: formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")}
 		}
 		last = ae.err
@@ -218,30 +215,37 @@ type attemptError struct {
 
 func (e *attemptError) Error() string { return "upstream attempt failed: " + e.cause.String() }
 
-// proxyOnce sends one attempt through the route's reverse proxy. The request
-// handed to reverse_proxy carries no client headers at all: the transport
-// builds the upstream request from the call. A nil error means a response
-// was written.
+// proxyOnce sends one attempt to the route's provider and, when it
+// succeeds, writes its answer to the client (see deliver). A nil error means
+// a response was written.
 func (c *call) proxyOnce(w http.ResponseWriter, r *http.Request) error {
-	ctx := context.WithValue(r.Context(), callKey{}, c)
-	pr := r.WithContext(ctx)
-	pr.Method = http.MethodPost
-	pr.Header = http.Header{"Content-Type": {"application/json"}}
-	pr.Body = http.NoBody
-	pr.ContentLength = 0
-	pr.Trailer = nil
-	return c.route.Provider.Proxy(w, pr)
+	resp, err := c.roundTrip(r)
+	if err != nil {
+		return err
+	}
+	deliver(w, resp)
+	return nil
 }
 
-// RoundTrip sends one attempt of the call that Generate put in the
-// request's context: the provider's reverse proxy calls it through its
-// transport.
-func RoundTrip(req *http.Request) (*http.Response, error) {
-	c, _ := req.Context().Value(callKey{}).(*call)
-	if c == nil {
-		return nil, errors.New("modelgate transport: request without a modelgate call")
+// deliver writes an answer the relay built to the client: its headers,
+// then its body, a stream flushed event by event (docs/design.md, "The
+// proxy is ours"). A client that goes away mid-answer ends the copy; closing
+// the body then drains and settles what the upstream made.
+func deliver(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
 	}
-	return c.roundTrip(req)
+	if resp.ContentLength >= 0 {
+		h["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}
+	}
+	w.WriteHeader(resp.StatusCode)
+	if s, ok := resp.Body.(*meteredStream); ok {
+		s.writeTo(w, http.NewResponseController(w))
+		return
+	}
+	_, _ = io.Copy(w, resp.Body)
 }
 
 // ErrConnect marks a failure to connect to an upstream (the transport
@@ -303,7 +307,8 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 
 	out := req.WithContext(ctx)
 	path, query := upstreamURL(p.Provider, c.route.UpstreamModel, c.stream, c.count, c.passThrough && c.format == FormatResponses)
-	out.URL = &url.URL{Scheme: p.Scheme, Host: req.URL.Host, Path: path, RawQuery: query}
+	out.URL = &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: path, RawQuery: query}
+	out.Method, out.RequestURI = http.MethodPost, ""
 	out.Host = p.Host
 	accept := "application/json"
 	if c.stream {
@@ -628,6 +633,27 @@ type meteredStream struct {
 	keepAlive []byte
 	ka        *eventPump
 	kaTimer   *time.Timer
+}
+
+// writeTo writes the stream to the client, flushing after each upstream
+// event's bytes, until it ends or a write fails (the client left).
+func (s *meteredStream) writeTo(w io.Writer, f *http.ResponseController) {
+	for {
+		for s.off == len(s.out) {
+			if s.ended {
+				return
+			}
+			s.out, s.off = s.out[:0], 0
+			s.step()
+		}
+		if _, err := w.Write(s.out[s.off:]); err != nil {
+			return
+		}
+		s.off = len(s.out)
+		if err := f.Flush(); err != nil {
+			return
+		}
+	}
 }
 
 // Read returns the next client bytes, at most one upstream event's worth,

@@ -53,24 +53,6 @@ type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
 
-// proxyTo is a provider's reverse proxy reduced to what the relay needs:
-// the request goes to RoundTrip, the answer is copied to the client.
-func proxyTo(w http.ResponseWriter, r *http.Request) error {
-	out := r.Clone(r.Context())
-	out.URL.Scheme, out.URL.Host = "http", "upstream.test"
-	resp, err := RoundTrip(out)
-	if err != nil {
-		return err
-	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, cerr := io.Copy(w, resp.Body)
-	resp.Body.Close()
-	return cerr
-}
-
 // testService is a Service with one model routed to fake, priced 1 and 2
 // per token of input and output, and an account funded with credit nanos.
 func testService(t *testing.T, format upstream.Format, fake *fakeUpstream, credit ledger.Money) (*Service, Principal) {
@@ -86,7 +68,7 @@ func testService(t *testing.T, format upstream.Format, fake *fakeUpstream, credi
 		t.Fatal(err)
 	}
 	p := &Provider{Provider: up, AnthropicVersion: "2023-06-01", FirstByteTimeout: 5 * time.Second,
-		ResponseTimeout: 5 * time.Second, DrainTimeout: 5 * time.Second, Proxy: proxyTo, Upstream: fake}
+		ResponseTimeout: 5 * time.Second, DrainTimeout: 5 * time.Second, Upstream: fake}
 	m := &Model{ID: "m", Price: ledger.Price{Input: 1, Output: 2, CacheRead: 1, CacheWrite: 1}, MaxOutput: 100,
 		Routes: []Route{{Provider: p, UpstreamModel: "up-m"}}}
 	svc := &Service{Store: store, Logger: zap.NewNop(), Models: map[string]*Model{"m": m},

@@ -83,9 +83,6 @@ type Provider struct {
 	// ResponseTimeout a non-streamed answer; DrainTimeout the reading of a
 	// stream whose client left.
 	FirstByteTimeout, ResponseTimeout, DrainTimeout time.Duration
-	// Proxy sends a request through the provider's reverse proxy, whose
-	// transport calls RoundTrip with it.
-	Proxy func(w http.ResponseWriter, r *http.Request) error
 	// Upstream sends one HTTP request to the provider (dialing, TLS,
 	// connection pools).
 	Upstream http.RoundTripper
