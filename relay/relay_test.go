@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -243,5 +244,65 @@ func TestRetryHint(t *testing.T) {
 		if got, ok := retryHint(tc.status, tc.h, now); got != tc.want || ok != tc.ok {
 			t.Errorf("%d %v: %s %v, want %s %v", tc.status, tc.h, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// flushLog is a ResponseWriter that records what was written between
+// flushes.
+type flushLog struct {
+	*httptest.ResponseRecorder
+	flushed []string // the bytes of each flush
+	pending strings.Builder
+}
+
+func (f *flushLog) Write(p []byte) (int, error) {
+	f.pending.Write(p)
+	return f.ResponseRecorder.Write(p)
+}
+
+func (f *flushLog) Flush() {
+	f.flushed = append(f.flushed, f.pending.String())
+	f.pending.Reset()
+	f.ResponseRecorder.Flush()
+}
+
+// TestDeliver: the relay writes answers itself (docs/design.md, "The proxy
+// is ours"): a stream reaches the client one flush per upstream event, in
+// the client's format, with no byte left unflushed; a whole answer carries
+// its Content-Length.
+func TestDeliver(t *testing.T) {
+	sse := http.Header{"Content-Type": {"text/event-stream"}}
+	deltas := anthropicDelta("one") + anthropicDelta("two") + anthropicDelta("three")
+	svc, p := testService(t, upstream.FormatAnthropic, &fakeUpstream{status: 200, header: sse, body: anthropicHead + deltas + anthropicTail}, 1_000_000)
+	w := &flushLog{ResponseRecorder: httptest.NewRecorder()}
+	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	svc.Generate(w, r, p, KindChat, "", "req_1")
+	if w.Code != 200 || w.Header().Get("Content-Type") != "text/event-stream" || w.Header().Get("Content-Length") != "" {
+		t.Fatalf("%d %v", w.Code, w.Header())
+	}
+	if w.pending.Len() != 0 {
+		t.Fatalf("unflushed at the end: %q", w.pending.String())
+	}
+	var texts []string
+	for _, f := range w.flushed {
+		for _, word := range []string{"one", "two", "three"} {
+			if strings.Contains(f, `"content":"`+word+`"`) {
+				texts = append(texts, word)
+				if strings.Count(f, "data: ") != 1 {
+					t.Errorf("the delta %q was flushed with other events: %q", word, f)
+				}
+			}
+		}
+	}
+	if strings.Join(texts, " ") != "one two three" || !strings.HasSuffix(w.flushed[len(w.flushed)-1], "data: [DONE]\n\n") {
+		t.Fatalf("flushes %q", w.flushed)
+	}
+
+	body := `{"id":"msg_1","type":"message","role":"assistant","model":"up-m","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3}}`
+	svc, p = testService(t, upstream.FormatAnthropic, &fakeUpstream{status: 200, header: http.Header{"Content-Type": {"application/json"}}, body: body}, 1_000_000)
+	rec := httptest.NewRecorder()
+	svc.Generate(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)), p, KindChat, "", "req_2")
+	if rec.Code != 200 || rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) || !strings.Contains(rec.Body.String(), `"hello"`) {
+		t.Fatalf("%d %v %s", rec.Code, rec.Header(), rec.Body.String())
 	}
 }
