@@ -3,12 +3,15 @@ package modelgate
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -322,4 +325,271 @@ func TestAdminAccountViews(t *testing.T) {
 		t.Errorf("DELETE /modelgate/accounts: %d, want 405", st)
 	}
 	g.audit()
+}
+
+// TestCLIAccountViews: `caddy modelgate account list|show`, `key list` and
+// `usage export` on the ledger file of a running gateway (#20 item 4): a
+// table by default, the admin API's JSON with --json, the usage rows as
+// CSV; never a key.
+func TestCLIAccountViews(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	db := g.dbPath
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(t, append(args, "--db", db)...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out
+	}
+	ada := cli("account", "create", "--email", "Ada@CLI.Example", "--credit", "10.00")
+	bob := cli("account", "create", "--email", "bob@cli.example", "--plan", "enterprise")
+	carol := cli("account", "create", "--email", "carol@elsewhere.example")
+	cli("account", "suspend", "--account", carol)
+	key := cli("key", "create", "--account", ada, "--label", "laptop")
+	for range 3 {
+		if r := g.generate("openai", testModel, "hello from the cli", false, key); r.status != 200 {
+			t.Fatalf("request: %d %s", r.status, r.body)
+		}
+	}
+	var outputs []string
+	run := func(args ...string) string {
+		t.Helper()
+		out := cli(args...)
+		outputs = append(outputs, out)
+		return out
+	}
+	listJSON := func(args ...string) accountList {
+		t.Helper()
+		var l accountList
+		out := run(append([]string{"account", "list", "--json"}, args...)...)
+		if err := json.Unmarshal([]byte(out), &l); err != nil {
+			t.Fatalf("%v: %v in %s", args, err, out)
+		}
+		// a SQLite ledger's holds are the gateway's: the CLI does not say 0
+		if strings.Contains(out, `"held"`) {
+			t.Errorf("the CLI shows held from a SQLite ledger: %s", out)
+		}
+		return l
+	}
+	ids := func(l accountList) []string {
+		var out []string
+		for _, a := range l.Accounts {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+
+	// the table
+	table := run("account", "list")
+	lines := strings.Split(table, "\n")
+	bal, _ := g.balance(ada)
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "BALANCE") {
+		t.Fatalf("account list:\n%s", table)
+	}
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, ada) && !(strings.Contains(l, "ada@cli.example") && strings.Contains(l, " "+bal.String()+" ") &&
+			strings.Contains(l, "default") && strings.Contains(l, "active") && strings.Contains(l, "n/a")) {
+			t.Errorf("ada's line: %q (balance %s)", l, bal)
+		}
+		if strings.HasPrefix(l, carol) && !strings.Contains(l, "suspended") {
+			t.Errorf("carol's line: %q", l)
+		}
+	}
+	// --json, as the admin API answers
+	all := listJSON()
+	var api accountList
+	if st := adminCall(t, "GET", "/modelgate/accounts", "", &api); st != 200 || !slices.Equal(ids(api), ids(all)) || len(all.Accounts) != 3 {
+		t.Fatalf("CLI %v, admin API %v (%d)", ids(all), ids(api), st)
+	}
+	for i, a := range all.Accounts {
+		if b := api.Accounts[i]; a.Email != b.Email || a.Balance != b.Balance || a.Plan != b.Plan || a.State != b.State || !a.CreatedAt.Equal(b.CreatedAt) {
+			t.Errorf("CLI %+v, admin API %+v", a, b)
+		}
+	}
+	// pages
+	var paged []string
+	for cursor, n := "", 0; ; n++ {
+		args := []string{"--limit", "2"}
+		if cursor != "" {
+			args = append(args, "--cursor", cursor)
+		}
+		l := listJSON(args...)
+		paged = append(paged, ids(l)...)
+		if l.Next == "" {
+			break
+		}
+		if n > 2 {
+			t.Fatal("the pages never end")
+		}
+		cursor = l.Next
+	}
+	if !slices.Equal(paged, ids(all)) {
+		t.Fatalf("paged %v, all %v", paged, ids(all))
+	}
+	// filters
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--email", "CLI.EXAMPLE"}, []string{ada, bob}},
+		{[]string{"--state", "suspended"}, []string{carol}},
+		{[]string{"--plan", "enterprise"}, []string{bob}},
+		{[]string{"--plan", "default", "--state", "active"}, []string{ada}},
+	} {
+		got := ids(listJSON(c.args...))
+		slices.Sort(got)
+		slices.Sort(c.want)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%v: %v, want %v", c.args, got, c.want)
+		}
+	}
+
+	// account show: the account and its keys with their totals
+	show := run("account", "show", ada)
+	rows := g.rows(ada)
+	var spent ledger.Money
+	for _, u := range rows {
+		spent += u.Charged
+	}
+	p, err := g.store.Authenticate(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"account  " + ada, "ada@cli.example", "balance  " + bal.String(), "held     n/a", "state    active",
+		"plan     default", p.KeyID, p.Prefix, "laptop", "  3  ", spent.String()} {
+		if !strings.Contains(show, want) {
+			t.Errorf("account show lacks %q:\n%s", want, show)
+		}
+	}
+	if again := run("account", "show", "--account", ada); again != show {
+		t.Errorf("account show --account ID differs from account show ID:\n%s", again)
+	}
+	var shown struct {
+		adminAccount
+		Keys []keySummary `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(run("account", "show", ada, "--json")), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.ID != ada || shown.Balance != bal || len(shown.Keys) != 1 || shown.Keys[0].Requests != 3 || shown.Keys[0].Spent != spent {
+		t.Errorf("account show --json: %+v", shown)
+	}
+	// key list: as the admin API's keys route
+	var cliKeys, apiKeys []keySummary
+	if err := json.Unmarshal([]byte(run("key", "list", ada, "--json")), &cliKeys); err != nil {
+		t.Fatal(err)
+	}
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+ada+"/keys", "", &apiKeys); st != 200 || len(cliKeys) != 1 ||
+		cliKeys[0].ID != apiKeys[0].ID || cliKeys[0].Requests != apiKeys[0].Requests || cliKeys[0].Spent != apiKeys[0].Spent ||
+		!cliKeys[0].LastUsedAt.Equal(*apiKeys[0].LastUsedAt) || cliKeys[0].Prefix != p.Prefix {
+		t.Errorf("key list --json %+v, admin API %+v", cliKeys, apiKeys)
+	}
+	if kl := run("key", "list", ada); !strings.HasPrefix(kl, "KEY ID") || !strings.Contains(kl, p.Prefix) || strings.Count(kl, "\n") != 1 {
+		t.Errorf("key list:\n%s", kl)
+	}
+
+	// usage export
+	today := time.Now().UTC().Format(time.DateOnly)
+	tomorrow := time.Now().UTC().Add(24 * time.Hour).Format(time.DateOnly)
+	csvOut := run("usage", "export", "--account", ada, "--from", today, "--to", tomorrow)
+	_, exported := readUsageCSV(t, csvOut)
+	checkExport(t, g, ada, exported, p.Prefix)
+	// the same rows as the admin API's export
+	if r := adminGet(t, "/modelgate/accounts/"+ada+"/usage?from="+today+"&to="+tomorrow); strings.TrimSpace(r.body) != csvOut {
+		t.Errorf("the CLI's export differs from the admin API's:\n%s\n%s", csvOut, r.body)
+	}
+
+	for _, o := range outputs {
+		noSecrets(t, "the CLI", o, key)
+	}
+	for _, bad := range [][]string{
+		{"account", "list", "--state", "closed"},
+		{"account", "list", "--limit", "0"},
+		{"account", "list", "--cursor", "nonsense"},
+		{"account", "show"},
+		{"account", "show", "acct_nope"},
+		{"account", "show", ada, "--account", bob},
+		{"key", "list", "acct_nope"},
+		{"usage", "export", "--account", ada, "--from", today},
+		{"usage", "export", "--account", ada, "--from", tomorrow, "--to", today},
+		{"usage", "export", "--from", today, "--to", tomorrow},
+		{"usage", "export", "--account", "acct_nope", "--from", today, "--to", tomorrow},
+	} {
+		if out, err := runCLI(t, append(bad, "--db", db)...); err == nil || out != "" {
+			t.Errorf("%v: printed %q, error %v", bad, out, err)
+		}
+	}
+	g.audit()
+}
+
+// TestCLIAccountViewsPostgres: on a PostgreSQL ledger, whose holds every
+// instance shares, the CLI shows what is held (#20 item 4, #19).
+func TestCLIAccountViewsPostgres(t *testing.T) {
+	base := os.Getenv("MODELGATE_TEST_POSTGRES")
+	if base == "" {
+		if os.Getenv("CI") != "" || os.Getenv("MODELGATE_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("set MODELGATE_TEST_POSTGRES to a PostgreSQL server's DSN")
+		}
+		t.Skip("no PostgreSQL server: set MODELGATE_TEST_POSTGRES=postgres://user:password@127.0.0.1:5432/db")
+	}
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := "t_views_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		admin.Close()
+		t.Fatal(err)
+	}
+	// registered first, so that it runs after the store is closed
+	t.Cleanup(func() {
+		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+		admin.Close()
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	dsn := u.String()
+	ctx := context.Background()
+	s, err := ledger.Open(ctx, ledger.Options{Postgres: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	a, err := s.CreateAccount(ctx, "pg@views.example", "developer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Credit(ctx, ledger.CreditRequest{AccountID: a.ID, Amount: 5_000_000_000, Reference: "r", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Reserve(a.ID, 1, 1_250_000_001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+
+	cfg := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(cfg, []byte("{\n\tmodelgate {\n\t\tledger postgres \""+dsn+"\"\n\t\tplan developer {\n\t\t\trpm 60\n\t\t}\n\t\tdefault_plan developer\n\t}\n}\n:8080 {\n\tmodelgate_api\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "account", "show", a.ID, "--config", cfg, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown adminAccount
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || shown.Held != 1_250_000_001 || shown.Balance != 5_000_000_000 {
+		t.Fatalf("account show --json: %v %s", err, out)
+	}
+	out, err = runCLI(t, "account", "list", "--config", cfg, "--email", "PG@")
+	if err != nil || !strings.Contains(out, " 5.000000000  1.250000001 ") {
+		t.Fatalf("account list: %v\n%s", err, out)
+	}
 }

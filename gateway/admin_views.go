@@ -149,9 +149,10 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App) er
 	return writeAdminJSON(w, http.StatusOK, out)
 }
 
-// usageRange reads an export's range: dates (2026-11-01, UTC midnight) or
-// RFC 3339 times; from inclusive, to exclusive; both required.
-func usageRange(from, to string) (time.Time, time.Time, error) {
+// usageRange reads an export's range, its ends named fromName and toName
+// in messages: dates (2026-11-01, UTC midnight) or RFC 3339 times; from
+// included, to excluded; both required.
+func usageRange(fromName, from, toName, to string) (time.Time, time.Time, error) {
 	parse := func(name, s string) (time.Time, error) {
 		if s == "" {
 			return time.Time{}, fmt.Errorf("%s is required: a date such as 2026-11-01 (UTC) or an RFC 3339 time", name)
@@ -164,16 +165,16 @@ func usageRange(from, to string) (time.Time, time.Time, error) {
 		}
 		return time.Time{}, fmt.Errorf("%s %q: want a date such as 2026-11-01 (UTC) or an RFC 3339 time", name, s)
 	}
-	f, err := parse("from", from)
+	f, err := parse(fromName, from)
 	if err != nil {
 		return f, f, err
 	}
-	t, err := parse("to", to)
+	t, err := parse(toName, to)
 	if err != nil {
 		return f, t, err
 	}
 	if !f.Before(t) {
-		return f, t, fmt.Errorf("the range is empty: from %s is not before to %s (to is exclusive)", from, to)
+		return f, t, fmt.Errorf("the range is empty: %s %s is not before %s %s (the end is excluded)", fromName, from, toName, to)
 	}
 	return f, t, nil
 }
@@ -186,7 +187,7 @@ func (a *AdminAPI) exportUsage(w http.ResponseWriter, r *http.Request, app *App)
 	if err := onlyParams(v, "from", "to"); err != nil {
 		return err
 	}
-	from, to, err := usageRange(v.Get("from"), v.Get("to"))
+	from, to, err := usageRange("from", v.Get("from"), "to", v.Get("to"))
 	if err != nil {
 		return adminBadRequest("%v", err)
 	}
