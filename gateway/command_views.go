@@ -36,7 +36,7 @@ const viewUsage = `
 // addViewCommands adds the view commands to the modelgate command and its
 // account and key commands.
 func addViewCommands(cmd, account, key *cobra.Command) {
-	cmd.Long = strings.TrimRight(cmd.Long, "\n") + "\n" + viewUsage
+	cmd.Long = strings.TrimRight(cmd.Long, "\n") + viewUsage
 
 	list := leaf("list", "Lists and searches accounts, a page at a time, oldest first", cmdAccountList)
 	list.Flags().String("email", "", "only accounts whose email contains this, in any case")
