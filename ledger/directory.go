@@ -86,7 +86,7 @@ func likeEscape(s string) string {
 // added, so that following Next from the first page to the last lists
 // every account that existed throughout exactly once. A page is read by
 // its sort key (keyset paging, not an offset): each costs the same, however
-// far into the listing. Held is as GetAccount gives it.
+// far into the listing. Balance and Held are as GetAccount gives them.
 func (s *Store) ListAccounts(ctx context.Context, q AccountQuery) (AccountPage, error) {
 	if q.State != "" && !q.State.valid() {
 		return AccountPage{}, fmt.Errorf("ledger: list accounts: unknown state %q (want %s or %s)", q.State, StateActive, StateSuspended)
@@ -133,10 +133,6 @@ func (s *Store) ListAccounts(ctx context.Context, q AccountQuery) (AccountPage, 
 		return AccountPage{}, err
 	}
 	defer done()
-	// as in GetAccount: a batch's commit and its effect on the cached
-	// holds are seen together
-	s.loadMu.RLock()
-	defer s.loadMu.RUnlock()
 	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return AccountPage{}, fmt.Errorf("ledger: list accounts: %w", err)
@@ -157,17 +153,65 @@ func (s *Store) ListAccounts(ctx context.Context, q AccountQuery) (AccountPage, 
 		}
 		a.State = State(state)
 		a.CreatedAt = fromMilli(sql.NullInt64{Int64: lastMS, Valid: true})
-		if m := s.cachedAccount(a.ID); m != nil && s.pg == nil {
-			m.mu.Lock()
-			a.Held = m.held
-			m.mu.Unlock()
-		}
 		page.Accounts = append(page.Accounts, a)
 	}
 	if err := rows.Err(); err != nil {
 		return AccountPage{}, fmt.Errorf("ledger: list accounts: %w", err)
 	}
+	rows.Close()
+	if err := s.heldOf(ctx, page.Accounts); err != nil {
+		return AccountPage{}, fmt.Errorf("ledger: list accounts: %w", err)
+	}
 	return page, nil
+}
+
+// heldOf sets the Held of the accounts that have holds in this process's
+// memory (SQLite), with their balance read again at the same moment: as in
+// GetAccount, under loadMu, so that a batch's commit and its effect on the
+// holds are seen together. The listing's own query runs without loadMu,
+// which would stop the writer's commits for as long as it took; this one
+// reads the page's accounts by key. With PostgreSQL, balance and held
+// were read together from the database.
+func (s *Store) heldOf(ctx context.Context, accts []Account) error {
+	if s.pg != nil {
+		return nil
+	}
+	byID := map[string]*Account{}
+	for i := range accts {
+		if s.cachedAccount(accts[i].ID) != nil {
+			byID[accts[i].ID] = &accts[i]
+		}
+	}
+	if len(byID) == 0 {
+		return nil
+	}
+	args := make([]any, 0, len(byID))
+	for id := range byID {
+		args = append(args, id)
+	}
+	q := `SELECT id, balance FROM accounts WHERE id IN (?` + strings.Repeat(", ?", len(args)-1) + `)`
+	s.loadMu.RLock()
+	defer s.loadMu.RUnlock()
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var balance Money
+		if err := rows.Scan(&id, &balance); err != nil {
+			return err
+		}
+		a := byID[id]
+		a.Balance = balance
+		if m := s.cachedAccount(id); m != nil {
+			m.mu.Lock()
+			a.Held = m.held
+			m.mu.Unlock()
+		}
+	}
+	return rows.Err()
 }
 
 // HeldEverywhere reports whether the Held of GetAccount and ListAccounts
