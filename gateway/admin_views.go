@@ -19,14 +19,14 @@ import (
 )
 
 // The operator's views of accounts (#20 item 4; docs/operations.md,
-// "Finding accounts"), on the admin API:
+// "Finding accounts and exporting usage"), on the admin API:
 //
 //	GET /modelgate/accounts?email=&state=&plan=&limit=&cursor= → {"accounts": […], "next": "…"}
 //	GET /modelgate/accounts/{id}/keys                          → the keys with their totals (never a key or its hash)
+//	GET /modelgate/accounts/{id}/usage?from=&to=               → the usage rows as CSV, streamed
 //
-// (the keys route is registered with the others, in admin.go)//	GET /modelgate/accounts/{id}/usage?from=&to=               → the usage rows as CSV, streamed
-//
-// and, sharing their formats, on the CLI (command_views.go).
+// (the keys route is registered with the others, in admin.go), and,
+// sharing their formats, on the CLI (command_views.go).
 
 // viewRoutes are the admin routes of the operator's views.
 func (a *AdminAPI) viewRoutes() map[string]adminFunc {

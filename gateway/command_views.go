@@ -21,9 +21,9 @@ import (
 )
 
 // The operator's views on the CLI (#20 item 4; docs/operations.md,
-// "Finding accounts"): they read the configuration's ledger as the other
-// commands do, beside a running gateway, and print a table, or with --json
-// the admin API's JSON (admin_views.go).
+// "Finding accounts and exporting usage"): they read the configuration's
+// ledger as the other commands do, beside a running gateway, and print a
+// table, or with --json the admin API's JSON (admin_views.go).
 
 // viewUsage is the help of the view commands, after the others'.
 const viewUsage = `
