@@ -98,9 +98,9 @@ func accountQuery(email, state, plan, limit, cursor string) (ledger.AccountQuery
 	return q, nil
 }
 
-// onlyParams refuses a query with a parameter not in names (a misspelt
+// viewParams refuses a query with a parameter not in names (a misspelt
 // filter would otherwise list every account).
-func onlyParams(v url.Values, names ...string) error {
+func viewParams(v url.Values, names ...string) error {
 	for k := range v {
 		known := false
 		for _, n := range names {
@@ -115,7 +115,7 @@ func onlyParams(v url.Values, names ...string) error {
 
 func (a *AdminAPI) listAccounts(w http.ResponseWriter, r *http.Request, app *App) error {
 	v := r.URL.Query()
-	if err := onlyParams(v, "email", "state", "plan", "limit", "cursor"); err != nil {
+	if err := viewParams(v, "email", "state", "plan", "limit", "cursor"); err != nil {
 		return err
 	}
 	q, err := accountQuery(v.Get("email"), v.Get("state"), v.Get("plan"), v.Get("limit"), v.Get("cursor"))
@@ -184,7 +184,7 @@ func usageRange(fromName, from, toName, to string) (time.Time, time.Time, error)
 // account is still a 404.
 func (a *AdminAPI) exportUsage(w http.ResponseWriter, r *http.Request, app *App) error {
 	v := r.URL.Query()
-	if err := onlyParams(v, "from", "to"); err != nil {
+	if err := viewParams(v, "from", "to"); err != nil {
 		return err
 	}
 	from, to, err := usageRange("from", v.Get("from"), "to", v.Get("to"))
@@ -237,7 +237,7 @@ func writeUsageCSV(ctx context.Context, w io.Writer, s *ledger.Store, accountID 
 	err = s.EachUsage(ctx, accountID, from, to, func(u *ledger.UsageRecord) error {
 		k := byID[u.KeyID]
 		rec = append(rec[:0], u.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"), u.RequestID, u.KeyID, k.Prefix,
-			csvText(k.Label), csvText(u.Model), u.Provider, csvText(u.UpstreamModel), u.ClientFormat,
+			viewCSVText(k.Label), viewCSVText(u.Model), u.Provider, viewCSVText(u.UpstreamModel), u.ClientFormat,
 			strconv.FormatBool(u.Stream), strconv.Itoa(u.Status), u.Outcome, u.UsageSource,
 			itoa(u.Tokens.Input), itoa(u.Tokens.Output), itoa(u.Tokens.CacheRead), itoa(u.Tokens.CacheWrite),
 			itoa(u.Tokens.Reasoning), itoa(u.Hosted.WebSearch), itoa(u.Hosted.WebFetch), itoa(u.Hosted.ImageGeneration),
@@ -256,9 +256,9 @@ func writeUsageCSV(ctx context.Context, w io.Writer, s *ledger.Store, accountID 
 	return rows, err
 }
 
-// csvText keeps a spreadsheet from reading a customer's text as a formula
+// viewCSVText keeps a spreadsheet from reading a customer's text as a formula
 // (as the console's CSV export does).
-func csvText(s string) string {
+func viewCSVText(s string) string {
 	if s != "" && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@' || s[0] == '\t' || s[0] == '\r') {
 		return "'" + s
 	}

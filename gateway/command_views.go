@@ -96,15 +96,15 @@ func leafWithAccount(use, short string, f func(fl caddycmd.Flags, account string
 	return c
 }
 
-// printJSON writes v as indented JSON on standard output.
-func printJSON(v any) error {
+// printViewJSON writes v as indented JSON on standard output.
+func printViewJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-// cliTime is a time in a table: UTC to the second, "-" for never.
-func cliTime(t time.Time) string {
+// viewTime is a time in a table: UTC to the second, "-" for never.
+func viewTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
@@ -115,15 +115,15 @@ func cliTime(t time.Time) string {
 const heldNote = "held: n/a with a SQLite ledger: a running gateway keeps its holds in its own memory; " +
 	"GET /modelgate/accounts/ID on its admin API shows them"
 
-// cliAccount is an account as the CLI's --json shows it: the admin API's,
+// viewAccount is an account as the CLI's --json shows it: the admin API's,
 // without held when this process cannot know it (a SQLite ledger).
-type cliAccount struct {
+type viewAccount struct {
 	adminAccount
 	Held *ledger.Money `json:"held,omitempty"`
 }
 
-func toCLIAccount(a ledger.Account, s *ledger.Store) cliAccount {
-	ca := cliAccount{adminAccount: toAccountView(a)}
+func toViewAccount(a ledger.Account, s *ledger.Store) viewAccount {
+	ca := viewAccount{adminAccount: toAccountView(a)}
 	if s.HeldEverywhere() {
 		held := a.Held
 		ca.Held = &held
@@ -131,8 +131,8 @@ func toCLIAccount(a ledger.Account, s *ledger.Store) cliAccount {
 	return ca
 }
 
-// cliHeld is an account's held amount in a table.
-func cliHeld(a ledger.Account, s *ledger.Store) string {
+// viewHeld is an account's held amount in a table.
+func viewHeld(a ledger.Account, s *ledger.Store) string {
 	if s.HeldEverywhere() {
 		return a.Held.String()
 	}
@@ -154,13 +154,13 @@ func cmdAccountList(fl caddycmd.Flags) (int, error) {
 		}
 		if fl.Bool("json") {
 			out := struct {
-				Accounts []cliAccount `json:"accounts"`
-				Next     string       `json:"next,omitempty"`
-			}{Accounts: []cliAccount{}, Next: page.Next}
+				Accounts []viewAccount `json:"accounts"`
+				Next     string        `json:"next,omitempty"`
+			}{Accounts: []viewAccount{}, Next: page.Next}
 			for _, a := range page.Accounts {
-				out.Accounts = append(out.Accounts, toCLIAccount(a, s))
+				out.Accounts = append(out.Accounts, toViewAccount(a, s))
 			}
-			return printJSON(out)
+			return printViewJSON(out)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tEMAIL\tPLAN\tSTATE\tBALANCE\tHELD\tCREATED (UTC)")
@@ -169,16 +169,16 @@ func cmdAccountList(fl caddycmd.Flags) (int, error) {
 			if email == "" {
 				email = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, email, a.Plan, a.State, a.Balance, cliHeld(a, s), cliTime(a.CreatedAt))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, email, a.Plan, a.State, a.Balance, viewHeld(a, s), viewTime(a.CreatedAt))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		switch {
 		case page.Next != "":
-			fmt.Fprintf(os.Stderr, "%s; more with --cursor %s\n", plural(len(page.Accounts), "account"), page.Next)
+			fmt.Fprintf(os.Stderr, "%s; more with --cursor %s\n", viewCount(len(page.Accounts), "account"), page.Next)
 		default:
-			fmt.Fprintf(os.Stderr, "%s; the last page\n", plural(len(page.Accounts), "account"))
+			fmt.Fprintf(os.Stderr, "%s; the last page\n", viewCount(len(page.Accounts), "account"))
 		}
 		if !s.HeldEverywhere() && len(page.Accounts) > 0 {
 			fmt.Fprintln(os.Stderr, heldNote)
@@ -199,13 +199,13 @@ func cmdAccountShow(fl caddycmd.Flags, id string) (int, error) {
 		}
 		if fl.Bool("json") {
 			out := struct {
-				cliAccount
+				viewAccount
 				Keys []keySummary `json:"keys"`
-			}{cliAccount: toCLIAccount(a, s), Keys: []keySummary{}}
+			}{viewAccount: toViewAccount(a, s), Keys: []keySummary{}}
 			for _, k := range keys {
 				out.Keys = append(out.Keys, toKeySummary(k))
 			}
-			return printJSON(out)
+			return printViewJSON(out)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		email := a.Email
@@ -213,7 +213,7 @@ func cmdAccountShow(fl caddycmd.Flags, id string) (int, error) {
 			email = "-"
 		}
 		for _, row := range [][2]string{{"account", a.ID}, {"email", email}, {"plan", a.Plan}, {"state", string(a.State)},
-			{"balance", a.Balance.String()}, {"held", cliHeld(a, s)}, {"created", cliTime(a.CreatedAt) + " UTC"}, {"keys", strconv.Itoa(len(keys))}} {
+			{"balance", a.Balance.String()}, {"held", viewHeld(a, s)}, {"created", viewTime(a.CreatedAt) + " UTC"}, {"keys", strconv.Itoa(len(keys))}} {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
 		if err := tw.Flush(); err != nil {
@@ -243,7 +243,7 @@ func cmdKeyList(fl caddycmd.Flags, id string) (int, error) {
 			for _, k := range keys {
 				out = append(out, toKeySummary(k))
 			}
-			return printJSON(out)
+			return printViewJSON(out)
 		}
 		if len(keys) == 0 {
 			fmt.Fprintf(os.Stderr, "account %s has no keys\n", id)
@@ -265,9 +265,9 @@ func printKeys(w io.Writer, keys []ledger.KeySummary) error {
 		}
 		deleted := "-"
 		if k.Deleted {
-			deleted = cliTime(k.DeletedAt)
+			deleted = viewTime(k.DeletedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.ID, label, k.Prefix, cliTime(k.CreatedAt), cliTime(k.LastUsedAt),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.ID, label, k.Prefix, viewTime(k.CreatedAt), viewTime(k.LastUsedAt),
 			k.Requests, k.InputTokens, k.OutputTokens, k.Spent, deleted)
 	}
 	return tw.Flush()
@@ -292,14 +292,14 @@ func cmdUsageExport(fl caddycmd.Flags) (int, error) {
 		if err != nil {
 			return fmt.Errorf("usage export: %w", err)
 		}
-		fmt.Fprintf(os.Stderr, "%s of %s from %s to %s (excluded)\n", plural(n, "usage row"), id,
+		fmt.Fprintf(os.Stderr, "%s of %s from %s to %s (excluded)\n", viewCount(n, "usage row"), id,
 			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 		return nil
 	})
 }
 
-// plural is "1 account", "2 accounts".
-func plural(n int, noun string) string {
+// viewCount is "1 account", "2 accounts".
+func viewCount(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
