@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"container/heap"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -271,60 +272,158 @@ func (s *Store) ListKeySummaries(ctx context.Context, accountID string) ([]KeySu
 
 // EachUsage calls fn with each usage row of the account created in
 // [from, to), oldest first (by time, then insertion), rows of deleted keys
-// and keyless rows included; a zero from or to leaves that end open. The
-// rows are read one at a time as fn takes them, never all at once, in one
-// query: the database reads the index range of each of the account's keys
-// (usage has no index by account, see schema.go) and orders them, spilling
-// to its temporary storage when they are many. The record passed to fn is
-// reused for the next row. An error from fn stops the reading and is
-// returned. fn must not call the store: the read holds it open.
-// An unknown account is ErrNotFound.
+// and keyless rows included; a zero from or to leaves that end open. An
+// error from fn stops the reading and is returned; an unknown account is
+// ErrNotFound.
+//
+// The rows are never all in memory: usage has no index by account (see
+// schema.go), so EachUsage reads each of the account's keys' index range in
+// chunks of rows already in order, continuing from the last row read, and
+// merges them. Each chunk is a short read of its own: no read stays open
+// between chunks, so fn may take its time (and call the store), and a
+// SQLite writer's log is not held back by a long export. A row that
+// commits during the export behind a chunk already read is not seen:
+// export ranges that have ended. fn must not keep the record it is given.
 func (s *Store) EachUsage(ctx context.Context, accountID string, from, to time.Time, fn func(*UsageRecord) error) error {
 	if !from.IsZero() && !to.IsZero() && !from.Before(to) {
 		return fmt.Errorf("ledger: usage: the range's start %s is not before its end %s",
 			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 	}
-	done, err := s.beginRead()
+	keys, err := s.usageKeys(ctx, accountID)
 	if err != nil {
 		return err
+	}
+	// a chunk per source: at most about usageExportRows rows in memory
+	return s.eachUsage(ctx, accountID, keys, from, to, min(max(usageExportRows/len(keys), 64), 1000), fn)
+}
+
+// eachUsage is EachUsage with the sources' chunk size.
+func (s *Store) eachUsage(ctx context.Context, accountID string, keys []string, from, to time.Time, chunk int, fn func(*UsageRecord) error) error {
+	var h usageHeap
+	for _, k := range keys {
+		src := &usageSource{key: k}
+		if !from.IsZero() {
+			src.afterMS = from.UnixMilli()
+		}
+		if err := s.readUsageChunk(ctx, accountID, src, to, chunk); err != nil {
+			return err
+		}
+		if len(src.rows) > 0 {
+			h = append(h, src)
+		}
+	}
+	heap.Init(&h)
+	for len(h) > 0 {
+		src := h[0]
+		if err := fn(&src.rows[0].rec); err != nil {
+			return err
+		}
+		src.rows = src.rows[1:]
+		if len(src.rows) == 0 && !src.done {
+			if err := s.readUsageChunk(ctx, accountID, src, to, chunk); err != nil {
+				return err
+			}
+		}
+		if len(src.rows) == 0 {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	return nil
+}
+
+// usageExportRows bounds the rows EachUsage holds, over all its sources
+// (each holds at least 64).
+const usageExportRows = 20000
+
+// usageKeys returns the sources of an account's usage rows: its keys,
+// deleted ones included, and "" for its keyless rows.
+func (s *Store) usageKeys(ctx context.Context, accountID string) ([]string, error) {
+	done, err := s.beginRead()
+	if err != nil {
+		return nil, err
 	}
 	defer done()
 	var one int
 	err = s.queryRow(ctx, `SELECT 1 FROM accounts WHERE id = ?`, accountID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("ledger: account %q: %w", accountID, ErrNotFound)
+		return nil, fmt.Errorf("ledger: account %q: %w", accountID, ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("ledger: usage: %w", err)
+		return nil, fmt.Errorf("ledger: usage: %w", err)
 	}
-	q := `SELECT ` + s.usageSelect() + ` FROM usage
-		WHERE key_id IN (SELECT id FROM keys WHERE account_id = ? UNION ALL SELECT '') AND account_id = ?`
-	args := []any{accountID, accountID}
-	if !from.IsZero() {
-		q += ` AND created_at >= ?`
-		args = append(args, from.UnixMilli())
+	rows, err := s.query(ctx, `SELECT id FROM keys WHERE account_id = ?`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: usage: %w", err)
 	}
+	defer rows.Close()
+	keys := []string{""}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("ledger: usage: %w", err)
+		}
+		keys = append(keys, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: usage: %w", err)
+	}
+	return keys, nil
+}
+
+// usageSource is one key's rows in an export: the chunk read, and where
+// the next chunk starts (after the row created at afterMS with the id
+// afterID).
+type usageSource struct {
+	key              string
+	rows             []usageRow
+	afterMS, afterID int64
+	done             bool // the last chunk was short: nothing follows
+}
+
+// readUsageChunk reads src's next chunk, in one short read: the rows of
+// its key's index range after its last row, in the index's order.
+func (s *Store) readUsageChunk(ctx context.Context, accountID string, src *usageSource, to time.Time, chunk int) error {
+	done, err := s.beginRead()
+	if err != nil {
+		return err
+	}
+	defer done()
+	q := `SELECT ` + s.usageSelect() + ` FROM usage WHERE key_id = ? AND account_id = ? AND (created_at, id) > (?, ?)`
+	args := []any{src.key, accountID, src.afterMS, src.afterID}
 	if !to.IsZero() {
 		q += ` AND created_at < ?`
 		args = append(args, to.UnixMilli())
 	}
-	rows, err := s.query(ctx, q+` ORDER BY created_at, id`, args...)
+	rows, err := s.queryUsage(ctx, q+` ORDER BY created_at, id LIMIT ?`, append(args, chunk)...)
 	if err != nil {
 		return fmt.Errorf("ledger: usage: %w", err)
 	}
-	defer rows.Close()
-	var u usageRow
-	for rows.Next() {
-		u = usageRow{}
-		if err := s.scanUsage(rows, &u); err != nil {
-			return fmt.Errorf("ledger: usage: %w", err)
-		}
-		if err := fn(&u.rec); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("ledger: usage: %w", err)
+	src.rows, src.done = rows, len(rows) < chunk
+	if n := len(rows); n > 0 {
+		src.afterMS, src.afterID = rows[n-1].rec.CreatedAt.UnixMilli(), rows[n-1].id
 	}
 	return nil
+}
+
+// usageHeap orders the sources of an export by their next row, oldest
+// first (ties by id: insertion order).
+type usageHeap []*usageSource
+
+func (h usageHeap) Len() int { return len(h) }
+func (h usageHeap) Less(i, j int) bool {
+	a, b := &h[i].rows[0], &h[j].rows[0]
+	if !a.rec.CreatedAt.Equal(b.rec.CreatedAt) {
+		return a.rec.CreatedAt.Before(b.rec.CreatedAt)
+	}
+	return a.id < b.id
+}
+func (h usageHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *usageHeap) Push(x any)   { *h = append(*h, x.(*usageSource)) }
+func (h *usageHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -364,5 +365,90 @@ func testEachUsage(t *testing.T, b backend) {
 	// the store still reads after a stopped export (the read was closed)
 	if _, err := s.GetAccount(ctx, a.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEachUsageChunks: the chunks of each key, read after one another and
+// merged, give every row of the range once, in order, whatever the chunk
+// size, with rows of several keys and of one key in the same millisecond
+// on either side of the chunks' boundaries.
+func TestEachUsageChunks(t *testing.T) { backends(t, testEachUsageChunks) }
+
+func testEachUsageChunks(t *testing.T, b backend) {
+	ctx := context.Background()
+	db := b.db(t)
+	s := b.openAt(t, db)
+	raw := b.raw(t, db)
+	a := mustAccount(t, s, 1_000_000_000)
+	var keys []string
+	for _, label := range []string{"a", "b", "c"} {
+		_, k, err := s.CreateKey(ctx, a.ID, label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.ID)
+	}
+	other := mustAccount(t, s, 1_000_000)
+	_, ko, _ := s.CreateKey(ctx, other.ID, "other")
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	settle := func(acct, key string, at time.Time) {
+		t.Helper()
+		h, err := s.Reserve(acct, 1, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := usage("r"+strconv.Itoa(n), key, Money(n%7+1))
+		n++
+		r.CreatedAt = at
+		if err := h.Settle(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 40 {
+		at := start.Add(time.Duration(i/3) * time.Millisecond) // three rows a millisecond
+		settle(a.ID, append(keys, "")[i%4], at)
+		if i%5 == 0 {
+			settle(a.ID, keys[0], at) // a key's own ties
+			settle(other.ID, ko.ID, at)
+		}
+	}
+	from, to := start.Add(2*time.Millisecond), start.Add(11*time.Millisecond)
+	var want []string
+	rows, err := raw.Query(`SELECT request_id FROM usage WHERE account_id = ? AND created_at >= ? AND created_at < ? ORDER BY created_at, id`,
+		a.ID, from.UnixMilli(), to.UnixMilli())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	rows.Close()
+	if len(want) < 25 {
+		t.Fatalf("only %d rows in the range", len(want))
+	}
+	sources, err := s.usageKeys(ctx, a.ID)
+	if err != nil || len(sources) != 4 {
+		t.Fatalf("sources %v, %v", sources, err)
+	}
+	for _, chunk := range []int{1, 2, 3, 7, 1000} {
+		var got []string
+		err := s.eachUsage(ctx, a.ID, sources, from, to, chunk, func(r *UsageRecord) error {
+			got = append(got, r.RequestID)
+			// no read stays open: fn may use the store
+			_, err := s.GetAccount(ctx, a.ID)
+			return err
+		})
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("chunks of %d: %v, %v\nwant %v", chunk, got, err, want)
+		}
+	}
+	var got []string
+	if err := s.EachUsage(ctx, a.ID, from, to, func(r *UsageRecord) error { got = append(got, r.RequestID); return nil }); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("EachUsage: %v, %v", got, err)
 	}
 }

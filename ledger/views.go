@@ -145,34 +145,26 @@ func (s *Store) queryUsage(ctx context.Context, q string, args ...any) ([]usageR
 	out := []usageRow{}
 	for rows.Next() {
 		var u usageRow
-		if err := s.scanUsage(rows, &u); err != nil {
+		r := &u.rec
+		var stream, overHold, lapsed flag
+		var latency, ttft, created int64
+		dest := []any{&u.id, &r.RequestID, &r.AccountID, &r.KeyID, &r.Model, &r.Provider, &r.UpstreamModel, &r.UpstreamKeyID,
+			&r.ClientFormat, &stream, &r.Tokens.Input, &r.Tokens.Output, &r.Tokens.CacheRead, &r.Tokens.CacheWrite,
+			&r.Tokens.Reasoning, &r.Cost, &r.Charged, &r.Hold, &r.DiscountBps, &overHold, &r.UsageSource, &r.Status,
+			&r.Outcome, &latency, &ttft, &created, &r.Hosted.WebSearch, &r.Hosted.WebFetch, &r.Hosted.ImageGeneration,
+			&r.HostedCost}
+		if s.pg != nil {
+			dest = append(dest, &lapsed)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
+		r.Stream, r.OverHold, r.HoldLapsed = bool(stream), bool(overHold), bool(lapsed)
+		r.Latency, r.TTFT = time.Duration(latency)*time.Microsecond, time.Duration(ttft)*time.Microsecond
+		r.CreatedAt = time.UnixMilli(created).UTC()
 		out = append(out, u)
 	}
 	return out, rows.Err()
-}
-
-// scanUsage scans one row of usageSelect's columns into u.
-func (s *Store) scanUsage(rows *sql.Rows, u *usageRow) error {
-	r := &u.rec
-	var stream, overHold, lapsed flag
-	var latency, ttft, created int64
-	dest := []any{&u.id, &r.RequestID, &r.AccountID, &r.KeyID, &r.Model, &r.Provider, &r.UpstreamModel, &r.UpstreamKeyID,
-		&r.ClientFormat, &stream, &r.Tokens.Input, &r.Tokens.Output, &r.Tokens.CacheRead, &r.Tokens.CacheWrite,
-		&r.Tokens.Reasoning, &r.Cost, &r.Charged, &r.Hold, &r.DiscountBps, &overHold, &r.UsageSource, &r.Status,
-		&r.Outcome, &latency, &ttft, &created, &r.Hosted.WebSearch, &r.Hosted.WebFetch, &r.Hosted.ImageGeneration,
-		&r.HostedCost}
-	if s.pg != nil {
-		dest = append(dest, &lapsed)
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return err
-	}
-	r.Stream, r.OverHold, r.HoldLapsed = bool(stream), bool(overHold), bool(lapsed)
-	r.Latency, r.TTFT = time.Duration(latency)*time.Microsecond, time.Duration(ttft)*time.Microsecond
-	r.CreatedAt = time.UnixMilli(created).UTC()
-	return nil
 }
 
 // DailyUsage is one row of the per-day rollup.
