@@ -303,6 +303,14 @@ func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App) erro
 	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": bal})
 }
 
+func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App) error {
+	id := r.PathValue("id")
+	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
+		return ledgerError(err)
+	}
+	return writeKeySummaries(w, r, app, id) // with their totals (admin_views.go)
+}
+
 func (a *AdminAPI) createKey(w http.ResponseWriter, r *http.Request, app *App) error {
 	id := r.PathValue("id")
 	var body struct {

@@ -136,9 +136,10 @@ func (a *AdminAPI) listAccounts(w http.ResponseWriter, r *http.Request, app *App
 	return writeAdminJSON(w, http.StatusOK, out)
 }
 
-// listKeys lists an account's keys with their running totals.
-func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App) error {
-	keys, err := app.store.ListKeySummaries(r.Context(), r.PathValue("id"))
+// writeKeySummaries answers with an account's keys and their running
+// totals.
+func writeKeySummaries(w http.ResponseWriter, r *http.Request, app *App, id string) error {
+	keys, err := app.store.ListKeySummaries(r.Context(), id)
 	if err != nil {
 		return ledgerError(err)
 	}
