@@ -592,4 +592,37 @@ func TestCLIAccountViewsPostgres(t *testing.T) {
 	if err != nil || !strings.Contains(out, " 5.000000000  1.250000001 ") {
 		t.Fatalf("account list: %v\n%s", err, out)
 	}
+
+	// keys and the export, from the shared ledger
+	_, k, err := s.CreateKey(ctx, a.ID, "=formula")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nov := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
+	for i, c := range []ledger.Money{1_234_567_891, 7} {
+		h, err := s.Reserve(a.ID, 1, 2_000_000_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &ledger.UsageRecord{RequestID: "req_pg_" + strconv.Itoa(i), KeyID: k.ID, Model: testModel, Provider: "mock",
+			UpstreamModel: testUpstreamModel, ClientFormat: "chat", Tokens: ledger.Tokens{Input: 10, Output: 5},
+			Cost: c, UsageSource: "upstream", Status: 200, Outcome: "ok", CreatedAt: nov.Add(time.Duration(i) * time.Minute)}
+		if err := h.Settle(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = runCLI(t, "key", "list", a.ID, "--config", cfg, "--json")
+	var keys []keySummary
+	if err != nil || json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 1 || keys[0].Requests != 2 || keys[0].Spent != 1_234_567_898 {
+		t.Fatalf("key list: %v %s", err, out)
+	}
+	out, err = runCLI(t, "usage", "export", "--config", cfg, "--account", a.ID, "--from", "2026-11-01", "--to", "2026-12-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows := readUsageCSV(t, out)
+	if len(rows) != 2 || rows[0]["request_id"] != "req_pg_0" || rows[0]["charged"] != "1.234567891" || rows[1]["charged"] != "0.000000007" ||
+		rows[0]["key_label"] != "'=formula" || rows[0]["created_at"] != "2026-11-03T10:00:00.000Z" {
+		t.Fatalf("usage export:\n%s", out)
+	}
 }
