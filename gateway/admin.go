@@ -40,7 +40,8 @@ func init() {
 //	DELETE /modelgate/keys/{id}
 //
 // Amounts are decimal strings in the currency ("5.00"). Changes reach every
-// instance sharing Redis at once, like the CLI's.
+// instance sharing Redis at once, like the CLI's. The operator's views
+// (account listing and search, key totals, usage export) are in admin_views.go.
 type AdminAPI struct {
 	ctx    caddy.Context
 	routes *http.ServeMux
@@ -121,7 +122,9 @@ type adminCallKey struct{}
 // with another method is a 405 naming the allowed ones, any other a 404.
 func (a *AdminAPI) mux() *http.ServeMux {
 	m := http.NewServeMux()
-	for pattern, f := range a.adminRoutes() {
+	routes := a.adminRoutes()
+	maps.Copy(routes, a.viewRoutes()) // the operator's views, admin_views.go
+	for pattern, f := range routes {
 		m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			c := r.Context().Value(adminCallKey{}).(*adminCall)
 			c.err = f(w, r, c.app)
@@ -305,15 +308,7 @@ func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App) er
 	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
 		return ledgerError(err)
 	}
-	keys, err := app.store.ListKeys(r.Context(), id)
-	if err != nil {
-		return ledgerError(err)
-	}
-	out := make([]adminKey, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, toAdminKey(k, ""))
-	}
-	return writeAdminJSON(w, http.StatusOK, out)
+	return writeKeySummaries(w, r, app, id) // with their totals (admin_views.go)
 }
 
 func (a *AdminAPI) createKey(w http.ResponseWriter, r *http.Request, app *App) error {

@@ -79,6 +79,7 @@ running gateway sees the changes within a second.
 			credit.Flags().String("reference", "", "a unique reference; a second credit with the same reference is refused (default: random)")
 
 			cmd.AddCommand(account, key, credit)
+			addViewCommands(cmd, account, key) // list, show, export: command_views.go
 			ledgerCmd := &cobra.Command{Use: "ledger", Short: "Moves a ledger"}
 			ledgerCopy := leaf("copy", "Copies a SQLite ledger into an empty PostgreSQL ledger, checking every total", cmdLedgerCopy)
 			ledgerCopy.Flags().String("from", "", "the SQLite ledger file (stop the gateway using it first)")
