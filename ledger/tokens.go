@@ -194,3 +194,23 @@ func (s *Store) VerifyEmail(ctx context.Context, tokenHash [32]byte) (accountID 
 	})
 	return accountID, err
 }
+
+// AccountIDByEmail returns the id of the account with the email, in any
+// case (ErrNotFound if there is none).
+func (s *Store) AccountIDByEmail(ctx context.Context, email string) (string, error) {
+	email = NormalizeEmail(email)
+	if email == "" {
+		return "", fmt.Errorf("ledger: account with no email: %w", ErrNotFound)
+	}
+	done, err := s.beginRead()
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	var id string
+	err = s.queryRow(ctx, `SELECT id FROM accounts WHERE email = ?`, email).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("ledger: account with email %q: %w", email, ErrNotFound)
+	}
+	return id, err
+}
