@@ -181,7 +181,9 @@ func TestConsoleForgotPassword(t *testing.T) {
 	if known.status != 200 || unknown.status != 200 {
 		t.Fatalf("forgot: %d, %d", known.status, unknown.status)
 	}
-	strip := func(body, email string) string { return csrfField.ReplaceAllString(strings.ReplaceAll(body, email, "E"), "") }
+	strip := func(body, email string) string {
+		return csrfField.ReplaceAllString(strings.ReplaceAll(body, email, "E"), "")
+	}
 	if strip(known.body, "rosa@example.com") != strip(unknown.body, "nobody@example.com") {
 		t.Fatalf("the answers differ:\n%s\n---\n%s", known.body, unknown.body)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,8 +15,12 @@ import (
 // directive is provisioned in.
 func AppFor(ctx caddy.Context, directive string) (*App, error) {
 	app, err := ctx.AppIfConfigured("modelgate")
-	if err != nil {
+	if errors.Is(err, caddy.ErrNotConfigured) {
 		return nil, fmt.Errorf("%s needs the modelgate global option (providers, models, ledger)", directive)
+	}
+	if err != nil {
+		// the option is there but failed to load: say why
+		return nil, err
 	}
 	return app.(*App), nil
 }
