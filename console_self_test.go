@@ -31,6 +31,12 @@ const mailPublicURL = "https://console.example.test"
 // an smtp option pointing at a real SMTP server on loopback.
 func startMailingGateway(t *testing.T) (*testGateway, *smtptest.Server) {
 	t.Helper()
+	return startMailingGatewayAt(t, mailPublicURL)
+}
+
+// startMailingGatewayAt is startMailingGateway with public_url publicURL.
+func startMailingGatewayAt(t *testing.T, publicURL string) (*testGateway, *smtptest.Server) {
+	t.Helper()
 	srv := smtptest.Start(t, smtptest.Options{})
 	g := startGateway(t, gatewayOptions{site: consoleSite, globalLog: true, extra: fmt.Sprintf(`		public_url %s
 		smtp {
@@ -40,7 +46,7 @@ func startMailingGateway(t *testing.T) (*testGateway, *smtptest.Server) {
 			tls none
 			timeout 5s
 		}
-`, mailPublicURL, srv.Host(), srv.Port())})
+`, publicURL, srv.Host(), srv.Port())})
 	return g, srv
 }
 
@@ -49,10 +55,16 @@ func startMailingGateway(t *testing.T) (*testGateway, *smtptest.Server) {
 // with its token.
 func linkIn(t *testing.T, m smtptest.Mail, page string) (path, token string) {
 	t.Helper()
-	re := regexp.MustCompile(regexp.QuoteMeta(mailPublicURL+"/console/"+page+"?token=") + `([A-Za-z0-9_-]{43})\b`)
+	return linkOn(t, m, mailPublicURL, page)
+}
+
+// linkOn is linkIn for a gateway whose public_url is publicURL.
+func linkOn(t *testing.T, m smtptest.Mail, publicURL, page string) (path, token string) {
+	t.Helper()
+	re := regexp.MustCompile(regexp.QuoteMeta(publicURL+"/console/"+page+"?token=") + `([A-Za-z0-9_-]{43})\b`)
 	found := re.FindStringSubmatch(m.Text())
 	if found == nil {
-		t.Fatalf("no %s link on %s in the mail %q:\n%s", page, mailPublicURL, m.Subject(), m.Text())
+		t.Fatalf("no %s link on %s in the mail %q:\n%s", page, publicURL, m.Subject(), m.Text())
 	}
 	return "/console/" + page + "?token=" + found[1], found[1]
 }
