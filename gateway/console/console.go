@@ -64,7 +64,8 @@ const (
 // ConsoleHandler serves the customer console (docs/operations.md): sign-up, sign-in
 // and sign-out; the balance; API keys, created with the full key shown
 // once, listed, deleted; usage by day, key and model with charts and a
-// CSV export; top-ups through the payment provider. Pages are rendered on
+// CSV export; top-ups through the payment provider; password changes,
+// reset links and email verification (console_self.go). Pages are rendered on
 // the server and work without JavaScript; every form carries a CSRF token
 // and cross-origin form posts are refused.
 type ConsoleHandler struct {
