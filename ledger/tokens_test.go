@@ -172,3 +172,24 @@ func testLoginTokens(t *testing.T, b backend) {
 		t.Fatalf("%d tokens left after every one was used", n)
 	}
 }
+
+// TestAccountIDByEmail finds an account by its email in any case, and no
+// account for an unknown or empty email.
+func TestAccountIDByEmail(t *testing.T) { backends(t, testAccountIDByEmail) }
+
+func testAccountIDByEmail(t *testing.T, b backend) {
+	s := b.openAt(t, b.db(t))
+	ctx := context.Background()
+	a, err := s.CreateAccount(ctx, "Grace@Example.com", "developer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := s.AccountIDByEmail(ctx, " grace@EXAMPLE.com "); err != nil || id != a.ID {
+		t.Fatalf("by email: %q, %v", id, err)
+	}
+	for _, email := range []string{"nobody@example.com", "", "  "} {
+		if id, err := s.AccountIDByEmail(ctx, email); !errors.Is(err, ErrNotFound) || id != "" {
+			t.Fatalf("%q: %q, %v", email, id, err)
+		}
+	}
+}
