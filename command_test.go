@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/passwords"
 )
@@ -251,5 +253,81 @@ func TestCLIAccountWithLogin(t *testing.T) {
 	}
 	if ok, _ := passwords.Verify("a long enough password", hash); !ok {
 		t.Fatal("the stored hash does not verify")
+	}
+}
+
+// TestCLIResetLink: `account reset-link` prints a one-time link under the
+// console's public address (public_url and the console's path from the
+// configuration, or --url), whose token the ledger keeps only hashed; bad
+// input is a clear error.
+func TestCLIResetLink(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ledger.db")
+	cfg := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfg, []byte("{\n\tmodelgate {\n\t\tledger sqlite "+db+"\n\t\tpublic_url https://gw.example.com\n\t}\n}\n:8080 {\n\tmodelgate_api\n\tmodelgate_console /my-console*\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := runCLI(t, "account", "create", "--create-ledger", "--config", cfg, "--email", "Ops@Example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := runCLI(t, "account", "create", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`^https://gw\.example\.com/my-console/reset\?token=([A-Za-z0-9_-]{43})$`)
+	s, err := ledger.Open(context.Background(), ledger.Options{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var tokens []string
+	for _, who := range []string{acct, "ops@example.COM"} {
+		out, err := runCLI(t, "account", "reset-link", "--config", cfg, who)
+		m := link.FindStringSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("reset-link %s: %q, %v", who, out, err)
+		}
+		got, err := s.LoginToken(context.Background(), accounts.TokenHash(m[1]), ledger.TokenReset)
+		if err != nil || got != acct {
+			t.Fatalf("the link's token: %q, %v", got, err)
+		}
+		tokens = append(tokens, m[1])
+	}
+	if tokens[0] == tokens[1] {
+		t.Fatal("two links share a token")
+	}
+	// the ledger holds hashes, never a token
+	raw, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(db + "-wal")
+	for _, tok := range tokens {
+		if bytes.Contains(raw, []byte(tok)) || bytes.Contains(wal, []byte(tok)) {
+			t.Fatal("a token is in the ledger file")
+		}
+	}
+	// --url for a ledger given alone
+	out, err := runCLI(t, "account", "reset-link", "--db", db, "--url", "https://other.example.com/console/", "--expires-in", "10m", acct)
+	if err != nil || !strings.HasPrefix(out, "https://other.example.com/console/reset?token=") {
+		t.Fatalf("--url: %q, %v", out, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--db", db, acct}, "public_url"},
+		{[]string{"--db", db, "--url", "gw.example.com", acct}, "want the console's address"},
+		{[]string{"--config", cfg, "--expires-in", "100h", acct}, "want a duration up to 72h"},
+		{[]string{"--config", cfg, "--expires-in", "-1m", acct}, "want a duration up to 72h"},
+		{[]string{"--config", cfg, "nobody@example.com"}, "there is no account nobody@example.com"},
+		{[]string{"--config", cfg, "acct_nope"}, "there is no account acct_nope"},
+		{[]string{"--config", cfg, bare}, "has no email"},
+	} {
+		out, err := runCLI(t, append([]string{"account", "reset-link"}, tc.args...)...)
+		if err == nil || out != "" || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("reset-link %q: printed %q, error %v; want one saying %q", tc.args, out, err, tc.want)
+		}
 	}
 }

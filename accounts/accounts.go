@@ -46,8 +46,11 @@ type Opening struct {
 	// PasswordHash is one already hashed (passwords.Hash) by a caller that
 	// queues its hashes.
 	Password, PasswordHash string
-	Plan                   string       // "": the default plan
-	Credit                 ledger.Money // an opening credit, reason "opening credit"
+	// Unverified marks the login's email as awaiting verification
+	// (ledger.EmailPending): the console's sign-up while it sends mail.
+	Unverified bool
+	Plan       string       // "": the default plan
+	Credit     ledger.Money // an opening credit, reason "opening credit"
 }
 
 // Open opens an account. A taken email is ledger.ErrDuplicate; a request to
@@ -83,7 +86,11 @@ func (s *Service) Open(ctx context.Context, o Opening) (ledger.Account, error) {
 		if o.Email == "" {
 			return ledger.Account{}, invalid("a console login needs an email")
 		}
-		acct, err = s.Store.CreateLogin(ctx, o.Email, o.Plan, hash)
+		if o.Unverified {
+			acct, err = s.Store.CreatePendingLogin(ctx, o.Email, o.Plan, hash)
+		} else {
+			acct, err = s.Store.CreateLogin(ctx, o.Email, o.Plan, hash)
+		}
 	} else {
 		acct, err = s.Store.CreateAccount(ctx, o.Email, o.Plan)
 	}

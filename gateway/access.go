@@ -7,6 +7,7 @@ import (
 	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/mailer"
 	"github.com/modelgate/modelgate/payments"
 	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/upstream"
@@ -20,6 +21,9 @@ func (a *App) Store() *ledger.Store { return a.store }
 // PaymentProvider is the payment provider, or nil without a payments
 // option.
 func (a *App) PaymentProvider() payments.Provider { return a.payments }
+
+// Mailer sends the console's mail, or is nil without an smtp option.
+func (a *App) Mailer() *mailer.Mailer { return a.mailer }
 
 // PublicAddress is the expanded public_url, or nil without one.
 func (a *App) PublicAddress() *url.URL { return a.publicURL }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/mailer"
 	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/upstream"
 )
@@ -70,6 +71,15 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //		}]
 //		block_countries <CC...> {
 //			geoip_db <path>
+//		}
+//		smtp {
+//			host <host>
+//			port <port>
+//			username <name>
+//			password <password>
+//			from <address>
+//			tls starttls|tls|none
+//			timeout <duration>
 //		}
 //		currency <code>
 //		min_output <tokens>
@@ -230,6 +240,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Payments = pc
+		case "smtp":
+			if err := once(opt); err != nil {
+				return err
+			}
+			sc, err := parseSMTP(d)
+			if err != nil {
+				return err
+			}
+			a.SMTP = sc
 		case "block_countries":
 			if err := once(opt); err != nil {
 				return err
@@ -912,6 +931,57 @@ func parsePayments(d *caddyfile.Dispenser) (*PaymentsConfig, error) {
 		return nil, d.Err("payments stripe: secret_key and webhook_secret are required")
 	}
 	return pc, nil
+}
+
+// parseSMTP parses the smtp block, the server the console sends its mail
+// through (docs/caddyfile.md, "smtp"); the cursor is on "smtp".
+func parseSMTP(d *caddyfile.Dispenser) (*SMTPConfig, error) {
+	if d.NextArg() {
+		return nil, d.Err("usage: smtp { host <host> from <address> [port <port>] [username <name>] [password <password>] [tls starttls|tls|none] [timeout <duration>] }")
+	}
+	sc := new(SMTPConfig)
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if seen[opt] {
+			return nil, d.Errf("smtp: %s already specified", opt)
+		}
+		seen[opt] = true
+		var err error
+		switch opt {
+		case "host", "username", "password", "from":
+			field := map[string]*string{"host": &sc.Host, "username": &sc.Username, "password": &sc.Password, "from": &sc.From}[opt]
+			if !d.AllArgs(field) {
+				return nil, d.ArgErr()
+			}
+		case "port":
+			sc.Port, err = intArg(d, 1)
+			if err == nil && sc.Port > 65535 {
+				err = d.Errf("smtp: port %d: want 1 to 65535", sc.Port)
+			}
+		case "tls":
+			if !d.AllArgs(&sc.TLS) {
+				return nil, d.ArgErr()
+			}
+			if sc.TLS != mailer.TLSStartTLS && sc.TLS != mailer.TLSImplicit && sc.TLS != mailer.TLSNone {
+				err = d.Errf("smtp: tls %q: want starttls, tls or none", sc.TLS)
+			}
+		case "timeout":
+			sc.Timeout, err = durationArg(d)
+		default:
+			err = d.Errf("smtp: unrecognized option %q", opt)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if sc.Host == "" || sc.From == "" {
+		return nil, d.Err("smtp: host and from are required")
+	}
+	if sc.Password != "" && !strings.Contains(sc.Password, "{") {
+		return nil, d.Err("smtp: write the password as a placeholder such as {env.SMTP_PASSWORD}, which keeps it out of the configuration")
+	}
+	return sc, nil
 }
 
 // countryCode matches an ISO 3166-1 alpha-2 code.

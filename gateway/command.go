@@ -41,6 +41,7 @@ running gateway sees the changes within a second.
 
   caddy modelgate account create --email E [--plan P] [--credit 10.00]
   caddy modelgate account plan --account ID --plan P
+  caddy modelgate account reset-link <ID|EMAIL> [--expires-in 1h] [--url URL]
   caddy modelgate account suspend --account ID
   caddy modelgate account resume --account ID
   caddy modelgate key create --account ID [--label L]
@@ -62,7 +63,14 @@ running gateway sees the changes within a second.
 			setPlan := leaf("plan", "Changes an account's plan", cmdAccountPlan)
 			setPlan.Flags().String("account", "", "the account ID")
 			setPlan.Flags().String("plan", "", "the plan's name")
-			account.AddCommand(create, setPlan, suspend, resume)
+			resetLink := &cobra.Command{Use: "reset-link <account ID or email>", Args: cobra.ExactArgs(1),
+				Short: "Prints a one-time link that sets the account's console password (and ends its sessions)"}
+			resetLink.RunE = func(cmd *cobra.Command, args []string) error {
+				return runLeaf(cmd, func(fl caddycmd.Flags) (int, error) { return cmdAccountResetLink(fl, args[0]) })
+			}
+			resetLink.Flags().Duration("expires-in", accounts.ResetLinkLifetime, "how long the link works (at most 72h)")
+			resetLink.Flags().String("url", "", "the console's public address, e.g. https://api.example.com/console (default: public_url and the console's path in the configuration)")
+			account.AddCommand(create, setPlan, suspend, resume, resetLink)
 
 			key := &cobra.Command{Use: "key", Short: "Creates and deletes API keys"}
 			keyCreate := leaf("create", "Creates an API key and prints it (shown only this once)", cmdKeyCreate)
@@ -87,7 +95,7 @@ running gateway sees the changes within a second.
 			ledgerCmd.AddCommand(ledgerCopy)
 			cmd.AddCommand(ledgerCmd)
 
-			for _, c := range []*cobra.Command{create, setPlan, suspend, resume, keyCreate, keyDelete, credit} {
+			for _, c := range []*cobra.Command{create, setPlan, suspend, resume, resetLink, keyCreate, keyDelete, credit} {
 				c.Flags().StringP("config", "c", "", "the Caddyfile (or JSON config) naming the ledger")
 				c.Flags().StringP("adapter", "a", "", "the config adapter")
 				c.Flags().String("db", "", "the SQLite ledger file (instead of --config)")
@@ -101,13 +109,18 @@ running gateway sees the changes within a second.
 // on stderr ("modelgate: there is no ledger at …"), not as a log line.
 func leaf(use, short string, f caddycmd.CommandFunc) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
-		_, err := f(caddycmd.Flags{FlagSet: cmd.Flags()})
-		if err != nil {
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			fmt.Fprintln(os.Stderr, "modelgate: "+sentence(err))
-		}
-		return err
+		return runLeaf(cmd, f)
 	}}
+}
+
+// runLeaf runs f with cmd's flags, printing its error as a sentence.
+func runLeaf(cmd *cobra.Command, f caddycmd.CommandFunc) error {
+	_, err := f(caddycmd.Flags{FlagSet: cmd.Flags()})
+	if err != nil {
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		fmt.Fprintln(os.Stderr, "modelgate: "+sentence(err))
+	}
+	return err
 }
 
 // sentence is err's message for a person: without the package prefixes
@@ -129,6 +142,9 @@ type cliConfig struct {
 	plans       map[string]bool // nil when no configuration was read
 	defaultPlan string
 	redisURL    string // the configured Redis, if any
+	// console is the console's public address (public_url and the
+	// console's path), or "" when the configuration names none
+	console string
 }
 
 // announce tells the running instances through Redis, when the
@@ -197,7 +213,40 @@ func loadCLIConfig(fl caddycmd.Flags) (cliConfig, error) {
 	for _, p := range app.Plans {
 		cc.plans[p.Name] = true
 	}
+	if app.PublicURL != "" {
+		if u, err := parsePublicURL(caddy.NewReplacer().ReplaceKnown(app.PublicURL, "")); err == nil {
+			var whole any
+			_ = json.Unmarshal(raw, &whole)
+			if base, ok := consolePath(whole); ok {
+				cc.console = u.String() + base
+			}
+		}
+	}
 	return cc, nil
+}
+
+// consolePath finds the base_path of the first modelgate_console handler
+// in a JSON configuration.
+func consolePath(v any) (string, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		if v["handler"] == "modelgate_console" {
+			base, _ := v["base_path"].(string)
+			return strings.TrimRight(base, "/"), true
+		}
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if p, ok := consolePath(v[k]); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if p, ok := consolePath(e); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // withStore runs f on the configured ledger, with the accounts service of
@@ -315,6 +364,44 @@ func cmdAccountPlan(fl caddycmd.Flags) (int, error) {
 		}
 		cc.announce(ctx, "account:"+id)
 		fmt.Fprintf(os.Stderr, "account %s is now on plan %s\n", id, plan)
+		return nil
+	})
+}
+
+// cmdAccountResetLink prints a one-time link that sets the account's
+// console password: how an operator lets a customer back in without mail
+// (docs/console.md). Using the link ends the account's sessions.
+func cmdAccountResetLink(fl caddycmd.Flags, who string) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
+		lifetime := fl.Duration("expires-in")
+		if lifetime <= 0 || lifetime > accounts.MaxResetLinkLifetime {
+			return fmt.Errorf("--expires-in %s: want a duration up to %s", lifetime, accounts.MaxResetLinkLifetime)
+		}
+		console := fl.String("url")
+		if console == "" {
+			console = cc.console
+		}
+		if console == "" {
+			return errors.New("the link needs the console's public address: set public_url in the modelgate option " +
+				"(and serve modelgate_console), or give --url https://your.host/console")
+		}
+		u, err := url.Parse(console)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--url %q: want the console's address, such as https://api.example.com/console", console)
+		}
+		id, err := acc.FindAccount(ctx, who)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return &wrapped{msg: "there is no account " + who, err: err}
+		}
+		if err != nil {
+			return err
+		}
+		token, err := acc.IssueToken(ctx, id, ledger.TokenReset, lifetime)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "a one-time link for account %s, valid for %s; it sets a new password and ends the account's sessions:\n", id, lifetime)
+		fmt.Println(accounts.ResetLink(console, token))
 		return nil
 	})
 }

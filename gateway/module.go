@@ -32,6 +32,7 @@ import (
 	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/mailer"
 	"github.com/modelgate/modelgate/payments"
 	"github.com/modelgate/modelgate/ratelimit"
 	"github.com/modelgate/modelgate/relay"
@@ -120,6 +121,13 @@ type App struct {
 	// Payments takes top-ups through a payment provider (Stripe Checkout).
 	Payments *PaymentsConfig `json:"payments,omitempty"`
 
+	// SMTP is the server the console sends its mail through: password
+	// reset links, and email verification at sign-up (docs/console.md).
+	// Without it, the console sends no mail: sign-ups are not verified,
+	// and the operator hands out reset links (caddy modelgate account
+	// reset-link).
+	SMTP *SMTPConfig `json:"smtp,omitempty"`
+
 	// PublicURL is the address customers reach the gateway at, e.g.
 	// https://api.example.com: the pages build the links they hand to
 	// others from it (the payment provider's return URLs), and the status
@@ -158,6 +166,7 @@ type App struct {
 	// implement BlockCountries.
 	limiter    ratelimit.Limiter
 	payments   payments.Provider // nil without a payments option
+	mailer     *mailer.Mailer    // nil without an smtp option
 	limiterKey string
 	geo        *maxminddb.Reader
 	blocked    map[string]bool
@@ -369,6 +378,30 @@ type PaymentsConfig struct {
 	// APIBase is the address of the provider's API, for a test double
 	// such as stripe-mock or an egress proxy. Default: the provider's own.
 	APIBase string `json:"api_base,omitempty"`
+}
+
+// SMTPConfig is an SMTP server and the address the gateway's mail comes
+// from.
+type SMTPConfig struct {
+	// Host is the server's host name or address.
+	Host string `json:"host"`
+	// Port is its port. Default: 587 with starttls, 465 with tls, 25 with
+	// none.
+	Port int `json:"port,omitempty"`
+	// Username and Password authenticate, when Username is set;
+	// placeholders such as {env.SMTP_PASSWORD} are expanded when the
+	// config is loaded and never written into it.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	// From is the sender: an address, or a name and an address
+	// ("modelgate <no-reply@example.com>").
+	From string `json:"from"`
+	// TLS is "starttls" (default: STARTTLS, required), "tls" (TLS from the
+	// first byte) or "none" (a relay on the same host or network; no
+	// password is then sent in the clear).
+	TLS string `json:"tls,omitempty"`
+	// Timeout bounds one exchange with the server. Default: 10s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
 }
 
 // PlanConfig is a set of per-account limits.
@@ -593,6 +626,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		handle.metrics.Store(m)
 	}
 	if err := a.provisionPayments(); err != nil {
+		return err
+	}
+	if err := a.provisionMailer(); err != nil {
 		return err
 	}
 	if err := a.provisionLimits(); err != nil {
@@ -908,6 +944,37 @@ func (a *App) provisionPayments() error {
 		return err
 	}
 	a.payments = p
+	return nil
+}
+
+// provisionMailer sets up the SMTP server's mailer, if one is configured;
+// its placeholders must be set (an error names the placeholder, never a
+// value).
+func (a *App) provisionMailer() error {
+	sc := a.SMTP
+	if sc == nil {
+		return nil
+	}
+	if a.publicURL == nil {
+		// the mail's links must name the operator's site, never whatever
+		// Host a request came with (docs/caddyfile.md, "smtp")
+		return errors.New("smtp: the mail's links need public_url (the address customers reach the gateway at)")
+	}
+	repl := caddy.NewReplacer()
+	var vals [4]string
+	for i, raw := range []string{sc.Host, sc.Username, sc.Password, sc.From} {
+		v, err := repl.ReplaceOrErr(raw, true, true)
+		if err != nil {
+			return fmt.Errorf("smtp: %w", err)
+		}
+		vals[i] = v
+	}
+	m, err := mailer.New(mailer.Config{Host: vals[0], Port: sc.Port, Username: vals[1], Password: vals[2], From: vals[3],
+		TLS: sc.TLS, Timeout: time.Duration(sc.Timeout)})
+	if err != nil {
+		return err
+	}
+	a.mailer = m
 	return nil
 }
 

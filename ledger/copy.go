@@ -14,7 +14,7 @@ import (
 type CopyReport struct {
 	// Rows copied, per table (accounts, keys, credits, usage, usage_daily,
 	// models, availability_minutes, availability_daily, incidents, logins,
-	// sessions).
+	// sessions, login_tokens).
 	Rows map[string]int64
 	// Accounts whose balance was checked against Σ credits − Σ charged.
 	Accounts int64
@@ -56,15 +56,17 @@ var copyTables = []copyTable{
 	{name: "availability_minutes", order: "provider, minute", cols: append([]string{"provider", "minute"}, availColumns()...)},
 	{name: "availability_daily", order: "provider, day", cols: append([]string{"provider", "day"}, availColumns()...)},
 	{name: "incidents", order: "id", identity: "id", cols: []string{"id", "provider", "cause", "started_at", "ended_at"}},
-	{name: "logins", order: "account_id", cols: []string{"account_id", "password_hash", "created_at"}},
+	{name: "logins", order: "account_id", cols: []string{"account_id", "password_hash", "created_at", "email_state"}},
 	{name: "sessions", order: "token_hash", cols: []string{"token_hash", "account_id", "csrf", "created_at", "expires_at"}},
+	{name: "login_tokens", order: "token_hash", cols: []string{"token_hash", "account_id", "purpose", "created_at", "expires_at"}},
 }
 
 // Copy copies the whole content of the ledger src (a SQLite ledger, as a
 // single server kept it) into dst, an empty PostgreSQL ledger, for moving
 // up to several instances (#19): accounts with their balances, keys with
 // their hashes and totals, credits, usage rows, daily rollups, models,
-// availability history and incidents, console logins and sessions. It
+// availability history and incidents, console logins, sessions and
+// password reset and verification tokens. It
 // refuses a destination that holds anything. src is read in one snapshot;
 // the copy is one transaction that commits only after the copy is checked:
 // the same row counts and totals as the source, and for every account

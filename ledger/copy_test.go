@@ -71,6 +71,10 @@ func TestCopy(t *testing.T) {
 	if err := src.CreateSession(ctx, tok, Session{AccountID: ada.ID, CSRF: "csrf", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	resetTok := sha256.Sum256([]byte("reset"))
+	if err := src.CreateLoginToken(ctx, resetTok, ada.ID, TokenReset, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	open, _ := src.Reserve(ada.ID, 10, 10) // a hold in flight is not copied
 	_ = open
 
@@ -79,11 +83,14 @@ func TestCopy(t *testing.T) {
 		t.Fatalf("Copy: %v", err)
 	}
 	t.Logf("copied: %s", rep)
-	if rep.Accounts != 3 || rep.Rows["usage"] != 5 || rep.Rows["keys"] != 3 || rep.Rows["sessions"] != 1 || rep.Rows["incidents"] != 2 ||
+	if rep.Accounts != 3 || rep.Rows["usage"] != 5 || rep.Rows["keys"] != 3 || rep.Rows["sessions"] != 1 || rep.Rows["incidents"] != 2 || rep.Rows["login_tokens"] != 1 ||
 		rep.Credited != 5*NanosPerUnit+1000 || rep.Balance != rep.Credited-rep.Charged || rep.Charged != 10_000_400 {
 		t.Fatalf("report %+v", rep)
 	}
 	mustAudit(t, dst)
+	if id, err := dst.LoginToken(ctx, resetTok, TokenReset); err != nil || id != ada.ID {
+		t.Fatalf("the reset link after the copy: %q %v", id, err)
+	}
 
 	// every figure reads the same
 	same := func(what string, read func(s *Store) any) {

@@ -18,6 +18,9 @@ type Session struct {
 	CSRF      string // the session's form token
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// EmailState is the account's login's (read with the session; not
+	// written by CreateSession).
+	EmailState EmailState
 }
 
 // execCommand runs fn as one write (see command.fn) named what.
@@ -38,6 +41,17 @@ func (s *Store) execCommand(ctx context.Context, what string, fn func(ctx contex
 // email and the password whose hash is passwordHash. The email is kept
 // normalized (NormalizeEmail) and must be unused in that form (ErrDuplicate).
 func (s *Store) CreateLogin(ctx context.Context, email, plan, passwordHash string) (Account, error) {
+	return s.createLogin(ctx, email, plan, passwordHash, EmailUnchecked)
+}
+
+// CreatePendingLogin is CreateLogin for a login whose email awaits
+// verification (EmailPending), as the console opens them while it can send
+// mail (#20).
+func (s *Store) CreatePendingLogin(ctx context.Context, email, plan, passwordHash string) (Account, error) {
+	return s.createLogin(ctx, email, plan, passwordHash, EmailPending)
+}
+
+func (s *Store) createLogin(ctx context.Context, email, plan, passwordHash string, state EmailState) (Account, error) {
 	email = NormalizeEmail(email)
 	if email == "" || passwordHash == "" {
 		return Account{}, errors.New("ledger: a login needs an email and a password hash")
@@ -58,7 +72,8 @@ func (s *Store) CreateLogin(ctx context.Context, email, plan, passwordHash strin
 		} else if n == 0 {
 			return fmt.Errorf("ledger: account with email %q exists: %w", email, ErrDuplicate)
 		}
-		_, err = conn.ExecContext(ctx, `INSERT INTO logins (account_id, password_hash, created_at) VALUES (?, ?, ?)`, id, passwordHash, now)
+		_, err = conn.ExecContext(ctx, `INSERT INTO logins (account_id, password_hash, created_at, email_state) VALUES (?, ?, ?, ?)`,
+			id, passwordHash, now, string(state))
 		return err
 	})
 	if err != nil {
@@ -68,7 +83,8 @@ func (s *Store) CreateLogin(ctx context.Context, email, plan, passwordHash strin
 }
 
 // SetPassword gives an existing account a console login, or a new password
-// (ErrNotFound if the account is unknown or has no email). Its sessions end.
+// (ErrNotFound if the account is unknown or has no email). Its sessions
+// end, and its password reset links with them.
 func (s *Store) SetPassword(ctx context.Context, accountID, passwordHash string) error {
 	now := time.Now().UnixMilli()
 	return s.execCommand(ctx, "set password "+accountID, func(ctx context.Context, conn execer) error {
@@ -84,8 +100,7 @@ func (s *Store) SetPassword(ctx context.Context, accountID, passwordHash string)
 			ON CONFLICT (account_id) DO UPDATE SET password_hash = excluded.password_hash`, accountID, passwordHash, now); err != nil {
 			return err
 		}
-		_, err = conn.ExecContext(ctx, `DELETE FROM sessions WHERE account_id = ?`, accountID)
-		return err
+		return endLogins(ctx, conn, accountID, nil)
 	})
 }
 
@@ -134,8 +149,10 @@ func (s *Store) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session,
 	defer done()
 	var sess Session
 	var created, expires sql.NullInt64
-	err = s.queryRow(ctx, `SELECT account_id, csrf, created_at, expires_at FROM sessions WHERE token_hash = ? AND expires_at > ?`,
-		tokenHash[:], time.Now().UnixMilli()).Scan(&sess.AccountID, &sess.CSRF, &created, &expires)
+	var state sql.NullString
+	err = s.queryRow(ctx, `SELECT s.account_id, s.csrf, s.created_at, s.expires_at, l.email_state
+		FROM sessions s LEFT JOIN logins l ON l.account_id = s.account_id WHERE s.token_hash = ? AND s.expires_at > ?`,
+		tokenHash[:], time.Now().UnixMilli()).Scan(&sess.AccountID, &sess.CSRF, &created, &expires, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("ledger: session: %w", ErrNotFound)
 	}
@@ -143,6 +160,10 @@ func (s *Store) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session,
 		return Session{}, err
 	}
 	sess.CreatedAt, sess.ExpiresAt = fromMilli(created), fromMilli(expires)
+	sess.EmailState = EmailState(state.String)
+	if !state.Valid {
+		sess.EmailState = EmailUnchecked
+	}
 	return sess, nil
 }
 

@@ -279,6 +279,22 @@ $$;
 CREATE TRIGGER keys_added AFTER INSERT ON keys FOR EACH STATEMENT
 	EXECUTE FUNCTION mg_keys_added();
 `,
+	// 3: console self-service (#20 item 7), as SQLite's migration 8: a
+	// login's email_state and the one-time login_tokens.
+	`
+ALTER TABLE logins ADD COLUMN email_state text NOT NULL DEFAULT 'unchecked'
+	CHECK (email_state IN ('unchecked', 'pending', 'verified'));
+
+CREATE TABLE login_tokens (
+	token_hash bytea PRIMARY KEY,
+	account_id text NOT NULL REFERENCES accounts (id),
+	purpose    text NOT NULL CHECK (purpose IN ('reset', 'verify')),
+	created_at bigint NOT NULL,
+	expires_at bigint NOT NULL
+);
+CREATE INDEX login_tokens_account ON login_tokens (account_id, purpose);
+CREATE INDEX login_tokens_expiry ON login_tokens (expires_at);
+`,
 }
 
 // pgMigrationLock is the advisory lock key that serializes migrations of

@@ -205,6 +205,27 @@ DROP TABLE email_check;
 UPDATE accounts SET email = lower(trim(email)) WHERE email <> lower(trim(email));
 CREATE UNIQUE INDEX accounts_email_nocase ON accounts (lower(email)) WHERE email <> '';
 `,
+	// 8: console self-service (#20 item 7). logins.email_state says whether
+	// the login's email was shown to reach its owner: 'unchecked' (nobody
+	// asked: logins made by the operator, before this migration, or while
+	// no mail was configured), 'pending' (signed up while mail was
+	// configured, the link not followed yet) or 'verified'. login_tokens
+	// are the one-time links of password resets and email verification,
+	// kept by the SHA-256 of their token and deleted as they are used.
+	`
+ALTER TABLE logins ADD COLUMN email_state TEXT NOT NULL DEFAULT 'unchecked'
+	CHECK (email_state IN ('unchecked', 'pending', 'verified'));
+
+CREATE TABLE login_tokens (
+	token_hash BLOB PRIMARY KEY,
+	account_id TEXT NOT NULL REFERENCES accounts (id),
+	purpose    TEXT NOT NULL CHECK (purpose IN ('reset', 'verify')),
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX login_tokens_account ON login_tokens (account_id, purpose);
+CREATE INDEX login_tokens_expiry ON login_tokens (expires_at);
+`,
 }
 
 // migrate brings the schema up to date on conn (the writer connection).

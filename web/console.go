@@ -15,6 +15,10 @@ type ConsoleFrame struct {
 	Currency string
 	Notice   string // what just happened
 	Error    string // why the last action failed
+	// Unverified: the signed-in account's email awaits verification (its
+	// link was mailed at sign-up); every page says so, with a form that
+	// mails the link again (#20 item 7)
+	Unverified bool
 }
 
 // ConsoleAuthPage is the sign-in or the sign-up form.
@@ -97,6 +101,23 @@ type ConsoleTopUp struct {
 	Amount   string
 }
 
+// ConsoleForgot asks for the email of a forgotten password's account, or
+// says that the operator hands out reset links when the gateway sends no
+// mail.
+type ConsoleForgot struct {
+	ConsoleFrame
+	CanMail   bool // the gateway has an smtp option
+	FormEmail string
+}
+
+// ConsolePassword sets a password: the signed-in account's new one (with
+// its current one), or, with Token, the one of a reset link's account.
+type ConsolePassword struct {
+	ConsoleFrame
+	Token    string // the reset link's token, sent back with the form
+	ForEmail string // the reset link's account's email
+}
+
 // ConsoleMessage is a page with a message only (not found, form expired).
 type ConsoleMessage struct {
 	ConsoleFrame
@@ -124,6 +145,14 @@ func RenderConsoleUsage(w io.Writer, p *ConsoleUsage) error { return render(w, "
 
 // RenderConsoleTopUp writes the top-up page.
 func RenderConsoleTopUp(w io.Writer, p *ConsoleTopUp) error { return render(w, "console_topup", p) }
+
+// RenderConsoleForgot writes the forgotten-password page.
+func RenderConsoleForgot(w io.Writer, p *ConsoleForgot) error { return render(w, "console_forgot", p) }
+
+// RenderConsolePassword writes the page that sets a password.
+func RenderConsolePassword(w io.Writer, p *ConsolePassword) error {
+	return render(w, "console_password", p)
+}
 
 // RenderConsoleMessage writes a page that only says something.
 func RenderConsoleMessage(w io.Writer, p *ConsoleMessage) error {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -63,7 +64,8 @@ const (
 // ConsoleHandler serves the customer console (docs/operations.md): sign-up, sign-in
 // and sign-out; the balance; API keys, created with the full key shown
 // once, listed, deleted; usage by day, key and model with charts and a
-// CSV export; top-ups through the payment provider. Pages are rendered on
+// CSV export; top-ups through the payment provider; password changes,
+// reset links and email verification (console_self.go). Pages are rendered on
 // the server and work without JavaScript; every form carries a CSRF token
 // and cross-origin form posts are refused.
 type ConsoleHandler struct {
@@ -152,10 +154,11 @@ type consoleRequest struct {
 
 // consoleSession is a signed-in visitor.
 type consoleSession struct {
-	token   string // the cookie's value
-	hash    [32]byte
-	csrf    string
-	account ledger.Account
+	token      string // the cookie's value
+	hash       [32]byte
+	csrf       string
+	account    ledger.Account
+	emailState ledger.EmailState
 }
 
 // ServeHTTP routes a console request.
@@ -213,6 +216,20 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 	case "/signup":
 		h.serveSignUp(c, method)
 		return nil
+	case "/forgot":
+		h.serveForgot(c, method)
+		return nil
+	case "/reset":
+		h.serveReset(c, method)
+		return nil
+	case "/verify":
+		if method != http.MethodGet {
+			hdr.Set("Allow", "GET, HEAD")
+			h.message(c, http.StatusMethodNotAllowed, "Not allowed", "This page does not take that request.")
+			return nil
+		}
+		h.serveVerify(c)
+		return nil
 	}
 
 	sess, err := h.session(r)
@@ -227,6 +244,7 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 	}
 	c.sess = sess
 	c.frame.Email, c.frame.CSRF = sess.account.Email, sess.csrf
+	c.frame.Unverified = sess.emailState == ledger.EmailPending && h.app.Mailer() != nil
 	if method == http.MethodPost && !tokenEqual(r.PostForm.Get("csrf"), sess.csrf) {
 		h.message(c, http.StatusForbidden, "Form expired", "This form has expired. Go back, reload the page and try again.")
 		return nil
@@ -256,9 +274,15 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 		h.startTopUp(c)
 	case route{"/signout", http.MethodPost}:
 		h.signOut(c)
+	case route{"/password", http.MethodGet}:
+		h.servePassword(c)
+	case route{"/password", http.MethodPost}:
+		h.changePassword(c)
+	case route{"/verify/resend", http.MethodPost}:
+		h.resendVerification(c)
 	default:
 		switch rel {
-		case "/", "/keys", "/keys/delete", "/usage", "/usage.csv", "/topup", "/signout":
+		case "/", "/keys", "/keys/delete", "/usage", "/usage.csv", "/topup", "/signout", "/password", "/verify/resend":
 			hdr.Set("Allow", "GET, HEAD, POST")
 			h.message(c, http.StatusMethodNotAllowed, "Not allowed", "This page does not take that request.")
 		default:
@@ -301,7 +325,7 @@ func (h *ConsoleHandler) session(r *http.Request) (*consoleSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &consoleSession{token: ck.Value, hash: sum, csrf: s.CSRF, account: acct}, nil
+	return &consoleSession{token: ck.Value, hash: sum, csrf: s.CSRF, account: acct, emailState: s.EmailState}, nil
 }
 
 // newToken returns 32 random bytes, base64url without padding (43 characters).
@@ -432,14 +456,24 @@ func (h *ConsoleHandler) serveSignIn(c *consoleRequest, method string) {
 
 // tooMany answers a refused sign-in or sign-up with 429 and when to retry.
 func (h *ConsoleHandler) tooMany(c *consoleRequest, signUp bool, email string, wait time.Duration, msg string) {
-	c.w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
+	setRetryAfter(c.w, wait)
 	h.authPage(c, http.StatusTooManyRequests, signUp, email, msg)
+}
+
+// setRetryAfter sets Retry-After to wait, in whole seconds, at least one.
+func setRetryAfter(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
 }
 
 // startSession signs the visitor in to account with a fresh token, never
 // one the visitor brought (which would let whoever planted it share the
 // session), ends the session the visitor had, and goes to the console.
 func (h *ConsoleHandler) startSession(c *consoleRequest, accountID string) {
+	h.startSessionAt(c, accountID, h.cookiePath)
+}
+
+// startSessionAt is startSession going to the console's page at to.
+func (h *ConsoleHandler) startSessionAt(c *consoleRequest, accountID, to string) {
 	ctx := c.r.Context()
 	if ck, err := c.r.Cookie(sessionCookie); err == nil {
 		if err := h.app.Store().DeleteSession(ctx, sha256.Sum256([]byte(ck.Value))); err != nil {
@@ -458,7 +492,7 @@ func (h *ConsoleHandler) startSession(c *consoleRequest, accountID string) {
 	}
 	h.setCookie(c.w, sessionCookie, token, h.cookiePath, int(lifetime/time.Second), http.SameSiteLaxMode)
 	h.setCookie(c.w, formCookie, "", h.cookiePath, -1, http.SameSiteStrictMode)
-	http.Redirect(c.w, c.r, h.cookiePath, http.StatusSeeOther)
+	http.Redirect(c.w, c.r, to, http.StatusSeeOther)
 }
 
 // serveSignUp shows the sign-up form and creates an account with a login.
@@ -510,7 +544,10 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		h.authPage(c, http.StatusInternalServerError, true, email, "Creating the account failed; try again.")
 		return
 	}
-	acct, err := h.app.Accounts().Open(c.r.Context(), accounts.Opening{Email: email, PasswordHash: hash})
+	// while the gateway sends mail, a new login's email awaits the link
+	// mailed to it (#20 item 7)
+	m := h.app.Mailer()
+	acct, err := h.app.Accounts().Open(c.r.Context(), accounts.Opening{Email: email, PasswordHash: hash, Unverified: m != nil})
 	if errors.Is(err, ledger.ErrDuplicate) {
 		// tries at taken emails count too, so the form cannot list who
 		// has an account faster than it creates them
@@ -530,6 +567,9 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 	}
 	counted = true
 	h.logger.Info("account created in the console", zap.String("account", acct.ID))
+	if m != nil {
+		h.mailLater("verify", func(ctx context.Context) error { return h.mailLink(ctx, m, acct.ID, acct.Email, ledger.TokenVerify) })
+	}
 	h.startSession(c, acct.ID)
 }
 
@@ -565,6 +605,9 @@ func (h *ConsoleHandler) serveOverview(c *consoleRequest) {
 		}
 	}
 	c.frame.Heading, c.frame.Page = "Balance", "overview"
+	if c.r.URL.Query().Get("password") == "reset" {
+		c.frame.Notice = "Your new password is set, and every other session of the account is signed out."
+	}
 	p := &web.ConsoleOverview{ConsoleFrame: c.frame, Balance: web.AmountOf(a.Balance), Held: web.AmountOf(a.Held),
 		Available: web.AmountOf(max(a.Balance-a.Held, 0)), Plan: a.Plan, State: string(a.State),
 		Suspended: a.State == ledger.StateSuspended, Keys: live}

@@ -46,6 +46,13 @@ const (
 	SignUpWindow   = time.Hour
 	LookupFailures = 10
 	LookupWindow   = 10 * time.Minute
+	// MailRequests requests for a password reset or verification mail per
+	// client address in MailWindow, and MailsPerEmail mails to one email
+	// in the same window (#20 item 7): every request counts, so that
+	// neither the form nor a stranger can flood a mailbox.
+	MailRequests  = 10
+	MailsPerEmail = 3
+	MailWindow    = time.Hour
 
 	attemptsInFlightPerAddress = 4 // attempts under way at once from one address
 	attemptsInFlightPerEmail   = 2 // sign-ins under way at once for one email
@@ -75,6 +82,8 @@ type Guard struct {
 	SignInEmail *Attempts // failed sign-ins per email, from addresses not the account's own
 	SignUpAddr  *Attempts // sign-ups per client address
 	LookupAddr  *Attempts // wrong keys per client address on the lookup page
+	MailAddr    *Attempts // reset and verification mails asked for, per client address
+	MailEmail   *Attempts // reset and verification mails asked for, per email
 	Hashes      *HashQueue
 
 	mu    sync.Mutex
@@ -88,6 +97,8 @@ func newGuard() *Guard {
 		SignInEmail: newAttempts(SignInFailures, SignInWindow, attemptsInFlightPerEmail),
 		SignUpAddr:  newAttempts(SignUps, SignUpWindow, attemptsInFlightPerAddress),
 		LookupAddr:  newAttempts(LookupFailures, LookupWindow, attemptsInFlightPerAddress),
+		MailAddr:    newAttempts(MailRequests, MailWindow, attemptsInFlightPerAddress),
+		MailEmail:   newAttempts(MailsPerEmail, MailWindow, attemptsInFlightPerEmail),
 		Hashes:      newHashQueue(max(2, runtime.GOMAXPROCS(0))),
 		known:       make(map[string]map[string]time.Time),
 	}
@@ -301,6 +312,7 @@ func Reset() {
 		for _, p := range []struct{ dst, src *Attempts }{
 			{g.SignInAddr, fresh.SignInAddr}, {g.SignInEmail, fresh.SignInEmail},
 			{g.SignUpAddr, fresh.SignUpAddr}, {g.LookupAddr, fresh.LookupAddr},
+			{g.MailAddr, fresh.MailAddr}, {g.MailEmail, fresh.MailEmail},
 		} {
 			p.dst.mu.Lock()
 			p.dst.counts = p.src.counts
