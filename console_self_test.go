@@ -163,6 +163,10 @@ func TestConsoleVerifyEmail(t *testing.T) {
 	}
 	_ = acct
 	g.noTokensLogged(token, token2, testPassword)
+	// the links' requests are logged all the same, the token redacted
+	if logs := readLogs(t, g.logPath, g.logPath+".access"); !strings.Contains(logs, `/console/verify?token=REDACTED`) {
+		t.Errorf("no access log line of the verification link with its token redacted")
+	}
 }
 
 // TestConsoleForgotPassword: the forgotten-password form answers the same

@@ -123,7 +123,6 @@ func startGateway(t *testing.T, o gatewayOptions) *testGateway {
 			request>headers>X-Goog-Api-Key delete
 			request>uri query {
 				delete key
-				delete token
 			}
 		}`
 	if o.plainLog {

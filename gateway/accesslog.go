@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// API keys never reach Caddy's access log, whatever the operator
+// API keys (and the console's link tokens) never reach Caddy's access log, whatever the operator
 // configured (#17). Caddy writes the access log line of a request from a
 // copy of it that it takes before the first handler runs
 // (caddyhttp.Server.ServeHTTP clones the request, headers and URI
@@ -45,15 +45,29 @@ func accessLogger(ctx caddy.Context) *zap.Logger {
 	return ctx.Logger(httpAppModule{}).Named("log.access")
 }
 
-// scrubAccessLog takes over the access log line of r, a request to the API,
-// when the line would hold a key: it sets log_skip and returns the function
-// that writes the line with the key redacted, to be deferred by the caller,
-// before the credential is taken off r. It returns nil when Caddy's own
-// line is safe or there is none.
-func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, facts *requestFacts) func() {
+// ScrubQueryParam is scrubAccessLog for the pages: the access log line of
+// r, when its URI carries the query parameter param (the console's one-time
+// link tokens), is written with param's value REDACTED. The caller defers
+// the function it returns, when not nil, and must answer r itself (not by
+// returning an error to Caddy), so that the line has the status sent.
+func ScrubQueryParam(w http.ResponseWriter, r *http.Request, accessLog *zap.Logger, param string) func() {
+	return scrubAccessLog(w, r, accessLog, param, false, nil)
+}
+
+// AccessLogger is the logger Caddy's http app writes access log lines with
+// in ctx's config, for ScrubQueryParam.
+func AccessLogger(ctx caddy.Context) *zap.Logger { return accessLogger(ctx) }
+
+// scrubAccessLog takes over the access log line of r when the line would
+// hold a secret: ?param= in its URI or, with apiKeys, an API key header: it
+// sets log_skip and returns the function that writes the line with the
+// secret redacted, to be deferred by the caller, before the secret is taken
+// off r. It returns nil when Caddy's own line is safe or there is none.
+// facts, when not nil, adds the API's user_id and call fields.
+func scrubAccessLog(w http.ResponseWriter, r *http.Request, accessLog *zap.Logger, param string, apiKeys bool, facts *requestFacts) func() {
 	ctx := r.Context()
 	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	if srv == nil || srv.Logs == nil || h.accessLog == nil {
+	if srv == nil || srv.Logs == nil || accessLog == nil {
 		return nil // no access log on this server
 	}
 	logs := srv.Logs
@@ -62,9 +76,9 @@ func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, fact
 	if orig, ok := ctx.Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
 		uri = orig.RequestURI
 	}
-	queryKey := redactQueryKey(uri) != uri
-	if hdr.Get("X-Api-Key") == "" && hdr.Get("X-Goog-Api-Key") == "" && !queryKey &&
-		(hdr.Get("Authorization") == "" || !logs.ShouldLogCredentials) {
+	inQuery := redactQueryParam(uri, param) != uri
+	if !inQuery && (!apiKeys || hdr.Get("X-Api-Key") == "" && hdr.Get("X-Goog-Api-Key") == "" &&
+		(hdr.Get("Authorization") == "" || !logs.ShouldLogCredentials)) {
 		return nil // nothing Caddy would log in the clear
 	}
 	if skip, _ := caddyhttp.GetVar(ctx, caddyhttp.LogSkipVar).(bool); skip || !accessLogged(logs, r) {
@@ -81,12 +95,14 @@ func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, fact
 	if orig, ok := ctx.Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
 		lr.Method, lr.RequestURI, lr.RemoteAddr = orig.Method, orig.RequestURI, orig.RemoteAddr
 	}
-	for _, name := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
-		if _, ok := lr.Header[name]; ok {
-			lr.Header[name] = []string{redacted}
+	if apiKeys {
+		for _, name := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
+			if _, ok := lr.Header[name]; ok {
+				lr.Header[name] = []string{redacted}
+			}
 		}
 	}
-	lr.RequestURI = redactQueryKey(lr.RequestURI)
+	lr.RequestURI = redactQueryParam(lr.RequestURI, param)
 	lr.Body = nil
 	body := &countingBody{ReadCloser: r.Body}
 	if r.Body != nil {
@@ -115,7 +131,11 @@ func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, fact
 			}
 		}
 		var fields []zap.Field
-		for _, l := range accessLoggersFor(h.accessLog, logs, r) {
+		var userID string
+		if facts != nil {
+			userID = facts.accountID
+		}
+		for _, l := range accessLoggersFor(accessLog, logs, r) {
 			c := l.Check(level, "handled request")
 			if c == nil {
 				continue
@@ -124,12 +144,14 @@ func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, fact
 				fields = []zap.Field{
 					zap.Object("request", caddyhttp.LoggableHTTPRequest{Request: lr, ShouldLogCredentials: logs.ShouldLogCredentials}),
 					zap.Int("bytes_read", body.n),
-					zap.String("user_id", facts.accountID),
+					zap.String("user_id", userID),
 					zap.Duration("duration", duration),
 					zap.Int("size", size),
 					zap.Int("status", status),
 					zap.Object("resp_headers", caddyhttp.LoggableHTTPHeader{Header: rec.Header(), ShouldLogCredentials: logs.ShouldLogCredentials}),
-					zap.Object("modelgate", facts),
+				}
+				if facts != nil {
+					fields = append(fields, zap.Object("modelgate", facts))
 				}
 			}
 			c.Write(fields...)
@@ -137,9 +159,9 @@ func (h *APIHandler) scrubAccessLog(w http.ResponseWriter, r *http.Request, fact
 	}
 }
 
-// redactQueryKey replaces the value of every key parameter of a request
-// URI's query, however its name is escaped.
-func redactQueryKey(uri string) string {
+// redactQueryParam replaces the value of every param parameter of a
+// request URI's query, however its name is escaped.
+func redactQueryParam(uri, param string) string {
 	path, query, ok := strings.Cut(uri, "?")
 	if !ok {
 		return uri
@@ -151,7 +173,7 @@ func redactQueryKey(uri string) string {
 		if !ok || value == "" || value == redacted {
 			continue
 		}
-		if n, err := url.QueryUnescape(name); err == nil && n == "key" {
+		if n, err := url.QueryUnescape(name); err == nil && n == param {
 			parts[i], changed = name+"="+redacted, true
 		}
 	}

@@ -14,7 +14,7 @@ func TestRedactQueryKey(t *testing.T) {
 		"/x":                                          "/x",
 		"/x?alt=sse":                                  "/x?alt=sse",
 	} {
-		if got := redactQueryKey(in); got != want {
+		if got := redactQueryParam(in, "key"); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}

@@ -216,7 +216,7 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	// Client credentials go no further than this handler; the proxied
 	// request is built fresh, so they never reach an upstream or its logs,
 	// and the access log line of the request shows them redacted.
-	if logLine := h.scrubAccessLog(w, r, facts); logLine != nil {
+	if logLine := scrubAccessLog(w, r, h.accessLog, "key", true, facts); logLine != nil {
 		defer logLine()
 	}
 	cred := takeCredential(r, acceptsQueryKey(ri))

@@ -82,6 +82,7 @@ type ConsoleHandler struct {
 
 	app        *gateway.App
 	logger     *zap.Logger
+	accessLog  *zap.Logger // for the lines of one-time links (ServeHTTP)
 	cop        *http.CrossOriginProtection
 	cookiePath string
 	guard      *guard.Guard // sign-in and sign-up limits, shared by every config
@@ -108,6 +109,7 @@ var decoyHash = sync.OnceValue(func() string {
 // Provision finds the modelgate app.
 func (h *ConsoleHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	h.accessLog = gateway.AccessLogger(ctx)
 	app, err := gateway.AppFor(ctx, "modelgate_console")
 	if err != nil {
 		return err
@@ -177,6 +179,11 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 	if rel == "" {
 		http.Redirect(w, r, h.cookiePath, http.StatusMovedPermanently)
 		return nil
+	}
+	// a reset or verification link's token is a credential: its access
+	// log line says token=REDACTED, whatever the operator's log filters
+	if line := gateway.ScrubQueryParam(w, r, h.accessLog, "token"); line != nil {
+		defer line()
 	}
 	method := r.Method
 	if method == http.MethodHead {
