@@ -286,9 +286,9 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 
 	switch ri.route {
 	case routeModels, routeGeminiModels:
-		h.serveModelList(w, r, ri.format)
+		h.serveModelList(w, r, ri.format, p.Plan)
 	case routeModel, routeGeminiModel:
-		h.serveModel(w, ri.format, ri.arg)
+		h.serveModel(w, ri.format, p.Plan, ri.arg)
 	case routeUsage:
 		h.serveUsage(w, r, p)
 	case routeImageGenerations, routeImageEdits:
