@@ -2,6 +2,7 @@ package modelgate
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"net/http"
 	"regexp"
@@ -263,4 +264,60 @@ func TestVolumeTiers(t *testing.T) {
 		t.Fatalf("after concurrent requests: %+v %v; want a month's spend of %d", a, err, sum)
 	}
 	g.audit()
+}
+
+// TestConsoleVolumeTier: the console's usage view shows what the discounts
+// took off (in total, per row and in the CSV export, exact to the nano),
+// and, on a plan with volume tiers, the month's spend, the tier in force
+// and the next one.
+func TestConsoleVolumeTier(t *testing.T) {
+	resetConsoleLimits(t)
+	g := startGateway(t, gatewayOptions{site: consoleSite, extra: volumePlan})
+	c := newConsoleClient(t)
+	acct := c.signUp(g, "volume@example.com")
+	ctx := context.Background()
+	if _, err := g.store.Credit(ctx, ledger.CreditRequest{AccountID: acct, Amount: 1_000_000_000, Reference: "test:" + acct, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	usage := c.get("/console/usage")
+	if figure(usage.body, "month_spent") != "" || figure(usage.body, "discount") != "0.00 USD" {
+		t.Fatalf("on the developer plan: month %q, discount %q", figure(usage.body, "month_spent"), figure(usage.body, "discount"))
+	}
+	if err := g.store.SetAccountPlan(ctx, acct, "volume"); err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := g.store.CreateKey(ctx, acct, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage = c.get("/console/usage")
+	if figure(usage.body, "tier") != "none yet" || figure(usage.body, "next_tier") != "3.33% off, above "+ledger.Money(20_000).Rounded() {
+		t.Fatalf("before any request: tier %q, next %q", figure(usage.body, "tier"), figure(usage.body, "next_tier"))
+	}
+	for range 2 {
+		if r := g.do("POST", "/v1/chat/completions", chatBody(testModel, "volume tiers at work", ""), "Authorization", "Bearer "+secret); r.status != 200 {
+			t.Fatal(r.body)
+		}
+	}
+	var spent, discount ledger.Money
+	rows := g.rows(acct)
+	for _, r := range rows {
+		spent += r.Charged
+		discount += r.Discount
+	}
+	if rows[0].TierBps != 333 || rows[1].TierBps != 0 {
+		t.Fatalf("tiers of the rows: %d, %d", rows[1].TierBps, rows[0].TierBps)
+	}
+	usage = c.get("/console/usage")
+	if exactFigure(usage.body, "discount") != discount.String() || exactFigure(usage.body, "month_spent") != spent.String() ||
+		figure(usage.body, "tier") != "3.33% off, above "+ledger.Money(20_000).Rounded() ||
+		figure(usage.body, "next_tier") != "7.77% off, above "+ledger.Money(50_000).Rounded() ||
+		!strings.Contains(usage.body, `<td><span class="amount" title="`+discount.String()+`">`) {
+		t.Fatalf("usage page: discount %q, month %q, tier %q, next %q\n%s", exactFigure(usage.body, "discount"),
+			exactFigure(usage.body, "month_spent"), figure(usage.body, "tier"), figure(usage.body, "next_tier"), usage.body)
+	}
+	records, err := csv.NewReader(strings.NewReader(c.get("/console/usage.csv").body)).ReadAll()
+	if err != nil || len(records) != 2 || records[0][12] != "discount" || records[1][12] != discount.String() {
+		t.Fatalf("csv: %q %v", records, err)
+	}
 }

@@ -156,3 +156,7 @@ func (a *App) modelsFor(p *relay.Plan) ([]*relay.Model, []byte) {
 	}
 	return a.modelList, a.modelsDoc
 }
+
+// AccountPlan is the plan of an account whose plan is named name: that
+// plan, or the default plan when the configuration has no such plan.
+func (a *App) AccountPlan(name string) *relay.Plan { return a.plan(name) }
