@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -270,4 +271,68 @@ func testMonthSpendMigration(t *testing.T, b backend) {
 		}
 	}
 	mustAudit(t, s)
+}
+
+// TestMonthSpendConcurrent: requests on one account, settled at once from
+// several goroutines (on PostgreSQL, through three instances of one
+// ledger): a hold sees at least every charge whose settle had returned
+// before it was taken, never more than was charged in all, and the month's
+// spend ends as the sum of the rows on every instance.
+func TestMonthSpendConcurrent(t *testing.T) { backends(t, testMonthSpendConcurrent) }
+
+func testMonthSpendConcurrent(t *testing.T, b backend) {
+	ctx := context.Background()
+	var stores []*Store
+	if b.pg {
+		_, stores = openShared(t, 3)
+	} else {
+		stores = []*Store{b.open(t)}
+	}
+	a := mustAccount(t, stores[0], 1_000_000_000)
+	const workers, each = 8, 25
+	var settled, started atomic.Int64 // charges whose settle returned, and begun
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			s := stores[w%len(stores)]
+			for i := range each {
+				floor := Money(settled.Load())
+				h, err := s.Reserve(a.ID, 1, 10_000)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if got := h.MonthSpend(); got < floor || got > Money(started.Load()) {
+					errs <- fmt.Errorf("worker %d, request %d: MonthSpend %d, outside [%d, %d]", w, i, got, floor, started.Load())
+					h.Release()
+					return
+				}
+				cost := Money(1 + w*each + i)
+				started.Add(int64(cost))
+				if err := h.Settle(ctx, usage(fmt.Sprintf("c-%d-%d", w, i), "", cost)); err != nil {
+					errs <- err
+					return
+				}
+				settled.Add(int64(cost))
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, s := range stores {
+		acct, err := s.GetAccount(ctx, a.ID)
+		if err != nil || acct.MonthSpend != Money(settled.Load()) || acct.Balance != 1_000_000_000-Money(settled.Load()) {
+			t.Fatalf("instance %d: %+v, %v; want a month's spend of %d", i, acct, err, settled.Load())
+		}
+		h, err := s.Reserve(a.ID, 1, 1)
+		if err != nil || h.MonthSpend() != Money(settled.Load()) {
+			t.Fatalf("instance %d: a hold after the settles sees %d, %v; want %d", i, h.MonthSpend(), err, settled.Load())
+		}
+		h.Release()
+	}
+	mustAudit(t, stores[0])
 }
