@@ -3,6 +3,7 @@ package modelgate
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -236,6 +237,17 @@ func TestVolumeTiers(t *testing.T) {
 	}
 	if !rounded {
 		t.Fatal("no charge had a fraction of a nano to round: the test proves nothing about rounding")
+	}
+	// the key's usage API says the month's spend and the tier it earns
+	var u struct {
+		Account struct {
+			MonthSpend   string  `json:"month_spend"`
+			TierDiscount *string `json:"tier_discount"`
+		} `json:"account"`
+	}
+	if r := g.do("GET", "/api/usage", "", "Authorization", "Bearer "+key); r.status != 200 || json.Unmarshal([]byte(r.body), &u) != nil ||
+		u.Account.MonthSpend != spend.String() || u.Account.TierDiscount == nil || *u.Account.TierDiscount != "7.77%" {
+		t.Fatalf("/api/usage: %d %s; want a month's spend of %s in the 7.77%% tier", r.status, r.body, spend)
 	}
 
 	// concurrently: every row's tier is one the spend went through, its

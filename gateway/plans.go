@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/modelgate/modelgate/ledger"
@@ -160,3 +161,21 @@ func (a *App) modelsFor(p *relay.Plan) ([]*relay.Model, []byte) {
 // AccountPlan is the plan of an account whose plan is named name: that
 // plan, or the default plan when the configuration has no such plan.
 func (a *App) AccountPlan(name string) *relay.Plan { return a.plan(name) }
+
+// Percent writes basis points as a percentage: 500 "5%", 1050 "10.5%",
+// 333 "3.33%", 0 "0%".
+func Percent(bps int) string {
+	s := strconv.Itoa(bps / 100)
+	if frac := bps % 100; frac != 0 {
+		s += strings.TrimRight("."+strconv.Itoa(100 + frac)[1:], "0")
+	}
+	return s + "%"
+}
+
+// tierPercent is the volume tier of plan p at a month's spend, "" for none.
+func tierPercent(p *relay.Plan, spend ledger.Money) string {
+	if bps := p.TierBps(spend); bps != 0 {
+		return Percent(bps)
+	}
+	return ""
+}

@@ -110,3 +110,11 @@ func TestBuildTiers(t *testing.T) {
 		}
 	}
 }
+
+func TestPercent(t *testing.T) {
+	for bps, want := range map[int]string{0: "0%", 5: "0.05%", 50: "0.5%", 333: "3.33%", 500: "5%", 1050: "10.5%", 9999: "99.99%"} {
+		if got := Percent(bps); got != want {
+			t.Errorf("Percent(%d) = %q, want %q", bps, got, want)
+		}
+	}
+}

@@ -45,11 +45,6 @@ func TestCSVText(t *testing.T) {
 }
 
 func TestConsoleMonth(t *testing.T) {
-	for bps, want := range map[int]string{0: "0%", 5: "0.05%", 50: "0.5%", 333: "3.33%", 500: "5%", 1050: "10.5%", 9999: "99.99%"} {
-		if got := percent(bps); got != want {
-			t.Errorf("percent(%d) = %q, want %q", bps, got, want)
-		}
-	}
 	now := time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)
 	if m := consoleMonth(&relay.Plan{}, 5, now); m != nil {
 		t.Errorf("a plan without tiers: %+v", m)

@@ -9,11 +9,11 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/web"
@@ -285,7 +285,7 @@ func consoleMonth(p *relay.Plan, spend ledger.Money, now time.Time) *web.Console
 	}
 	m := &web.ConsoleMonth{Month: now.UTC().Format("January 2006"), Spent: web.AmountOf(spend)}
 	tier := func(t relay.Tier) string {
-		return percent(t.Bps) + " off, above " + t.Above.Rounded()
+		return gateway.Percent(t.Bps) + " off, above " + t.Above.Rounded()
 	}
 	for _, t := range p.Tiers {
 		if spend > t.Above {
@@ -296,14 +296,4 @@ func consoleMonth(p *relay.Plan, spend ledger.Money, now time.Time) *web.Console
 		break
 	}
 	return m
-}
-
-// percent writes basis points as a percentage: 500 "5%", 1050 "10.5%",
-// 333 "3.33%".
-func percent(bps int) string {
-	s := strconv.Itoa(bps / 100)
-	if frac := bps % 100; frac != 0 {
-		s += strings.TrimRight("."+strconv.Itoa(100 + frac)[1:], "0")
-	}
-	return s + "%"
 }
