@@ -6,17 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
 	"github.com/openai/openai-go/v3"
 	"google.golang.org/genai"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/web/webtest"
 )
 
 // requestIDs matches the request IDs that Anthropic error bodies carry.
@@ -331,5 +338,105 @@ func TestConsoleVolumeTier(t *testing.T) {
 	records, err := csv.NewReader(strings.NewReader(c.get("/console/usage.csv").body)).ReadAll()
 	if err != nil || len(records) != 2 || records[0][12] != "discount" || records[1][12] != discount.String() {
 		t.Fatalf("csv: %q %v", records, err)
+	}
+}
+
+// TestConsoleVolumeTierInBrowser: in headless Chromium, with page scripts
+// off, the usage page of an account on a plan with volume tiers shows the
+// discounts, the month's spend and the tiers (screenshot
+// console-usage-tiers.png, MODELGATE_SCREENSHOTS).
+func TestConsoleVolumeTierInBrowser(t *testing.T) {
+	chromium, err := webtest.Find()
+	if err != nil {
+		t.Skipf("skipping browser test: %v (install the Debian package chromium, or set MODELGATE_CHROMIUM)", err)
+	}
+	resetConsoleLimits(t)
+	g := startGateway(t, gatewayOptions{site: consoleSite, extra: volumePlan})
+	shots := webtest.ScreenshotDir(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("force-device-scale-factor", "1"))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelTimeout()
+	run := func(step string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("read %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	run("sign up",
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+			return err
+		}),
+		chromedp.Navigate(gatewayAddr+"/console/signup"),
+		chromedp.WaitVisible(chromedp.CSS(`#email`)),
+		chromedp.SendKeys(chromedp.CSS(`#email`), "tiers@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`#password`), testPassword),
+		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
+	)
+	bg := context.Background()
+	acct, _, err := g.store.Login(bg, "tiers@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.store.Credit(bg, ledger.CreditRequest{AccountID: acct, Amount: 1_000_000_000, Reference: "test:tiers", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.SetAccountPlan(bg, acct, "volume"); err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := g.store.CreateKey(bg, acct, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if r := g.do("POST", "/v1/chat/completions", chatBody(testModel, "volume tiers at work", ""), "Authorization", "Bearer "+secret); r.status != 200 {
+			t.Fatal(r.body)
+		}
+	}
+	var spent, discount ledger.Money
+	for _, r := range g.rows(acct) {
+		spent += r.Charged
+		discount += r.Discount
+	}
+	run("usage",
+		chromedp.Navigate(gatewayAddr+"/console/usage"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-figure="tier"]`)),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, "console-usage-tiers.png"), png, 0o644)
+		}),
+	)
+	for sel, want := range map[string]string{
+		`[data-figure="discount"]`:                       discount.Rounded() + " USD",
+		`[data-figure="month_spent"]`:                    spent.Rounded() + " USD",
+		`[data-figure="tier"]`:                           "7.77% off, above " + ledger.Money(50_000).Rounded(),
+		`table[data-table="models"] tbody td:last-child`: discount.Rounded(),
+		`table[data-table="models"] thead th:last-child`: "Discount",
+	} {
+		if got := text(sel); got != want {
+			t.Errorf("%s: %q, want %q", sel, got, want)
+		}
+	}
+	if html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html"))); err != nil || strings.Contains(html, `data-figure="next_tier"`) {
+		t.Errorf("a next tier is shown at the top tier (%v)", err)
 	}
 }
