@@ -390,8 +390,8 @@ type PlanConfig struct {
 	// name or match a model of the catalogue. Default: every model.
 	Models []string `json:"models,omitempty"`
 	// Tiers are volume discounts by the account's spend in the current
-	// calendar month (UTC), added to Discount (docs/billing.md, "Volume
-	// tiers").
+	// calendar month (UTC), added to Discount (docs/billing.md, "Plan
+	// discounts and volume tiers").
 	Tiers []TierConfig `json:"tiers,omitempty"`
 }
 

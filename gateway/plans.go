@@ -11,7 +11,7 @@ import (
 
 // TierConfig is a plan's volume tier (#20): Discount more off every request
 // once the account's spend in the current calendar month (UTC) is above
-// Above (docs/billing.md, "Volume tiers").
+// Above (docs/billing.md, "Plan discounts and volume tiers").
 type TierConfig struct {
 	// Above is a money amount, e.g. "1000.00".
 	Above string `json:"above"`

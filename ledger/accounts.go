@@ -265,10 +265,13 @@ type Hold struct {
 	amount Money // guarded by acct.mu until settled
 	state  uint8 // guarded by acct.mu
 	over   bool  // a settle took more than the hold (guarded by acct.mu)
-	id     int64 // PostgreSQL: the hold's row
-	// monthSpend is the account's spend in the month the hold was taken
-	// in (MonthSpend).
-	monthSpend Money
+	// spendMonth and spent are the account's month's spend as the reserve
+	// read it (monthSpend, in two fields so that the hold keeps its size);
+	// the month is checked only when MonthSpend is asked, so that a plan
+	// without volume tiers costs the hot path no clock reading.
+	spendMonth int32
+	id         int64 // PostgreSQL: the hold's row
+	spent      Money
 }
 
 // Reserve reserves between min and max on the account, in one atomic step:
@@ -290,9 +293,8 @@ func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
 	if err != nil {
 		return nil, err
 	}
-	month := monthOf(s.now())
 	if s.pg != nil {
-		return s.pg.reserve(a, min, max, month)
+		return s.pg.reserve(a, min, max)
 	}
 	a.mu.Lock()
 	available := a.balance - a.held
@@ -305,11 +307,11 @@ func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
 		grant = available
 	}
 	a.held += grant
-	spend := a.spend.in(month)
+	spend := a.spend
 	a.mu.Unlock()
 	s.outstanding.Add(int64(grant))
 	s.openHolds.Add(1)
-	return &Hold{s: s, acct: a, amount: grant, monthSpend: spend}, nil
+	return &Hold{s: s, acct: a, amount: grant, spendMonth: spend.month, spent: spend.spend}, nil
 }
 
 // Amount is the amount currently reserved by the hold.

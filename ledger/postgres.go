@@ -533,12 +533,11 @@ func pgRetryable(err error) (retry, known bool) {
 type reserveReq struct {
 	acct     *account
 	min, max Money
-	month    int32 // the current month (spend.go)
 	// outputs
 	status int // 0 reserved, 1 no account, 2 not enough, 3 no lease
 	hold   int64
 	amount Money
-	spend  Money // the account's spend in month
+	spend  monthSpend // the account's month's spend (spend.go)
 	err    error
 	done   chan struct{}
 }
@@ -548,14 +547,14 @@ const maxReserveGroup = 256
 
 // reserve is Store.Reserve on PostgreSQL: it hands the request to the
 // reserver and waits.
-func (p *pgEngine) reserve(a *account, min, max Money, month int32) (*Hold, error) {
+func (p *pgEngine) reserve(a *account, min, max Money) (*Hold, error) {
 	s := p.s
 	done, err := s.beginRead()
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	r := &reserveReq{acct: a, min: min, max: max, month: month, done: make(chan struct{})}
+	r := &reserveReq{acct: a, min: min, max: max, done: make(chan struct{})}
 	select {
 	case p.reserves <- r:
 	case <-p.bgCtx.Done():
@@ -574,7 +573,7 @@ func (p *pgEngine) reserve(a *account, min, max Money, month int32) (*Hold, erro
 	}
 	s.outstanding.Add(int64(r.amount))
 	s.openHolds.Add(1)
-	return &Hold{s: s, acct: a, amount: r.amount, id: r.hold, monthSpend: r.spend}, nil
+	return &Hold{s: s, acct: a, amount: r.amount, id: r.hold, spendMonth: r.spend.month, spent: r.spend.spend}, nil
 }
 
 // reserver makes the reserves waiting, in groups, on a connection of its own.
@@ -712,7 +711,7 @@ func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reser
 		}
 		avail[r.acct.id] = a - grant
 		added[r.acct.id] += grant
-		r.status, r.amount, r.hold, r.spend = 0, Money(grant), randomHoldID(), spends[r.acct.id].in(r.month)
+		r.status, r.amount, r.hold, r.spend = 0, Money(grant), randomHoldID(), spends[r.acct.id]
 		holdIDs, amounts, accts = append(holdIDs, r.hold), append(amounts, grant), append(accts, r.acct.id)
 	}
 	b = &pgx.Batch{}

@@ -4,7 +4,7 @@ import "time"
 
 // The month's spend (#20): what an account was charged in the current
 // calendar month (UTC), which a plan's volume tiers read on every request
-// (docs/billing.md, "Volume tiers"). It is kept, with the month it
+// (docs/billing.md, "Plan discounts and volume tiers"). It is kept, with the month it
 // counts, on the account's row (accounts.month_spend and spend_month,
 // the month as year·100 + month: 202507), updated by the transaction
 // that debits each settle, so that it costs nothing to read:
@@ -60,9 +60,14 @@ func (m *monthSpend) add(month int32, charged Money) {
 	}
 }
 
-// MonthSpend is what the hold's account had been charged in the calendar
-// month (UTC) in which the hold was taken, by the settles committed
-// before it: the figure a plan's volume tiers read (docs/billing.md,
-// "Volume tiers"). With PostgreSQL it is every instance's, read from
-// the account row in the reserve's own transaction.
-func (h *Hold) MonthSpend() Money { return h.monthSpend }
+// MonthSpend is what the hold's account had been charged in the current
+// calendar month (UTC) by the settles committed before the hold was taken:
+// the figure a plan's volume tiers read (docs/billing.md, "Plan discounts
+// and volume tiers"). The count is the one the reserve read (with
+// PostgreSQL every instance's, from the account row in the reserve's own
+// transaction); the month is the ledger clock's when MonthSpend is called,
+// so a count of an earlier month reads as zero. Call it once, when the
+// hold is taken: it reads the clock.
+func (h *Hold) MonthSpend() Money {
+	return monthSpend{h.spendMonth, h.spent}.in(monthOf(h.s.now()))
+}

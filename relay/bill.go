@@ -85,9 +85,14 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 		}
 		return nil, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
 	}
+	tier := 0
+	if p := spec.principal.Plan; p != nil && len(p.Tiers) > 0 {
+		// the month's spend is read only for a plan with tiers
+		tier = p.TierBps(hold.MonthSpend())
+	}
 	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,
 		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate,
-		report: spec.report, tierBps: spec.principal.Plan.TierBps(hold.MonthSpend())}, nil
+		report: spec.report, tierBps: tier}, nil
 }
 
 // Held is the amount the bill holds.
@@ -173,7 +178,7 @@ func (b *Bill) SettleCost(tokens ledger.Tokens, cost ledger.Money, source string
 
 // record is the usage row of the bill, with cost before the discounts:
 // the plan's and its volume tier's, added up and taken off in one
-// rounding, down to the nano (docs/billing.md, "Volume tiers").
+// rounding, down to the nano (docs/billing.md, "Plan discounts and volume tiers").
 func (b *Bill) record(tokens ledger.Tokens, cost ledger.Money, source string, e End) *ledger.UsageRecord {
 	discount := b.principal.Plan.DiscountBps
 	charged := ledger.Discounted(cost, discount+b.tierBps)

@@ -148,7 +148,7 @@ type Plan struct {
 	DiscountBps      int // taken off every request, in basis points
 	// Tiers are volume discounts by the account's spend in the current
 	// calendar month, by ascending Above; a tier's discount is added to
-	// DiscountBps (docs/billing.md, "Volume tiers").
+	// DiscountBps (docs/billing.md, "Plan discounts and volume tiers").
 	Tiers []Tier
 	// Models are the models the plan offers, by ID; nil: every model.
 	// A model the plan does not offer is, to its accounts, a model that

@@ -65,7 +65,7 @@ type UsageLine struct {
 	Spent                               Amount
 	// Discount is what the plan's discounts, its volume tier's included,
 	// took off the list price; Spent is after it (docs/billing.md,
-	// "Volume tiers").
+	// "Plan discounts and volume tiers").
 	Discount Amount
 }
 
