@@ -256,6 +256,10 @@ func TestVolumeTiers(t *testing.T) {
 		u.Account.MonthSpend != spend.String() || u.Account.TierDiscount == nil || *u.Account.TierDiscount != "7.77%" {
 		t.Fatalf("/api/usage: %d %s; want a month's spend of %s in the 7.77%% tier", r.status, r.body, spend)
 	}
+	var aa adminAccount
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct, "", &aa); st != 200 || aa.MonthSpend != spend {
+		t.Fatalf("admin API: %d %+v; want a month's spend of %s", st, aa, spend)
+	}
 
 	// concurrently: every row's tier is one the spend went through, its
 	// charge is exact for it, and the month's spend is the sum of the rows
