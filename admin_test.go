@@ -22,6 +22,8 @@ type adminAccount struct {
 	Balance   ledger.Money `json:"balance"`
 	Held      ledger.Money `json:"held"`
 	CreatedAt time.Time    `json:"created_at"`
+	// the account's spend in the current calendar month (#20)
+	MonthSpend ledger.Money `json:"month_spend"`
 }
 
 type adminKey struct {

@@ -109,6 +109,27 @@ func TestCaddyfileErrors(t *testing.T) {
 		"discount too big": {
 			"\t\tplan p {\n\t\t\tdiscount 100%\n\t\t}\n",
 			"plan p: discount 100%:"},
+		"plan model unknown": {
+			provider + "\t\tmodel gpt-4o {\n\t\t\troute p x\n\t\t\tprice input 1 output 2\n\t\t}\n\t\tplan a {\n\t\t\tmodels gpt-4\n\t\t}\n",
+			"plan a: models: no model gpt-4 (the models are gpt-4o; did you mean gpt-4o?), at Caddyfile:12"},
+		"plan model pattern matches nothing": {
+			provider + "\t\tmodel gpt-4o {\n\t\t\troute p x\n\t\t\tprice input 1 output 2\n\t\t}\n\t\tplan a {\n\t\t\tmodels claude-*\n\t\t}\n",
+			"plan a: models: claude-* matches no model, at Caddyfile:12"},
+		"plan models without any": {
+			"\t\tplan a {\n\t\t\tmodels\n\t\t}\n",
+			"wrong argument count or unexpected line ending after 'models', at Caddyfile:4"},
+		"tier without a discount": {
+			"\t\tplan a {\n\t\t\ttier 1000\n\t\t}\n",
+			"wrong argument count or unexpected line ending after '1000', at Caddyfile:4"},
+		"tier bad amount": {
+			"\t\tplan a {\n\t\t\ttier 1,000 5%\n\t\t}\n",
+			"plan a: tier 1,000:"},
+		"tiers out of order": {
+			"\t\tplan a {\n\t\t\ttier 1000 5%\n\t\t\ttier 100 10%\n\t\t}\n",
+			"plan a: tier 100: tiers must be in ascending order of spend, at Caddyfile:3"},
+		"tier and discount at 100%": {
+			"\t\tplan a {\n\t\t\tdiscount 60%\n\t\t\ttier 1000 40%\n\t\t}\n",
+			"plan a: tier 1000: its discount and the plan's (40% and 60%) must add up to less than 100%, at Caddyfile:3"},
 		"negative rpm": {
 			"\t\tplan p {\n\t\t\trpm -1\n\t\t}\n",
 			`rpm "-1": want an integer of at least 0, at Caddyfile:4`},

@@ -454,7 +454,7 @@ func TestConsoleKeysAndUsage(t *testing.T) {
 		t.Fatalf("csv rows: %v %q", err, csvResp.body)
 	}
 	want := []string{row.CreatedAt.UTC().Format("2006-01-02"), ks[0].ID, ks[0].Prefix, "'=cmd|' /C calc'!A0", testModel, "1",
-		fmt.Sprint(row.Tokens.Input), fmt.Sprint(row.Tokens.Output), "0", "0", row.Charged.String(), "USD"}
+		fmt.Sprint(row.Tokens.Input), fmt.Sprint(row.Tokens.Output), "0", "0", row.Charged.String(), "USD", "0.000000000"}
 	if strings.Join(records[1], ",") != strings.Join(want, ",") {
 		t.Fatalf("csv row:\n got %q\nwant %q", records[1], want)
 	}

@@ -77,6 +77,9 @@ type adminAccount struct {
 	Balance   ledger.Money `json:"balance"`
 	Held      ledger.Money `json:"held"`
 	CreatedAt time.Time    `json:"created_at"`
+	// MonthSpend is what the account was charged in the current calendar
+	// month (UTC), which its plan's volume tiers read (#20).
+	MonthSpend ledger.Money `json:"month_spend"`
 }
 
 // adminKey is a key as the admin API shows it; Secret only when created.
@@ -343,7 +346,7 @@ func (a *AdminAPI) writeAccount(w http.ResponseWriter, r *http.Request, app *App
 		return ledgerError(err)
 	}
 	return writeAdminJSON(w, status, adminAccount{ID: acct.ID, Email: acct.Email, Plan: acct.Plan, State: acct.State,
-		Balance: acct.Balance, Held: acct.Held, CreatedAt: acct.CreatedAt})
+		Balance: acct.Balance, Held: acct.Held, CreatedAt: acct.CreatedAt, MonthSpend: acct.MonthSpend})
 }
 
 // decodeAdmin reads a JSON body (at most 64 KiB, no unknown fields).

@@ -127,6 +127,8 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			rpm <n>
 //			concurrency <n>
 //			discount <percent>%
+//			models <id|pattern...>
+//			tier <monthly spend> <percent>%
 //		}
 //		default_plan <name>
 //		public_url <scheme://host[:port][/path]>
@@ -409,6 +411,19 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			r := &m.Routes[i]
 			if !providers[r.Provider] {
 				return routeRefs[r].errf("model %s: route to unknown provider %q %s", m.ID, r.Provider, known("providers", r.Provider, slices.Collect(maps.Keys(providers))))
+			}
+		}
+	}
+	if len(a.Plans) > 0 {
+		// a plan's models and discounts against the catalogue and its
+		// own discount, as provisioning checks them (buildPlan)
+		catalogue := make(map[string]*relay.Model, len(a.Models))
+		for _, m := range a.Models {
+			catalogue[m.ID] = &relay.Model{ID: m.ID}
+		}
+		for _, p := range a.Plans {
+			if _, err := buildPlan(p, catalogue); err != nil {
+				return planAt[p.Name].errf("%v", err)
 			}
 		}
 	}
@@ -829,11 +844,30 @@ func parsePlan(d *caddyfile.Dispenser) (*PlanConfig, error) {
 	seen := map[string]bool{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
-		if seen[opt] {
+		if seen[opt] && opt != "tier" {
 			return nil, d.Errf("plan %s: %s already specified", p.Name, opt)
 		}
 		seen[opt] = true
 		switch opt {
+		case "models":
+			// IDs or patterns, checked against the catalogue when the
+			// config is provisioned (buildPlan)
+			p.Models = d.RemainingArgs()
+			if len(p.Models) == 0 {
+				return nil, d.ArgErr()
+			}
+		case "tier":
+			var t TierConfig
+			if !d.AllArgs(&t.Above, &t.Discount) {
+				return nil, d.ArgErr()
+			}
+			if _, err := ledger.ParseMoney(t.Above); err != nil {
+				return nil, d.Errf("plan %s: tier %s: %v", p.Name, t.Above, err)
+			}
+			if _, err := ledger.ParseDiscount(t.Discount); err != nil {
+				return nil, d.Errf("plan %s: tier %s %s: %v", p.Name, t.Above, t.Discount, err)
+			}
+			p.Tiers = append(p.Tiers, t)
 		case "rpm":
 			n, err := intArg(d, 0)
 			if err != nil {

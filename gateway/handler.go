@@ -286,9 +286,9 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 
 	switch ri.route {
 	case routeModels, routeGeminiModels:
-		h.serveModelList(w, r, ri.format)
+		h.serveModelList(w, r, ri.format, p.Plan)
 	case routeModel, routeGeminiModel:
-		h.serveModel(w, ri.format, ri.arg)
+		h.serveModel(w, ri.format, p.Plan, ri.arg)
 	case routeUsage:
 		h.serveUsage(w, r, p)
 	case routeImageGenerations, routeImageEdits:
@@ -419,6 +419,9 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.
 				Currency string `json:"currency"`
 				Plan     string `json:"plan"`
 				State    string `json:"state"`
+				// the month's spend and the volume tier it earns (#20)
+				MonthSpend   string `json:"month_spend"`
+				TierDiscount string `json:"tier_discount,omitempty"`
 			}
 			b, _ := json.Marshal(struct {
 				Object  string      `json:"object"`
@@ -429,7 +432,8 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.
 				Key: keyView{Label: p.Label, Prefix: p.Prefix, Requests: ku.Requests,
 					InputTokens: ku.InputTokens, OutputTokens: ku.OutputTokens, Spent: ku.Spent.String()},
 				Account: accountView{Balance: acct.Balance.String(), Held: acct.Held.String(),
-					Currency: h.app.Currency, Plan: p.Plan.Name, State: string(acct.State)},
+					Currency: h.app.Currency, Plan: p.Plan.Name, State: string(acct.State),
+					MonthSpend: acct.MonthSpend.String(), TierDiscount: tierPercent(p.Plan, acct.MonthSpend)},
 			})
 			w.Header().Set("Cache-Control", "no-store")
 			relay.WriteJSON(w, http.StatusOK, b)

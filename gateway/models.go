@@ -81,9 +81,10 @@ func modelListDoc(ms []*relay.Model) []byte {
 	return append(b, "]}"...)
 }
 
-// serveModelList answers a model list in the client's shape.
-func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f relay.Format) {
-	ms := h.app.modelList // sorted by ID
+// serveModelList answers the model list of plan p in the client's shape:
+// the models the plan offers (docs/caddyfile.md, "plan").
+func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f relay.Format, p *relay.Plan) {
+	ms, doc := h.app.modelsFor(p) // sorted by ID
 	q := r.URL.Query()
 	switch f {
 	case relay.FormatMessages:
@@ -138,13 +139,14 @@ func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f re
 		b, _ := json.Marshal(out)
 		relay.WriteJSON(w, http.StatusOK, b)
 	default:
-		relay.WriteJSON(w, http.StatusOK, h.app.modelsDoc)
+		relay.WriteJSON(w, http.StatusOK, doc)
 	}
 }
 
-// serveModel answers one model in the client's shape.
-func (h *APIHandler) serveModel(w http.ResponseWriter, f relay.Format, id string) {
-	m, ok := h.app.models[id]
+// serveModel answers one model in the client's shape; a model plan p does
+// not offer is not found, as an unknown one.
+func (h *APIHandler) serveModel(w http.ResponseWriter, f relay.Format, p *relay.Plan, id string) {
+	m, ok := h.app.svc.Model(p, id)
 	if !ok {
 		relay.WriteError(w, f, relay.ModelNotFound(id))
 		return

@@ -8,6 +8,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -154,6 +155,8 @@ type App struct {
 	plans     map[string]*relay.Plan
 	index     []byte // the body of GET / and GET /v1
 	modelsDoc []byte // the body of GET /v1/models
+	// planLists are the model lists of the plans that name their models
+	planLists map[*relay.Plan]planModelList
 
 	// registry holds the upstreams' health (in flight, cooldowns,
 	// breakers, availability counts), shared by every config.
@@ -404,7 +407,8 @@ type SMTPConfig struct {
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 }
 
-// PlanConfig is a set of per-account limits.
+// PlanConfig is a set of per-account limits, discounts and the models
+// the plan offers.
 type PlanConfig struct {
 	Name string `json:"name"`
 	// RPM is requests per minute; 0 means unlimited.
@@ -413,6 +417,14 @@ type PlanConfig struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// Discount is a percentage taken off every request, e.g. "15%".
 	Discount string `json:"discount,omitempty"`
+	// Models are the models the plan offers: model IDs, or patterns in
+	// which * stands for any run of characters ("claude-*"). Each must
+	// name or match a model of the catalogue. Default: every model.
+	Models []string `json:"models,omitempty"`
+	// Tiers are volume discounts by the account's spend in the current
+	// calendar month (UTC), added to Discount (docs/billing.md, "Plan
+	// discounts and volume tiers").
+	Tiers []TierConfig `json:"tiers,omitempty"`
 }
 
 // provider is a configured upstream: what a request sees of it (relay),
@@ -643,6 +655,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.signatures = sc.(*relay.SignatureCache)
 	a.modelList = sortedModels(a.modelList)
 	a.modelsDoc = modelListDoc(a.modelList)
+	a.buildPlanLists()
 	a.index = indexDoc()
 
 	repl := caddy.NewReplacer()
@@ -806,7 +819,7 @@ func (a *App) buildCatalogue() error {
 
 	a.plans = make(map[string]*relay.Plan, len(a.Plans))
 	for _, pc := range a.Plans {
-		p, err := buildPlan(pc)
+		p, err := buildPlan(pc, a.models)
 		if err != nil {
 			return err
 		}
@@ -978,8 +991,8 @@ func (a *App) provisionMailer() error {
 	return nil
 }
 
-// buildPlan checks one plan.
-func buildPlan(pc *PlanConfig) (*relay.Plan, error) {
+// buildPlan checks one plan against the catalogue's models.
+func buildPlan(pc *PlanConfig, models map[string]*relay.Model) (*relay.Plan, error) {
 	if pc.Name == "" {
 		return nil, errors.New("plan without a name")
 	}
@@ -994,6 +1007,16 @@ func buildPlan(pc *PlanConfig) (*relay.Plan, error) {
 		}
 		p.DiscountBps = bps
 	}
+	tiers, err := buildTiers(pc.Name, p.DiscountBps, cmp.Or(pc.Discount, "0%"), pc.Tiers)
+	if err != nil {
+		return nil, err
+	}
+	p.Tiers = tiers
+	offered, err := planModels(pc.Name, pc.Models, models)
+	if err != nil {
+		return nil, err
+	}
+	p.Models = offered
 	return p, nil
 }
 

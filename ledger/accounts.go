@@ -29,6 +29,9 @@ type Account struct {
 	State           State
 	Balance, Held   Money
 	CreatedAt       time.Time
+	// MonthSpend is what the account was charged in the current calendar
+	// month (UTC), which a plan's volume tiers read (#20).
+	MonthSpend Money
 }
 
 // account is the in-memory state of one account. Together with the database
@@ -42,6 +45,7 @@ type account struct {
 	held    Money
 	state   State
 	plan    string
+	spend   monthSpend // the month's spend (spend.go)
 }
 
 // loadAccount returns the cached account, reading it from the database on
@@ -62,8 +66,8 @@ func (s *Store) loadAccount(ctx context.Context, id string) (*account, error) {
 	}
 	a := &account{id: id}
 	var state string
-	err = s.queryRow(ctx, `SELECT balance, state, plan FROM accounts WHERE id = ?`, id).
-		Scan(&a.balance, &state, &a.plan)
+	err = s.queryRow(ctx, `SELECT balance, state, plan, spend_month, month_spend FROM accounts WHERE id = ?`, id).
+		Scan(&a.balance, &state, &a.plan, &a.spend.month, &a.spend.spend)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
 	}
@@ -134,12 +138,13 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 	a := Account{ID: id}
 	var state string
 	var created sql.NullInt64
+	var spend monthSpend
 	held := "0"
 	if s.pg != nil {
 		held = "held"
 	}
-	err = s.queryRow(ctx, `SELECT email, plan, state, balance, created_at, `+held+` FROM accounts WHERE id = ?`, id).
-		Scan(&a.Email, &a.Plan, &state, &a.Balance, &created, &a.Held)
+	err = s.queryRow(ctx, `SELECT email, plan, state, balance, created_at, `+held+`, spend_month, month_spend FROM accounts WHERE id = ?`, id).
+		Scan(&a.Email, &a.Plan, &state, &a.Balance, &created, &a.Held, &spend.month, &spend.spend)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
 	}
@@ -148,6 +153,7 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 	}
 	a.State = State(state)
 	a.CreatedAt = fromMilli(created)
+	a.MonthSpend = spend.in(monthOf(s.now()))
 	if m := s.cachedAccount(id); m != nil && s.pg == nil {
 		m.mu.Lock()
 		a.Held = m.held
@@ -263,7 +269,13 @@ type Hold struct {
 	amount Money // guarded by acct.mu until settled
 	state  uint8 // guarded by acct.mu
 	over   bool  // a settle took more than the hold (guarded by acct.mu)
-	id     int64 // PostgreSQL: the hold's row
+	// spendMonth and spent are the account's month's spend as the reserve
+	// read it (monthSpend, in two fields so that the hold keeps its size);
+	// the month is checked only when MonthSpend is asked, so that a plan
+	// without volume tiers costs the hot path no clock reading.
+	spendMonth int32
+	id         int64 // PostgreSQL: the hold's row
+	spent      Money
 }
 
 // Reserve reserves between min and max on the account, in one atomic step:
@@ -299,10 +311,11 @@ func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
 		grant = available
 	}
 	a.held += grant
+	spend := a.spend
 	a.mu.Unlock()
 	s.outstanding.Add(int64(grant))
 	s.openHolds.Add(1)
-	return &Hold{s: s, acct: a, amount: grant}, nil
+	return &Hold{s: s, acct: a, amount: grant, spendMonth: spend.month, spent: spend.spend}, nil
 }
 
 // Amount is the amount currently reserved by the hold.
@@ -345,8 +358,8 @@ type UsageRecord struct {
 	RequestID, AccountID, KeyID, Model, Provider, UpstreamModel, UpstreamKeyID, ClientFormat string
 	Stream                                                                                   bool
 	Tokens                                                                                   Tokens
-	Cost                                                                                     Money // after discount
-	DiscountBps                                                                              int
+	Cost                                                                                     Money  // after discount
+	DiscountBps                                                                              int    // the plan's discount
 	UsageSource                                                                              string // "upstream" | "estimated"
 	Status                                                                                   int    // HTTP status the client got
 	Outcome                                                                                  string // "ok", "client_closed", "upstream_cut", "upstream_error", …
@@ -357,6 +370,11 @@ type UsageRecord struct {
 	// the discount (#16).
 	Hosted     HostedUses
 	HostedCost Money
+	// TierBps is the discount of the plan's volume tier, on top of
+	// DiscountBps, and Discount what the two took off the list price
+	// (the list price − Cost), in nanos (#20).
+	TierBps  int
+	Discount Money
 
 	// Set by Settle.
 	Hold     Money // the amount that was reserved when settling (including any over-hold extra)
@@ -418,7 +436,7 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 		rec.RequestID = NewRequestID()
 	}
 	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = time.Now()
+		rec.CreatedAt = h.s.now()
 	}
 	if h.s.pg != nil {
 		return h.s.pg.settle(h, rec)

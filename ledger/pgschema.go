@@ -295,6 +295,23 @@ CREATE TABLE login_tokens (
 CREATE INDEX login_tokens_account ON login_tokens (account_id, purpose);
 CREATE INDEX login_tokens_expiry ON login_tokens (expires_at);
 `,
+	// 4: plans' volume tiers (#20; numbered after the other migrations of
+	// #20), as SQLite's migration 9: usage.tier_bps and usage.discount,
+	// usage_daily.discount, and the account's spend in the current
+	// calendar month (UTC), which reserves read from the row they lock.
+	`
+ALTER TABLE usage ADD COLUMN tier_bps bigint NOT NULL DEFAULT 0;
+ALTER TABLE usage ADD COLUMN discount bigint NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN discount bigint NOT NULL DEFAULT 0;
+ALTER TABLE accounts ADD COLUMN spend_month integer NOT NULL DEFAULT 0;
+ALTER TABLE accounts ADD COLUMN month_spend bigint NOT NULL DEFAULT 0;
+UPDATE accounts SET spend_month = to_char(now() AT TIME ZONE 'UTC', 'YYYYMM')::integer;
+UPDATE accounts SET month_spend = m.spent FROM (
+	SELECT account_id, sum(charged)::bigint AS spent FROM usage
+	WHERE created_at >= (extract(epoch FROM date_trunc('month', now() AT TIME ZONE 'UTC')) * 1000)::bigint
+	GROUP BY account_id
+) AS m WHERE accounts.id = m.account_id;
+`,
 }
 
 // pgMigrationLock is the advisory lock key that serializes migrations of

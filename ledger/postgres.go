@@ -537,6 +537,7 @@ type reserveReq struct {
 	status int // 0 reserved, 1 no account, 2 not enough, 3 no lease
 	hold   int64
 	amount Money
+	spend  monthSpend // the account's month's spend (spend.go)
 	err    error
 	done   chan struct{}
 }
@@ -572,7 +573,7 @@ func (p *pgEngine) reserve(a *account, min, max Money) (*Hold, error) {
 	}
 	s.outstanding.Add(int64(r.amount))
 	s.openHolds.Add(1)
-	return &Hold{s: s, acct: a, amount: r.amount, id: r.hold}, nil
+	return &Hold{s: s, acct: a, amount: r.amount, id: r.hold, spendMonth: r.spend.month, spent: r.spend.spend}, nil
 }
 
 // reserver makes the reserves waiting, in groups, on a connection of its own.
@@ -642,8 +643,8 @@ func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error 
 }
 
 // reserveTx is the group's transaction: lease and accounts (locked in id
-// order), then each account's held raised by its grants and the holds
-// inserted. Every request gets its status.
+// order, read with their month's spend), then each account's held raised
+// by its grants and the holds inserted. Every request gets its status.
 func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reserveReq) error {
 	ids := make([]string, 0, len(group))
 	for _, r := range group {
@@ -656,7 +657,7 @@ func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reser
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL synchronous_commit = off")
 	b.Queue(`SELECT count(*) FROM instances WHERE id = $1 AND lease_until > clock_timestamp()`, p.id)
-	b.Queue(`SELECT id, balance - held FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	b.Queue(`SELECT id, balance - held, spend_month, month_spend FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 	br := conn.SendBatch(ctx, b)
 	_, err := br.Exec()
 	if err == nil {
@@ -667,14 +668,16 @@ func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reser
 		err = br.QueryRow().Scan(&live)
 	}
 	avail := make(map[string]int64, len(ids))
+	spends := make(map[string]monthSpend, len(ids))
 	if err == nil {
 		var rows pgx.Rows
 		rows, err = br.Query()
 		if err == nil {
 			var id string
 			var a int64
-			_, err = pgx.ForEachRow(rows, []any{&id, &a}, func() error {
-				avail[id] = a
+			var sp monthSpend
+			_, err = pgx.ForEachRow(rows, []any{&id, &a, &sp.month, &sp.spend}, func() error {
+				avail[id], spends[id] = a, sp
 				return nil
 			})
 		}
@@ -708,7 +711,7 @@ func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reser
 		}
 		avail[r.acct.id] = a - grant
 		added[r.acct.id] += grant
-		r.status, r.amount, r.hold = 0, Money(grant), randomHoldID()
+		r.status, r.amount, r.hold, r.spend = 0, Money(grant), randomHoldID(), spends[r.acct.id]
 		holdIDs, amounts, accts = append(holdIDs, r.hold), append(amounts, grant), append(accts, r.acct.id)
 	}
 	b = &pgx.Batch{}
@@ -870,6 +873,7 @@ type pgBatch struct {
 	outcome                       []string
 	latency, ttft, created        []int64
 	hosted                        [4][]int64
+	tier, discountAmt             []int64
 	holdID                        []int64
 	lapsed                        []bool
 
@@ -877,6 +881,7 @@ type pgBatch struct {
 	inserted map[string]int64 // request id → hold id of the rows inserted
 
 	debit, release map[string]int64
+	spend          map[string]monthSpend // what the debits add to each account's month (spend.go)
 	keys           map[string]keyAgg
 	daily          map[dailyKey]dailyAgg
 }
@@ -884,7 +889,7 @@ type pgBatch struct {
 func (b *pgBatch) reset() {
 	if b.held == nil {
 		b.held, b.avail, b.inserted = map[int64]int64{}, map[string]int64{}, map[string]int64{}
-		b.debit, b.release = map[string]int64{}, map[string]int64{}
+		b.debit, b.release, b.spend = map[string]int64{}, map[string]int64{}, map[string]monthSpend{}
 		b.keys, b.daily = map[string]keyAgg{}, map[dailyKey]dailyAgg{}
 	}
 	b.holdIDs = b.holdIDs[:0]
@@ -903,11 +908,13 @@ func (b *pgBatch) reset() {
 	b.stream, b.cost, b.charged, b.hold, b.discount = b.stream[:0], b.cost[:0], b.charged[:0], b.hold[:0], b.discount[:0]
 	b.over, b.source, b.status, b.outcome = b.over[:0], b.source[:0], b.status[:0], b.outcome[:0]
 	b.latency, b.ttft, b.created, b.holdID, b.lapsed = b.latency[:0], b.ttft[:0], b.created[:0], b.holdID[:0], b.lapsed[:0]
+	b.tier, b.discountAmt = b.tier[:0], b.discountAmt[:0]
 	clear(b.settles)
 	b.settles = b.settles[:0]
 	clear(b.inserted)
 	clear(b.debit)
 	clear(b.release)
+	clear(b.spend)
 	clear(b.keys)
 	clear(b.daily)
 }
@@ -935,13 +942,15 @@ func (b *pgBatch) addRow(c *command) {
 	for i, v := range [4]int64{r.Hosted.WebSearch, r.Hosted.WebFetch, r.Hosted.ImageGeneration, int64(r.HostedCost)} {
 		b.hosted[i] = append(b.hosted[i], v)
 	}
+	b.tier = append(b.tier, int64(r.TierBps))
+	b.discountAmt = append(b.discountAmt, int64(r.Discount))
 	b.holdID = append(b.holdID, c.hold.id)
 	b.lapsed = append(b.lapsed, r.HoldLapsed)
 	b.settles = append(b.settles, c)
 }
 
 func (b *pgBatch) rowArgs() []any {
-	args := make([]any, 0, 31)
+	args := make([]any, 0, 33)
 	for i := range b.txt {
 		args = append(args, b.txt[i])
 	}
@@ -954,7 +963,7 @@ func (b *pgBatch) rowArgs() []any {
 	for i := range b.hosted {
 		args = append(args, b.hosted[i])
 	}
-	return append(args, b.holdID, b.lapsed)
+	return append(args, b.tier, b.discountAmt, b.holdID, b.lapsed)
 }
 
 const pgInsertUsage = `INSERT INTO usage (` + usageInsertColumns + `, hold_id, hold_lapsed)
@@ -962,7 +971,7 @@ const pgInsertUsage = `INSERT INTO usage (` + usageInsertColumns + `, hold_id, h
 		$9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
 		$15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::boolean[], $20::text[], $21::bigint[], $22::text[],
 		$23::bigint[], $24::bigint[], $25::bigint[], $26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[],
-		$30::bigint[], $31::boolean[])
+		$30::bigint[], $31::bigint[], $32::bigint[], $33::boolean[])
 	ON CONFLICT (request_id) DO NOTHING RETURNING request_id, hold_id`
 
 // runBatch commits a batch of settles and releases in one transaction.
@@ -1136,6 +1145,9 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		r := c.rec
 		if r.Charged != 0 {
 			b.debit[r.AccountID] += int64(r.Charged)
+			sp := b.spend[r.AccountID]
+			sp.add(monthOf(r.CreatedAt), r.Charged)
+			b.spend[r.AccountID] = sp
 		}
 		created := r.CreatedAt.UnixMilli()
 		if r.KeyID != "" {
@@ -1160,6 +1172,7 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		d.cacheRead += r.Tokens.CacheRead
 		d.cacheWrite += r.Tokens.CacheWrite
 		d.spent += r.Charged
+		d.discount += r.Discount
 		b.daily[dk] = d
 		if r.HoldLapsed {
 			p.lapsed.Add(1)
@@ -1178,12 +1191,19 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		}
 		slices.Sort(ids) // one lock order for every instance
 		debits, releases := make([]int64, len(ids)), make([]int64, len(ids))
+		months, spends := make([]int32, len(ids)), make([]int64, len(ids))
 		for i, id := range ids {
 			debits[i], releases[i] = b.debit[id], b.release[id]
+			months[i], spends[i] = b.spend[id].month, int64(b.spend[id].spend)
 		}
-		pb.Queue(`UPDATE accounts SET balance = accounts.balance - v.debit, held = accounts.held - v.release
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, debit, release) WHERE accounts.id = v.id`,
-			ids, debits, releases)
+		// the month's spend as spend.go counts it: every SET reads the row as it was
+		pb.Queue(`UPDATE accounts SET balance = accounts.balance - v.debit, held = accounts.held - v.release,
+				month_spend = CASE WHEN v.month > accounts.spend_month THEN v.spend
+					WHEN v.month = accounts.spend_month THEN accounts.month_spend + v.spend ELSE accounts.month_spend END,
+				spend_month = greatest(accounts.spend_month, v.month)
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::integer[], $5::bigint[]) AS v(id, debit, release, month, spend)
+			WHERE accounts.id = v.id`,
+			ids, debits, releases, months, spends)
 	}
 	if len(b.keys) > 0 {
 		ids := make([]string, 0, len(b.keys))
@@ -1218,29 +1238,30 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 			return strings.Compare(x.model, y.model)
 		})
 		cols := [4][]string{}
-		nums := [6][]int64{}
+		nums := [7][]int64{}
 		for _, dk := range dks {
 			d := b.daily[dk]
 			cols[0] = append(cols[0], time.UnixMilli(dk.day*millisPerDay).UTC().Format(time.DateOnly))
 			cols[1] = append(cols[1], dk.key)
 			cols[2] = append(cols[2], dk.model)
 			cols[3] = append(cols[3], d.account)
-			for i, v := range [6]int64{d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent)} {
+			for i, v := range [7]int64{d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent), int64(d.discount)} {
 				nums[i] = append(nums[i], v)
 			}
 		}
 		pb.Queue(`INSERT INTO usage_daily (day, key_id, model, account_id, requests, input_tokens, output_tokens,
-				cache_read_tokens, cache_write_tokens, spent)
+				cache_read_tokens, cache_write_tokens, spent, discount)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
-				$8::bigint[], $9::bigint[], $10::bigint[])
+				$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
 			ON CONFLICT (day, key_id, model) DO UPDATE SET
 				requests = usage_daily.requests + excluded.requests,
 				input_tokens = usage_daily.input_tokens + excluded.input_tokens,
 				output_tokens = usage_daily.output_tokens + excluded.output_tokens,
 				cache_read_tokens = usage_daily.cache_read_tokens + excluded.cache_read_tokens,
 				cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens,
-				spent = usage_daily.spent + excluded.spent`,
-			cols[0], cols[1], cols[2], cols[3], nums[0], nums[1], nums[2], nums[3], nums[4], nums[5])
+				spent = usage_daily.spent + excluded.spent,
+				discount = usage_daily.discount + excluded.discount`,
+			cols[0], cols[1], cols[2], cols[3], nums[0], nums[1], nums[2], nums[3], nums[4], nums[5], nums[6])
 	}
 	statements := pb.Len()
 	pb.Queue("COMMIT")

@@ -226,6 +226,26 @@ CREATE TABLE login_tokens (
 CREATE INDEX login_tokens_account ON login_tokens (account_id, purpose);
 CREATE INDEX login_tokens_expiry ON login_tokens (expires_at);
 `,
+	// 9: plans' volume tiers (#20; numbered after the other migrations of
+	// #20). Each usage row says the tier's discount (tier_bps, on top of
+	// discount_bps) and what the discounts took off the list price
+	// (discount, nanos), which the daily rollup adds up; each account
+	// keeps its spend in the current calendar month (UTC) with the month
+	// it counts (spend_month, year·100 + month), updated with each debit
+	// (spend.go). The current month's spend is counted from the rows.
+	`
+ALTER TABLE usage ADD COLUMN tier_bps INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage ADD COLUMN discount INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN discount INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE accounts ADD COLUMN spend_month INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE accounts ADD COLUMN month_spend INTEGER NOT NULL DEFAULT 0;
+UPDATE accounts SET spend_month = CAST(strftime('%Y%m', 'now') AS INTEGER);
+UPDATE accounts SET month_spend = m.spent FROM (
+	SELECT account_id, sum(charged) AS spent FROM usage
+	WHERE created_at >= CAST(strftime('%s', 'now', 'start of month') AS INTEGER) * 1000
+	GROUP BY account_id
+) AS m WHERE accounts.id = m.account_id;
+`,
 }
 
 // migrate brings the schema up to date on conn (the writer connection).

@@ -125,6 +125,11 @@ type Options struct {
 	Lease time.Duration
 	// MaxConns is the size of the PostgreSQL connection pool; default 16.
 	MaxConns int
+
+	// Now is the ledger's clock: the calendar month whose spend a hold
+	// reports (Hold.MonthSpend) and the time of a usage row that has
+	// none. Default time.Now; tests set it to cross a month boundary.
+	Now func() time.Time
 }
 
 const (
@@ -237,6 +242,14 @@ func (s *Store) Stats() Stats {
 func dsn(path string, params url.Values) string {
 	u := url.URL{Scheme: "file", Path: path, RawQuery: params.Encode()}
 	return u.String()
+}
+
+// now is the time by the ledger's clock (Options.Now).
+func (s *Store) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
 }
 
 // changed reports a key or account change to Options.OnChange.

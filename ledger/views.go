@@ -152,7 +152,7 @@ func (s *Store) queryUsage(ctx context.Context, q string, args ...any) ([]usageR
 			&r.ClientFormat, &stream, &r.Tokens.Input, &r.Tokens.Output, &r.Tokens.CacheRead, &r.Tokens.CacheWrite,
 			&r.Tokens.Reasoning, &r.Cost, &r.Charged, &r.Hold, &r.DiscountBps, &overHold, &r.UsageSource, &r.Status,
 			&r.Outcome, &latency, &ttft, &created, &r.Hosted.WebSearch, &r.Hosted.WebFetch, &r.Hosted.ImageGeneration,
-			&r.HostedCost}
+			&r.HostedCost, &r.TierBps, &r.Discount}
 		if s.pg != nil {
 			dest = append(dest, &lapsed)
 		}
@@ -173,6 +173,9 @@ type DailyUsage struct {
 	KeyID, Model                                               string
 	Requests, InputTokens, OutputTokens, CacheRead, CacheWrite int64
 	Spent                                                      Money
+	// Discount is what the plan's discounts took off the list price of
+	// these requests (#20); Spent is after it.
+	Discount Money
 }
 
 // DailyUsageRows returns the rollup rows of an account's keys (or of one key
@@ -183,8 +186,8 @@ func (s *Store) DailyUsageRows(ctx context.Context, accountID, keyID, since stri
 		return nil, err
 	}
 	defer done()
-	q := `SELECT day, key_id, model, requests, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, spent
-		FROM usage_daily WHERE account_id = ? AND day >= ?`
+	q := `SELECT day, key_id, model, requests, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, spent,
+		discount FROM usage_daily WHERE account_id = ? AND day >= ?`
 	args := []any{accountID, since}
 	if keyID != "" {
 		q += ` AND key_id = ?`
@@ -200,7 +203,7 @@ func (s *Store) DailyUsageRows(ctx context.Context, accountID, keyID, since stri
 	for rows.Next() {
 		var d DailyUsage
 		if err := rows.Scan(&d.Day, &d.KeyID, &d.Model, &d.Requests, &d.InputTokens, &d.OutputTokens,
-			&d.CacheRead, &d.CacheWrite, &d.Spent); err != nil {
+			&d.CacheRead, &d.CacheWrite, &d.Spent, &d.Discount); err != nil {
 			return nil, fmt.Errorf("ledger: daily usage: %w", err)
 		}
 		out = append(out, d)
@@ -227,7 +230,8 @@ func (m Mismatch) String() string {
 		m.Column, m.AccountID, m.KeyID, m.Day, m.Model, m.Stored, m.Recomputed)
 }
 
-// Audit recomputes every account's balance as Σcredits − Σcharged, every
+// Audit recomputes every account's balance as Σcredits − Σcharged and its
+// month's spend as Σcharged of its rows of that month (spend.go), every
 // key's running totals and every daily rollup row from the usage rows, and
 // reports each figure that differs from the stored one. Empty means consistent.
 // It reads from one snapshot.
@@ -290,6 +294,33 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 	}
 
 	rows, err = conn.QueryContext(ctx, `
+		WITH u AS (
+			SELECT account_id, CAST(replace(substr(`+s.utcDay("created_at")+`, 1, 7), '-', '') AS INTEGER) AS month,
+				sum(charged) AS s
+			FROM usage GROUP BY 1, 2
+		)
+		SELECT a.id, a.month_spend, coalesce(u.s, 0)
+		FROM accounts a LEFT JOIN u ON u.account_id = a.id AND u.month = a.spend_month
+		ORDER BY a.id`)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: audit month spend: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var stored, re int64
+		if err := rows.Scan(&id, &stored, &re); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("ledger: audit month spend: %w", err)
+		}
+		if stored != re {
+			out = append(out, Mismatch{AccountID: id, Column: "accounts.month_spend", Stored: stored, Recomputed: re})
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("ledger: audit month spend: %w", err)
+	}
+
+	rows, err = conn.QueryContext(ctx, `
 		SELECT k.id, k.account_id, k.requests, k.input_tokens, k.output_tokens, k.spent,
 			coalesce(u.n, 0), coalesce(u.i, 0), coalesce(u.o, 0), coalesce(u.s, 0)
 		FROM keys k LEFT JOIN (
@@ -321,14 +352,15 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 		WITH u AS (
 			SELECT `+s.utcDay("created_at")+` AS day, key_id, model,
 				min(account_id) AS account_id, count(*) AS n, sum(input_tokens) AS i, sum(output_tokens) AS o,
-				sum(cache_read_tokens) AS cr, sum(cache_write_tokens) AS cw, sum(charged) AS s
+				sum(cache_read_tokens) AS cr, sum(cache_write_tokens) AS cw, sum(charged) AS s, sum(discount) AS dc
 			FROM usage GROUP BY 1, 2, 3
 		)
 		SELECT coalesce(d.day, u.day), coalesce(d.key_id, u.key_id), coalesce(d.model, u.model),
 			coalesce(d.account_id, u.account_id),
 			coalesce(d.requests, 0), coalesce(d.input_tokens, 0), coalesce(d.output_tokens, 0),
-			coalesce(d.cache_read_tokens, 0), coalesce(d.cache_write_tokens, 0), coalesce(d.spent, 0),
-			coalesce(u.n, 0), coalesce(u.i, 0), coalesce(u.o, 0), coalesce(u.cr, 0), coalesce(u.cw, 0), coalesce(u.s, 0)
+			coalesce(d.cache_read_tokens, 0), coalesce(d.cache_write_tokens, 0), coalesce(d.spent, 0), coalesce(d.discount, 0),
+			coalesce(u.n, 0), coalesce(u.i, 0), coalesce(u.o, 0), coalesce(u.cr, 0), coalesce(u.cw, 0), coalesce(u.s, 0),
+			coalesce(u.dc, 0)
 		FROM usage_daily d FULL OUTER JOIN u ON u.day = d.day AND u.key_id = d.key_id AND u.model = d.model
 		ORDER BY 1, 2, 3`)
 	if err != nil {
@@ -337,13 +369,13 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 	defer rows.Close()
 	for rows.Next() {
 		var day, key, model, acct string
-		var st, re [6]int64
-		if err := rows.Scan(&day, &key, &model, &acct, &st[0], &st[1], &st[2], &st[3], &st[4], &st[5],
-			&re[0], &re[1], &re[2], &re[3], &re[4], &re[5]); err != nil {
+		var st, re [7]int64
+		if err := rows.Scan(&day, &key, &model, &acct, &st[0], &st[1], &st[2], &st[3], &st[4], &st[5], &st[6],
+			&re[0], &re[1], &re[2], &re[3], &re[4], &re[5], &re[6]); err != nil {
 			return nil, fmt.Errorf("ledger: audit rollups: %w", err)
 		}
-		for i, col := range [6]string{"usage_daily.requests", "usage_daily.input_tokens", "usage_daily.output_tokens",
-			"usage_daily.cache_read_tokens", "usage_daily.cache_write_tokens", "usage_daily.spent"} {
+		for i, col := range [7]string{"usage_daily.requests", "usage_daily.input_tokens", "usage_daily.output_tokens",
+			"usage_daily.cache_read_tokens", "usage_daily.cache_write_tokens", "usage_daily.spent", "usage_daily.discount"} {
 			if st[i] != re[i] {
 				out = append(out, Mismatch{AccountID: acct, KeyID: key, Day: day, Model: model, Column: col, Stored: st[i], Recomputed: re[i]})
 			}

@@ -97,9 +97,9 @@ type writeStmts struct {
 const usageInsertColumns = `request_id, account_id, key_id, model, provider, upstream_model, upstream_key_id, client_format,
 	stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
 	cost, charged, hold, discount_bps, over_hold, usage_source, status, outcome, latency_us, ttft_us, created_at,
-	web_searches, web_fetches, hosted_images, hosted_cost`
+	web_searches, web_fetches, hosted_images, hosted_cost, tier_bps, discount`
 
-const usageCols = 29
+const usageCols = 31
 
 func (st *writeStmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.begin, &st.commit, &st.rollback, &st.insUsage,
@@ -146,8 +146,13 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&st.usageRows, usageCols, func(v string) string {
 			return `INSERT INTO usage (` + usageInsertColumns + `) VALUES ` + v
 		}},
-		{&st.debits, 2, func(v string) string {
-			return `UPDATE accounts SET balance = balance - v.column2 FROM (VALUES ` + v + `) AS v WHERE accounts.id = v.column1`
+		{&st.debits, 4, func(v string) string {
+			// the month's spend as spend.go counts it: every SET reads the row as it was
+			return `UPDATE accounts SET balance = balance - v.column2,
+				month_spend = CASE WHEN v.column3 > spend_month THEN v.column4
+					WHEN v.column3 = spend_month THEN month_spend + v.column4 ELSE month_spend END,
+				spend_month = max(spend_month, v.column3)
+				FROM (VALUES ` + v + `) AS v WHERE accounts.id = v.column1`
 		}},
 		{&st.keyTotals, 6, func(v string) string {
 			return `UPDATE keys SET requests = requests + v.column2, input_tokens = input_tokens + v.column3,
@@ -155,16 +160,17 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 				last_used_at = max(coalesce(last_used_at, 0), v.column6)
 				FROM (VALUES ` + v + `) AS v WHERE keys.id = v.column1`
 		}},
-		{&st.daily, 10, func(v string) string {
+		{&st.daily, 11, func(v string) string {
 			return `INSERT INTO usage_daily (day, key_id, model, account_id, requests, input_tokens, output_tokens,
-				cache_read_tokens, cache_write_tokens, spent) VALUES ` + v + `
+				cache_read_tokens, cache_write_tokens, spent, discount) VALUES ` + v + `
 				ON CONFLICT (day, key_id, model) DO UPDATE SET
 				requests = requests + excluded.requests,
 				input_tokens = input_tokens + excluded.input_tokens,
 				output_tokens = output_tokens + excluded.output_tokens,
 				cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
 				cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-				spent = spent + excluded.spent`
+				spent = spent + excluded.spent,
+				discount = discount + excluded.discount`
 		}},
 	}
 	for _, m := range multi {
@@ -270,10 +276,23 @@ func (st *writeStmts) close() error {
 // so each is written once per batch. It is reused across batches.
 type batchAgg struct {
 	settles []*command // in batch order; their usage rows are inserted by flush
-	debit   map[string]Money
+	debit   map[string]debitAgg
 	keys    map[string]keyAgg
 	daily   map[dailyKey]dailyAgg
 	avail   availAgg
+}
+
+// debitAgg is what a batch takes from an account: the amount, and the
+// month's spend it adds (spend.go).
+type debitAgg struct {
+	amount Money
+	spend  monthSpend
+}
+
+// add counts one charge of the batch, made at created (unix ms).
+func (d *debitAgg) add(charged Money, created int64) {
+	d.amount += charged
+	d.spend.add(monthOf(time.UnixMilli(created)), charged)
 }
 
 type keyAgg struct {
@@ -292,10 +311,11 @@ type dailyAgg struct {
 	requests, input, output, cacheRead, cacheWrite int64
 	spent                                          Money
 	account                                        string // PostgreSQL: the row's account
+	discount                                       Money  // what the plans' discounts took off
 }
 
 func newBatchAgg() batchAgg {
-	return batchAgg{debit: map[string]Money{}, keys: map[string]keyAgg{}, daily: map[dailyKey]dailyAgg{}, avail: newAvailAgg()}
+	return batchAgg{debit: map[string]debitAgg{}, keys: map[string]keyAgg{}, daily: map[dailyKey]dailyAgg{}, avail: newAvailAgg()}
 }
 
 func (g *batchAgg) reset() {
@@ -674,7 +694,8 @@ func appendUsageArgs(args []any, r *UsageRecord) []any {
 		r.UpstreamKeyID, r.ClientFormat, boolInt(r.Stream), r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheRead,
 		r.Tokens.CacheWrite, r.Tokens.Reasoning, int64(r.Cost), int64(r.Charged), int64(r.Hold), int64(r.DiscountBps),
 		boolInt(r.OverHold), r.UsageSource, int64(r.Status), r.Outcome, r.Latency.Microseconds(), r.TTFT.Microseconds(),
-		r.CreatedAt.UnixMilli(), r.Hosted.WebSearch, r.Hosted.WebFetch, r.Hosted.ImageGeneration, int64(r.HostedCost))
+		r.CreatedAt.UnixMilli(), r.Hosted.WebSearch, r.Hosted.WebFetch, r.Hosted.ImageGeneration, int64(r.HostedCost),
+		int64(r.TierBps), int64(r.Discount))
 }
 
 // insertUsage inserts the batch's usage rows, several per statement. A
@@ -726,7 +747,9 @@ func (s *Store) flush(ctx context.Context, g *batchAgg) error {
 		r := c.rec
 		created := r.CreatedAt.UnixMilli()
 		if r.Charged != 0 {
-			g.debit[r.AccountID] += r.Charged
+			d := g.debit[r.AccountID]
+			d.add(r.Charged, created)
+			g.debit[r.AccountID] = d
 		}
 		if r.KeyID != "" {
 			k := g.keys[r.KeyID]
@@ -745,11 +768,12 @@ func (s *Store) flush(ctx context.Context, g *batchAgg) error {
 		d.cacheRead += r.Tokens.CacheRead
 		d.cacheWrite += r.Tokens.CacheWrite
 		d.spent += r.Charged
+		d.discount += r.Discount
 		g.daily[dk] = d
 	}
 	st := &s.st
-	for id, amt := range g.debit {
-		st.debits.args = append(st.debits.args, id, int64(amt))
+	for id, d := range g.debit {
+		st.debits.args = append(st.debits.args, id, int64(d.amount), d.spend.month, int64(d.spend.spend))
 	}
 	if err := st.debits.run(ctx); err != nil {
 		return fmt.Errorf("debit accounts: %w", err)
@@ -763,7 +787,7 @@ func (s *Store) flush(ctx context.Context, g *batchAgg) error {
 	for dk, d := range g.daily {
 		day := time.UnixMilli(dk.day * millisPerDay).UTC().Format(time.DateOnly)
 		st.daily.args = append(st.daily.args, day, dk.key, dk.model, dk.account,
-			d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent))
+			d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent), int64(d.discount))
 	}
 	if err := st.daily.run(ctx); err != nil {
 		return fmt.Errorf("daily rollup: %w", err)
@@ -792,6 +816,7 @@ func (s *Store) apply(batch []*command) {
 			a := h.acct
 			a.mu.Lock()
 			a.balance -= c.rec.Charged
+			a.spend.add(monthOf(c.rec.CreatedAt), c.rec.Charged)
 			a.held -= h.amount
 			h.state = holdSettled
 			amt := h.amount

@@ -44,6 +44,9 @@ type Bill struct {
 	// billed when the upstream reported none.
 	inputEstimate int64
 	report        *Report // the request's access log report, if any
+	// tierBps is the discount of the plan's volume tier in force when the
+	// hold was taken, which applies to the whole request.
+	tierBps int
 }
 
 // billSpec is what a bill is opened for.
@@ -82,9 +85,14 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 		}
 		return nil, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
 	}
+	tier := 0
+	if p := spec.principal.Plan; p != nil && len(p.Tiers) > 0 {
+		// the month's spend is read only for a plan with tiers
+		tier = p.TierBps(hold.MonthSpend())
+	}
 	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,
 		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate,
-		report: spec.report}, nil
+		report: spec.report, tierBps: tier}, nil
 }
 
 // Held is the amount the bill holds.
@@ -168,9 +176,12 @@ func (b *Bill) SettleCost(tokens ledger.Tokens, cost ledger.Money, source string
 	return b.settle(b.record(tokens, cost, source, e), e.Collect)
 }
 
-// record is the usage row of the bill, with cost before the discount.
+// record is the usage row of the bill, with cost before the discounts:
+// the plan's and its volume tier's, added up and taken off in one
+// rounding, down to the nano (docs/billing.md, "Plan discounts and volume tiers").
 func (b *Bill) record(tokens ledger.Tokens, cost ledger.Money, source string, e End) *ledger.UsageRecord {
 	discount := b.principal.Plan.DiscountBps
+	charged := ledger.Discounted(cost, discount+b.tierBps)
 	rec := &ledger.UsageRecord{
 		RequestID:     b.requestID,
 		AccountID:     b.principal.AccountID,
@@ -180,8 +191,10 @@ func (b *Bill) record(tokens ledger.Tokens, cost ledger.Money, source string, e 
 		ClientFormat:  b.format.String(),
 		Stream:        b.stream,
 		Tokens:        tokens,
-		Cost:          ledger.Discounted(cost, discount),
+		Cost:          charged,
 		DiscountBps:   discount,
+		TierBps:       b.tierBps,
+		Discount:      cost - charged,
 		UsageSource:   source,
 		Status:        e.Status,
 		Outcome:       e.Outcome,

@@ -80,7 +80,7 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 		defer ic.form.Close()
 		ic.req = &ic.form.Request
 	}
-	m, ok := s.Models[ic.req.Model]
+	m, ok := s.Model(p.Plan, ic.req.Model)
 	if !ok {
 		WriteError(w, FormatImages, ModelNotFound(ic.req.Model))
 		return

@@ -35,9 +35,14 @@ type fakeUpstream struct {
 	body     string
 	cut      bool
 	requests []string
+	// before, if set, runs as each request arrives (a test's clock moves)
+	before func()
 }
 
 func (f *fakeUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	if f.before != nil {
+		f.before()
+	}
 	b, _ := io.ReadAll(req.Body)
 	f.mu.Lock()
 	f.requests = append(f.requests, string(b))
@@ -58,8 +63,14 @@ func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection re
 // per token of input and output, and an account funded with credit nanos.
 func testService(t *testing.T, format upstream.Format, fake *fakeUpstream, credit ledger.Money) (*Service, Principal) {
 	t.Helper()
+	return testServiceOn(t, ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db")}, format, fake, credit)
+}
+
+// testServiceOn is testService on the ledger opts opens.
+func testServiceOn(t *testing.T, opts ledger.Options, format upstream.Format, fake *fakeUpstream, credit ledger.Money) (*Service, Principal) {
+	t.Helper()
 	ctx := context.Background()
-	store, err := ledger.Open(ctx, ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db")})
+	store, err := ledger.Open(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,11 +138,52 @@ func (m *Model) prepare() {
 // MakesImages reports whether the model has a route that makes images.
 func (m *Model) MakesImages() bool { return len(m.imageRoutes) > 0 }
 
-// Plan is a set of per-account limits and a discount.
+// Plan is a set of per-account limits, discounts and the models offered.
 type Plan struct {
 	Name             string
 	RPM, Concurrency int // 0: unlimited
 	DiscountBps      int // taken off every request, in basis points
+	// Tiers are volume discounts by the account's spend in the current
+	// calendar month, by ascending Above; a tier's discount is added to
+	// DiscountBps (docs/billing.md, "Plan discounts and volume tiers").
+	Tiers []Tier
+	// Models are the models the plan offers, by ID; nil: every model.
+	// A model the plan does not offer is, to its accounts, a model that
+	// does not exist.
+	Models map[string]*Model
+}
+
+// Tier is a volume discount: Bps basis points more off every request once
+// the account's spend in the month is above Above.
+type Tier struct {
+	Above ledger.Money
+	Bps   int
+}
+
+// TierBps is the discount of the tier in force at a month's spend: the
+// highest tier whose Above the spend is above, or 0.
+func (p *Plan) TierBps(spend ledger.Money) int {
+	bps := 0
+	for _, t := range p.Tiers {
+		if spend <= t.Above {
+			break
+		}
+		bps = t.Bps
+	}
+	return bps
+}
+
+// Model finds the model id for an account on plan p. It is not found when
+// the catalogue has no such model or when p does not offer it: callers
+// answer both alike (ModelNotFound), so that a plan does not tell its
+// accounts which models it leaves out. It is one map lookup either way.
+func (s *Service) Model(p *Plan, id string) (*Model, bool) {
+	models := s.Models
+	if p != nil && p.Models != nil {
+		models = p.Models
+	}
+	m, ok := models[id]
+	return m, ok
 }
 
 // Principal is an authenticated caller: the key, its account and plan.

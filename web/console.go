@@ -67,6 +67,20 @@ type UsageLine struct {
 	Name, Detail                        string
 	Requests, InputTokens, OutputTokens string
 	Spent                               Amount
+	// Discount is what the plan's discounts, its volume tier's included,
+	// took off the list price; Spent is after it (docs/billing.md,
+	// "Plan discounts and volume tiers").
+	Discount Amount
+}
+
+// ConsoleMonth is the account's spend in the current calendar month (UTC)
+// and where it stands among its plan's volume tiers (#20).
+type ConsoleMonth struct {
+	Month string // "November 2026"
+	Spent Amount
+	// Tier is the tier in force ("5% off, above 1,000.00"), "" below the
+	// first; Next is the next one, "" at the top.
+	Tier, Next string
 }
 
 // UsageTable is one breakdown of the usage: its heading, the heading of
@@ -86,6 +100,8 @@ type ConsoleUsage struct {
 	Charts   []Chart
 	Tables   []UsageTable // by day (newest first), by key, by model
 	Total    UsageLine
+	// Month is shown when the account's plan has volume tiers.
+	Month *ConsoleMonth
 	// CSVHref is the address of the CSV export of this view, its query
 	// included (a whole URL, so that the template escapes it as one and
 	// not as a value in a query, #17)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/relay"
+	"github.com/modelgate/modelgate/web"
 )
 
 func TestParseUsageQuery(t *testing.T) {
@@ -38,6 +40,28 @@ func TestCSVText(t *testing.T) {
 	for in, want := range map[string]string{"laptop": "laptop", "=1+1": "'=1+1", "+x": "'+x", "-x": "'-x", "@x": "'@x", "": "", "a=b": "a=b"} {
 		if got := csvText(in); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestConsoleMonth(t *testing.T) {
+	now := time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)
+	if m := consoleMonth(&relay.Plan{}, 5, now); m != nil {
+		t.Errorf("a plan without tiers: %+v", m)
+	}
+	p := &relay.Plan{Tiers: []relay.Tier{{Above: 1000e9, Bps: 500}, {Above: 10000e9, Bps: 1000}}}
+	for _, tt := range []struct {
+		spend      ledger.Money
+		tier, next string
+	}{
+		{0, "", "5% off, above 1,000.00"},
+		{1000e9, "", "5% off, above 1,000.00"},
+		{1000e9 + 1, "5% off, above 1,000.00", "10% off, above 10,000.00"},
+		{20000e9, "10% off, above 10,000.00", ""},
+	} {
+		m := consoleMonth(p, tt.spend, now)
+		if m == nil || m.Month != "November 2026" || m.Spent != web.AmountOf(tt.spend) || m.Tier != tt.tier || m.Next != tt.next {
+			t.Errorf("spend %d: %+v, want tier %q next %q", tt.spend, m, tt.tier, tt.next)
 		}
 	}
 }

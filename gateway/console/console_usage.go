@@ -13,7 +13,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/relay"
 	"github.com/modelgate/modelgate/web"
 )
 
@@ -86,7 +88,7 @@ func parseUsageQuery(v url.Values, keys []ledger.Key, now time.Time) usageQuery 
 // usageTotals adds up usage.
 type usageTotals struct {
 	requests, input, output int64
-	spent                   ledger.Money
+	spent, discount         ledger.Money
 }
 
 func (t *usageTotals) add(d ledger.DailyUsage) {
@@ -94,12 +96,14 @@ func (t *usageTotals) add(d ledger.DailyUsage) {
 	t.input += d.InputTokens
 	t.output += d.OutputTokens
 	t.spent += d.Spent
+	t.discount += d.Discount
 }
 
 // line formats totals as a table row.
 func (t usageTotals) line(name, detail string) web.UsageLine {
 	return web.UsageLine{Name: name, Detail: detail, Requests: strconv.FormatInt(t.requests, 10),
-		InputTokens: strconv.FormatInt(t.input, 10), OutputTokens: strconv.FormatInt(t.output, 10), Spent: web.AmountOf(t.spent)}
+		InputTokens: strconv.FormatInt(t.input, 10), OutputTokens: strconv.FormatInt(t.output, 10), Spent: web.AmountOf(t.spent),
+		Discount: web.AmountOf(t.discount)}
 }
 
 // usageRows reads the account's rollup rows of the query's range.
@@ -178,6 +182,7 @@ func (h *ConsoleHandler) serveUsage(c *consoleRequest) {
 	}
 	p.Tables = []web.UsageTable{byDay, byKey, byModel}
 	p.Total = total.line("Total", "")
+	p.Month = consoleMonth(h.app.AccountPlan(c.sess.account.Plan), c.sess.account.MonthSpend, time.Now())
 
 	series := func(name, class string, value func(usageTotals) int64, label func(int64) string) web.ChartSeries {
 		s := web.ChartSeries{Name: name, Class: class, Values: make([]int64, n), Labels: make([]string, n)}
@@ -249,12 +254,13 @@ func (h *ConsoleHandler) serveUsageCSV(c *consoleRequest) {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	_ = w.Write([]string{"day", "key_id", "key_prefix", "key_label", "model", "requests", "input_tokens",
-		"output_tokens", "cache_read_tokens", "cache_write_tokens", "spent", "currency"})
+		"output_tokens", "cache_read_tokens", "cache_write_tokens", "spent", "currency", "discount"})
 	for _, d := range rows {
 		k := byID[d.KeyID]
 		_ = w.Write([]string{d.Day, d.KeyID, k.Prefix, csvText(k.Label), csvText(d.Model),
 			strconv.FormatInt(d.Requests, 10), strconv.FormatInt(d.InputTokens, 10), strconv.FormatInt(d.OutputTokens, 10),
-			strconv.FormatInt(d.CacheRead, 10), strconv.FormatInt(d.CacheWrite, 10), d.Spent.String(), h.app.Currency})
+			strconv.FormatInt(d.CacheRead, 10), strconv.FormatInt(d.CacheWrite, 10), d.Spent.String(), h.app.Currency,
+			d.Discount.String()})
 	}
 	w.Flush()
 	hdr := c.w.Header()
@@ -269,4 +275,25 @@ func csvText(s string) string {
 		return "'" + s
 	}
 	return s
+}
+
+// consoleMonth is the month's spend and volume tier of an account on plan
+// p, nil when p has no tiers.
+func consoleMonth(p *relay.Plan, spend ledger.Money, now time.Time) *web.ConsoleMonth {
+	if p == nil || len(p.Tiers) == 0 {
+		return nil
+	}
+	m := &web.ConsoleMonth{Month: now.UTC().Format("January 2006"), Spent: web.AmountOf(spend)}
+	tier := func(t relay.Tier) string {
+		return gateway.Percent(t.Bps) + " off, above " + t.Above.Rounded()
+	}
+	for _, t := range p.Tiers {
+		if spend > t.Above {
+			m.Tier = tier(t)
+			continue
+		}
+		m.Next = tier(t)
+		break
+	}
+	return m
 }
