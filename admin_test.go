@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,4 +236,151 @@ func TestAdminEmailsNormalized(t *testing.T) {
 			t.Errorf("%q again: %d", email, status)
 		}
 	}
+}
+
+// adminMoney is the answer of an adjustment and a history page (#20).
+type adminMoney struct {
+	AccountID  string       `json:"account_id"`
+	Balance    ledger.Money `json:"balance"`
+	Owed       ledger.Money `json:"owed"`
+	State      ledger.State `json:"state"`
+	Replayed   bool         `json:"replayed"`
+	NextBefore int64        `json:"next_before"`
+	Entries    []adminEntry `json:"entries"`
+}
+
+type adminEntry struct {
+	ID           int64         `json:"id"`
+	Kind         string        `json:"kind"`
+	Amount       ledger.Money  `json:"amount"`
+	Owed         ledger.Money  `json:"owed"`
+	BalanceAfter *ledger.Money `json:"balance_after"`
+	OwedAfter    ledger.Money  `json:"owed_after"`
+	Reference    string        `json:"reference"`
+	Reason       string        `json:"reason"`
+}
+
+// TestAdminAdjustmentsAndHistory: an operator's debits and corrections
+// with a reason and a reference applied once, a debit beyond the balance
+// refused unless owed is allowed (then the account is suspended for debt
+// until a credit pays it), and the money history in pages (#20).
+func TestAdminAdjustmentsAndHistory(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	var acct adminAccount
+	if st := adminCall(t, "POST", "/modelgate/accounts", `{"plan":"developer","credit":"10.00"}`, &acct); st != 201 {
+		t.Fatalf("create account: %d", st)
+	}
+	var key adminKey
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/keys", `{}`, &key); st != 201 {
+		t.Fatalf("create key: %d", st)
+	}
+	path := "/modelgate/accounts/" + acct.ID + "/adjustments"
+	var res, again adminMoney
+	if st := adminCall(t, "POST", path, `{"amount":"-3.00","reason":"service credit withdrawn","reference":"T-1"}`, &res); st != 200 ||
+		res.Balance != 7*ledger.NanosPerUnit || len(res.Entries) != 1 || res.Entries[0].Amount != -3*ledger.NanosPerUnit || res.Replayed {
+		t.Fatalf("debit: %d %+v", st, res)
+	}
+	if st := adminCall(t, "POST", path, `{"amount":"-3.00","reason":"service credit withdrawn","reference":"T-1"}`, &again); st != 200 ||
+		!again.Replayed || again.Entries[0].ID != res.Entries[0].ID || again.Balance != res.Balance {
+		t.Fatalf("the same debit again: %d %+v, want the first result %+v", st, again, res)
+	}
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{path, `{"amount":"-4.00","reason":"x","reference":"T-1"}`, 400}, // the reference of another amount
+		{path, `{"amount":"-1.00","reference":"T-2"}`, 400},
+		{path, `{"amount":"-1.00","reason":"  ","reference":"T-2"}`, 400},
+		{path, `{"amount":"-1.00","reason":"x"}`, 400},
+		{path, `{"amount":"0","reason":"x","reference":"T-2"}`, 400},
+		{path, `{"amount":"abc","reason":"x","reference":"T-2"}`, 400},
+		{path, `{"amount":-1,"reason":"x","reference":"T-2"}`, 400},
+		{path, `{"amount":"-1.0000000001","reason":"x","reference":"T-2"}`, 400},
+		{path, `{"amount":"-1.00","reason":"x","reference":"T-2","owed":true}`, 400},
+		{path, `not json`, 400},
+		{path, `{"amount":"-20.00","reason":"chargeback fee","reference":"T-3"}`, 409}, // beyond the balance
+		{"/modelgate/accounts/acct_nope/adjustments", `{"amount":"-1.00","reason":"x","reference":"T-4"}`, 404},
+		{"/modelgate/accounts/" + acct.ID + "/history?limit=0", "", 400},
+		{"/modelgate/accounts/" + acct.ID + "/history?limit=1001", "", 400},
+		{"/modelgate/accounts/" + acct.ID + "/history?limit=x", "", 400},
+		{"/modelgate/accounts/" + acct.ID + "/history?before=-1", "", 400},
+		{"/modelgate/accounts/acct_nope/history", "", 404},
+	} {
+		method := "POST"
+		if tc.body == "" {
+			method = "GET"
+		}
+		if st := adminCall(t, method, tc.path, tc.body, nil); st != tc.status {
+			t.Errorf("%s %s %s: %d, want %d", method, tc.path, tc.body, st, tc.status)
+		}
+	}
+	if b, _ := g.balance(acct.ID); b != 7*ledger.NanosPerUnit {
+		t.Fatalf("a refused adjustment changed the balance: %s", b)
+	}
+
+	// with allow_owed: what there is, the rest owed, suspended for debt
+	if st := adminCall(t, "POST", path, `{"amount":"-20.00","reason":"chargeback fee","reference":"T-3","allow_owed":true}`, &res); st != 200 ||
+		res.Balance != 0 || res.Owed != 13*ledger.NanosPerUnit {
+		t.Fatalf("debit with allow_owed: %d %+v", st, res)
+	}
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID, "", &acct); st != 200 || acct.State != ledger.StateSuspended {
+		t.Fatalf("after the debt: %d %+v", st, acct)
+	}
+	if r := g.generate("openai", testModel, "hello", false, key.Secret); r.status != 403 {
+		t.Fatalf("a request while owing: %d %s", r.status, r.body)
+	}
+	// a credit pays the debt first and resumes the account
+	var credited map[string]any
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/credits", `{"amount":"20.00","reason":"wire","reference":"W-1"}`, &credited); st != 200 ||
+		credited["balance"] != "7.000000000" {
+		t.Fatalf("credit: %d %v", st, credited)
+	}
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID, "", &acct); st != 200 || acct.State != ledger.StateActive {
+		t.Fatalf("after paying the debt: %d %+v", st, acct)
+	}
+	if r := g.generate("openai", testModel, "hello", false, key.Secret); r.status != 200 {
+		t.Fatalf("a request after paying: %d %s", r.status, r.body)
+	}
+	// a correction up
+	if st := adminCall(t, "POST", path, `{"amount":"0.50","reason":"goodwill","reference":"T-5"}`, &res); st != 200 || len(res.Entries) != 1 {
+		t.Fatalf("correction: %d %+v", st, res)
+	}
+
+	// the history in pages of 2, newest first
+	var entries []adminEntry
+	for before := int64(0); ; {
+		var page adminMoney
+		p := "/modelgate/accounts/" + acct.ID + "/history?limit=2"
+		if before != 0 {
+			p += "&before=" + strconv.FormatInt(before, 10)
+		}
+		if st := adminCall(t, "GET", p, "", &page); st != 200 || len(page.Entries) > 2 {
+			t.Fatalf("history: %d %+v", st, page)
+		}
+		entries = append(entries, page.Entries...)
+		if page.NextBefore == 0 {
+			break
+		}
+		before = page.NextBefore
+	}
+	var kinds []string
+	for _, e := range entries {
+		kinds = append(kinds, e.Kind+" "+e.Amount.String()+" "+e.Owed.String())
+		if e.BalanceAfter == nil {
+			t.Fatalf("an entry without its balance after: %+v", e)
+		}
+	}
+	want := "adjustment 0.500000000 0.000000000, debt_payment -13.000000000 -13.000000000, credit 20.000000000 0.000000000, " +
+		"adjustment -7.000000000 13.000000000, adjustment -3.000000000 0.000000000, credit 10.000000000 0.000000000"
+	if got := strings.Join(kinds, ", "); got != want {
+		t.Fatalf("history:\n%s\nwant\n%s", got, want)
+	}
+	// the balance after each: the credit's before the debt it paid, the
+	// newest the balance now (a request was debited between them)
+	now, _ := g.balance(acct.ID)
+	if *entries[2].BalanceAfter != 20*ledger.NanosPerUnit || *entries[1].BalanceAfter != 7*ledger.NanosPerUnit ||
+		*entries[0].BalanceAfter != now || now >= 7*ledger.NanosPerUnit+ledger.NanosPerUnit/2 || entries[3].OwedAfter != 13*ledger.NanosPerUnit {
+		t.Fatalf("balances after: %+v (balance now %s)", entries, now)
+	}
+	g.audit()
 }
