@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // An account's money history (#20, migration 7): one row of the credits
@@ -296,7 +298,24 @@ func scanMoney(sc interface{ Scan(...any) error }) (MoneyEntry, error) {
 // moneyTx is ApplyMoney's transaction. Every check that refuses the change
 // comes before its first write, so a refused change writes nothing.
 func (s *Store) moneyTx(ctx context.Context, conn execer, ch *MoneyChange, now int64, res *MoneyResult, mem *moneyMem) error {
-	// the same reference again: the first result
+	var balance, owed, held Money
+	var state, suspendedFor string
+	heldCol := "0"
+	if s.pg != nil {
+		heldCol = "held"
+	}
+	err := conn.QueryRowContext(ctx, `SELECT balance, owed, state, suspended_for, `+heldCol+` FROM accounts WHERE id = ?`+s.forUpdate(),
+		ch.AccountID).Scan(&balance, &owed, &state, &suspendedFor, &held)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("ledger: account %q: %w", ch.AccountID, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+
+	// the same reference again: the first result (read once the account
+	// is locked, so that with PostgreSQL a concurrent change of the same
+	// reference has committed and is seen)
 	first, err := scanMoney(conn.QueryRowContext(ctx, `SELECT `+moneyColumns+` FROM credits WHERE reference = ?`, ch.Reference))
 	if err == nil {
 		res.Entries = append(res.Entries, first)
@@ -313,21 +332,6 @@ func (s *Store) moneyTx(ctx context.Context, conn execer, ch *MoneyChange, now i
 		res.Owed = last.OwedAfter
 		return fmt.Errorf("ledger: reference %q already used (%s of %s on %s): %w", ch.Reference, first.Kind, first.Amount, first.AccountID, ErrDuplicate)
 	} else if !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
-
-	var balance, owed, held Money
-	var state, suspendedFor string
-	heldCol := "0"
-	if s.pg != nil {
-		heldCol = "held"
-	}
-	err = conn.QueryRowContext(ctx, `SELECT balance, owed, state, suspended_for, `+heldCol+` FROM accounts WHERE id = ?`+s.forUpdate(),
-		ch.AccountID).Scan(&balance, &owed, &state, &suspendedFor, &held)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("ledger: account %q: %w", ch.AccountID, ErrNotFound)
-	}
-	if err != nil {
 		return err
 	}
 
@@ -438,6 +442,13 @@ func (s *Store) moneyTx(ctx context.Context, conn execer, ch *MoneyChange, now i
 		err := conn.QueryRowContext(ctx, `INSERT INTO credits (account_id, amount, reference, reason, created_at, kind, owed, balance_after, owed_after, payment)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, e.AccountID, int64(e.Amount), e.Reference, e.Reason, now, e.Kind,
 			int64(e.Owed), int64(*e.BalanceAfter), int64(e.OwedAfter), e.Payment).Scan(&e.ID)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" {
+			// PostgreSQL: the reference was taken meanwhile for another
+			// account (the same account's waits for the lock above)
+			res.Entries = nil
+			return fmt.Errorf("ledger: reference %q already used: %w", e.Reference, ErrDuplicate)
+		}
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,12 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -200,4 +206,152 @@ func testAdjustments(t *testing.T, b backend) {
 		t.Fatalf("an adjustment of an unknown account = %v", err)
 	}
 	wantAccount(t, s, a.ID, unit, 0, StateSuspended, "")
+}
+
+func TestMoneyMigration(t *testing.T) { backends(t, testMoneyMigration) }
+
+// A ledger written before the money history (SQLite migration 7,
+// PostgreSQL 2) keeps its credits as history entries: top-ups told by
+// their reference, no balance after them (it cannot be known), nothing
+// owed; it audits clean and new entries carry their balance after.
+func testMoneyMigration(t *testing.T, b backend) {
+	list := migrations
+	if b.pg {
+		list = pgMigrations
+	}
+	n := -1
+	for i, m := range list {
+		if strings.Contains(m, "suspended_for") {
+			n = i
+		}
+	}
+	if n < 0 {
+		t.Fatal("no money migration")
+	}
+	db := b.db(t)
+	if !b.pg {
+		if err := os.MkdirAll(filepath.Dir(db.path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := b.raw(t, db)
+	for i, m := range list[:n] {
+		if _, err := raw.Exec(m); err != nil {
+			t.Fatalf("migration %d: %v", i+1, err)
+		}
+	}
+	version := fmt.Sprintf("PRAGMA user_version = %d", n)
+	if b.pg {
+		version = fmt.Sprintf("CREATE TABLE ledger_schema (version integer NOT NULL); INSERT INTO ledger_schema VALUES (%d)", n)
+	}
+	for _, q := range []string{
+		version,
+		`INSERT INTO accounts (id, email, plan, state, balance, created_at) VALUES ('acct_old', '', 'basic', 'active', 8000, 0)`,
+		`INSERT INTO credits (account_id, amount, reference, reason, created_at) VALUES ('acct_old', 3000, 'opening:acct_old', 'opening credit', 1000)`,
+		`INSERT INTO credits (account_id, amount, reference, reason, created_at) VALUES ('acct_old', 5000, 'stripe:cs_old', 'Stripe Checkout cs_old', 2000)`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s := b.openAt(t, db)
+	ctx := context.Background()
+	wantAccount(t, s, "acct_old", 8000, 0, StateActive, "")
+	page, err := s.History(ctx, "acct_old", 0, 10)
+	if err != nil || len(page.Entries) != 2 {
+		t.Fatalf("History = %+v, %v", page, err)
+	}
+	for i, want := range []string{KindTopup, KindCredit} {
+		if e := page.Entries[i]; e.Kind != want || e.BalanceAfter != nil || e.Owed != 0 || e.OwedAfter != 0 || e.Payment != "" {
+			t.Fatalf("migrated entry %d = %+v, want kind %s and no balance after", i, e, want)
+		}
+	}
+	res, err := s.ApplyMoney(ctx, MoneyChange{AccountID: "acct_old", Kind: KindAdjustment, Amount: -1000, Reference: "adj", Reason: "x"})
+	if err != nil || *res.Entries[0].BalanceAfter != 7000 {
+		t.Fatalf("an adjustment after the migration = %+v, %v", res, err)
+	}
+	wantAccount(t, s, "acct_old", 7000, 0, StateActive, "")
+}
+
+func TestMoneyRaces(t *testing.T) { backends(t, testMoneyRaces) }
+
+// Debits beyond the balance, credits and requests at once on one account:
+// every request settles in full (a debit never takes what a hold
+// reserved), nothing goes below zero, the same reference sent at once
+// applies once, and everything audits clean.
+func testMoneyRaces(t *testing.T, b backend) {
+	ctx := context.Background()
+	s := b.open(t)
+	a := mustAccount(t, s, 300*unit)
+	var wg sync.WaitGroup
+	var settled, refused, applied, dups atomic.Int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				h, err := s.Reserve(a.ID, 1, 3*unit)
+				if errors.Is(err, ErrInsufficientFunds) {
+					refused.Add(1)
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := h.Settle(ctx, usage(fmt.Sprintf("race-%d-%d", w, i), "", h.Amount())); err != nil {
+					t.Errorf("settle: %v", err)
+					return
+				}
+				settled.Add(1)
+			}
+		}()
+	}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				amt := -40 * unit // debits: some beyond what is available
+				if i%4 == 3 {
+					amt = 50 * unit
+				}
+				_, err := s.ApplyMoney(ctx, MoneyChange{AccountID: a.ID, Kind: KindAdjustment, Amount: amt,
+					Reference: fmt.Sprintf("adj-%d", i), Reason: "race", AllowOwed: true})
+				switch {
+				case err == nil:
+					applied.Add(1)
+				case errors.Is(err, ErrDuplicate):
+					dups.Add(1) // the same reference from another goroutine
+				default:
+					t.Errorf("adjustment %d by %d: %v", i, w, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if applied.Load() != 20 || dups.Load() != 60 {
+		t.Fatalf("applied %d, duplicates %d: want each of the 20 references applied once", applied.Load(), dups.Load())
+	}
+	acct := balanceOf(t, s, a.ID)
+	if acct.Balance < 0 || acct.Owed < 0 || acct.Held != 0 || (acct.Owed > 0) != (acct.State == StateSuspended) {
+		t.Fatalf("after the race: %+v", acct)
+	}
+	t.Logf("settled %d, refused %d; balance %s, owed %s, %s", settled.Load(), refused.Load(), acct.Balance, acct.Owed, acct.State)
+	if settled.Load()+refused.Load() != 200 {
+		t.Fatalf("settled %d + refused %d requests, want 200", settled.Load(), refused.Load())
+	}
+	// the debits (600) exceed all that came in (550): some were owed
+	page, err := s.History(ctx, a.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owedAny bool
+	for _, e := range page.Entries {
+		owedAny = owedAny || e.Owed > 0
+	}
+	if !owedAny {
+		t.Fatal("no debit was owed: the race did not test debts")
+	}
+	mustAudit(t, s)
 }

@@ -172,7 +172,7 @@ func (p *pgEngine) execSQL(ctx context.Context, what string, fn func(ctx context
 	}
 	defer func() { _ = tx.Rollback() }()
 	if err := fn(ctx, pgTx{p.s, tx}); err != nil {
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDuplicate) {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDuplicate) || errors.Is(err, ErrInsufficientFunds) || errors.Is(err, errOverflow) {
 			return err
 		}
 		return fmt.Errorf("ledger: %s: write failed: %w", what, err)
