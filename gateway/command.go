@@ -362,7 +362,7 @@ func cmdKeyDelete(fl caddycmd.Flags) (int, error) {
 }
 
 func cmdCredit(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, _ cliConfig) error {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
 		id, err := required(fl, "account")
 		if err != nil {
 			return err
@@ -387,6 +387,7 @@ func cmdCredit(fl caddycmd.Flags) (int, error) {
 		if err != nil {
 			return err
 		}
+		cc.announce(ctx, "account:"+id) // it may have paid a debt and resumed the account (#20)
 		fmt.Fprintf(os.Stderr, "credited %s to %s; balance %s\n", amount, id, bal)
 		return nil
 	})

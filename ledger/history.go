@@ -151,6 +151,8 @@ type moneyMem struct {
 	reserved Money
 	delta    Money
 	state    State
+	// stateChanged: the change suspended or resumed the account
+	stateChanged bool
 }
 
 // ApplyMoney applies a change of an account's money in one transaction:
@@ -226,7 +228,7 @@ func (s *Store) ApplyMoney(ctx context.Context, ch MoneyChange) (MoneyResult, er
 			mem.undo()
 		}
 	}
-	if err == nil && len(res.Entries) > 0 && res.State != "" {
+	if err == nil && mem.stateChanged {
 		s.changed("account:" + ch.AccountID)
 	}
 	return res, err
@@ -433,8 +435,10 @@ func (s *Store) moneyTx(ctx context.Context, conn execer, ch *MoneyChange, now i
 	switch {
 	case newOwed > 0 && state == string(StateActive):
 		state, suspendedFor = string(StateSuspended), SuspendedForDebt
+		mem.stateChanged = true
 	case newOwed == 0 && suspendedFor == SuspendedForDebt:
 		state, suspendedFor = string(StateActive), ""
+		mem.stateChanged = true
 	}
 
 	for i := range res.Entries {
