@@ -202,18 +202,32 @@ func (s *Store) ApplyMoney(ctx context.Context, ch MoneyChange) (MoneyResult, er
 			})
 		}
 	} else {
-		a, lerr := s.loadAccount(ctx, ch.AccountID)
-		if lerr != nil {
-			return MoneyResult{}, lerr
+		// a debit reserves what it takes in the in-memory account (moneyTx),
+		// which it loads first; a credit changes the account if it is
+		// cached when the change commits, as credits always did
+		var pre *account
+		if ch.Kind == KindRefund || ch.Kind == KindDispute || (ch.Kind == KindAdjustment && ch.Amount < 0) {
+			a, lerr := s.loadAccount(ctx, ch.AccountID)
+			if lerr != nil {
+				return MoneyResult{}, lerr
+			}
+			pre = a
 		}
 		c := getCommand(cmdExec)
 		defer putCommand(c)
 		c.str, c.fn = "money "+ch.Kind+" "+ch.AccountID, func(ctx context.Context, conn execer) error {
-			mem.acct = a
+			mem.acct = pre
 			return fn(ctx, conn)
 		}
 		c.undo = func() { mem.undo() }
-		c.commit = func() {
+		c.commit = func() { // under loadMu, after the commit (apply)
+			a := mem.acct
+			if a == nil {
+				a = s.cachedAccount(ch.AccountID)
+			}
+			if a == nil {
+				return
+			}
 			a.mu.Lock()
 			a.held -= mem.reserved
 			a.balance += mem.delta
