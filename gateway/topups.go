@@ -20,9 +20,10 @@ import (
 const maxWebhookBody = 1 << 20
 
 // servePaymentWebhook credits a completed payment the provider notifies,
-// exactly once: the credit row's unique reference is the payment's id, in
-// the same transaction as the balance change, so a redelivered or
-// concurrently delivered notification credits nothing more. A bad signature
+// and reverses a refunded or disputed one (reversePayment), exactly once:
+// the entry's unique reference is the payment's id, in the same
+// transaction as the balance change, so a redelivered or concurrently
+// delivered notification changes nothing more. A bad signature
 // is a 400 and credits nothing; a failure to write the credit is a 500, so
 // that the provider delivers it again.
 func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request) {
