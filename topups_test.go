@@ -2,6 +2,7 @@ package modelgate
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -165,6 +166,32 @@ func TestStripeRefundsAndDisputes(t *testing.T) {
 	wantAccount("15.000000000", "0.000000000", ledger.StateActive)
 	send(stripetest.ChargeRefundedEvent("evt_3", "ch_r1", "pi_r1", "usd", 2000, 800), "recorded")
 	wantAccount("12.000000000", "0.000000000", ledger.StateActive)
+	// a third and a fourth, their events delivered many times at once and
+	// out of order: 1.00 more, then 2.00 more, reversed once
+	var wg sync.WaitGroup
+	statuses := make(chan int, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev := stripetest.ChargeRefundedEvent(fmt.Sprintf("evt_c%d", i%2), "ch_r1", "pi_r1", "usd", 2000, int64(900+100*(i%2)*2))
+			statuses <- deliver(t, ev, stripetest.Signed(ev, testWebhookSecret, now)).status
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		if s != 200 {
+			t.Fatalf("a concurrent refund delivery got %d", s)
+		}
+	}
+	wantAccount("9.000000000", "0.000000000", ledger.StateActive)
+	// give the 3.00 of those back, by hand, so that the rest reads as before
+	if _, err := g.store.Credit(context.Background(), ledger.CreditRequest{AccountID: acct, Amount: 3 * ledger.NanosPerUnit,
+		Reference: "test:back", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	wantAccount("12.000000000", "0.000000000", ledger.StateActive)
 	// the first refund's event delivered late changes nothing
 	late := stripetest.ChargeRefundedEvent("evt_2", "ch_r1", "pi_r1", "usd", 2000, 500)
 	if r := deliver(t, late, stripetest.Signed(late, testWebhookSecret, now)); r.status != 200 {
@@ -225,11 +252,20 @@ func TestStripeRefundsAndDisputes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var kinds []string
+	var refunded ledger.Money
 	for _, e := range page.Entries {
+		if e.Kind == ledger.KindRefund {
+			// the concurrent ones made one entry or two, by their order
+			refunded += e.Owed - e.Amount
+			if e.Payment != "stripe:pi_r1" {
+				t.Fatalf("a refund of another payment: %+v", e)
+			}
+			continue
+		}
 		kinds = append(kinds, e.Kind+" "+e.Payment)
 	}
 	if got, want := strings.Join(kinds, ", "), "dispute_won stripe:pi_r1, debt_payment stripe:pi_r2, topup stripe:pi_r2, dispute stripe:pi_r1, "+
-		"refund stripe:pi_r1, refund stripe:pi_r1, topup stripe:pi_r1"; got != want {
-		t.Fatalf("history:\n%s\nwant\n%s", got, want)
+		"credit , topup stripe:pi_r1"; got != want || refunded != 11*ledger.NanosPerUnit {
+		t.Fatalf("history:\n%s (refunds %s)\nwant\n%s (refunds 11)", got, refunded, want)
 	}
 }
