@@ -16,13 +16,16 @@ import (
 // adminAccount and adminKey are the admin API's account and key, as its
 // JSON reads.
 type adminAccount struct {
-	ID        string       `json:"id"`
-	Email     string       `json:"email,omitempty"`
-	Plan      string       `json:"plan"`
-	State     ledger.State `json:"state"`
-	Balance   ledger.Money `json:"balance"`
-	Held      ledger.Money `json:"held"`
-	CreatedAt time.Time    `json:"created_at"`
+	ID      string       `json:"id"`
+	Email   string       `json:"email,omitempty"`
+	Plan    string       `json:"plan"`
+	State   ledger.State `json:"state"`
+	Balance ledger.Money `json:"balance"`
+	Held    ledger.Money `json:"held"`
+	// Owed and SuspendedFor (#20)
+	Owed         ledger.Money `json:"owed"`
+	SuspendedFor string       `json:"suspended_for"`
+	CreatedAt    time.Time    `json:"created_at"`
 }
 
 type adminKey struct {
@@ -326,13 +329,33 @@ func TestAdminAdjustmentsAndHistory(t *testing.T) {
 	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID, "", &acct); st != 200 || acct.State != ledger.StateSuspended {
 		t.Fatalf("after the debt: %d %+v", st, acct)
 	}
-	if r := g.generate("openai", testModel, "hello", false, key.Secret); r.status != 403 {
+	if r := g.generate("anthropic", testModel, "hello", false, key.Secret); r.status != 403 || !strings.Contains(r.body, "owes money") {
 		t.Fatalf("a request while owing: %d %s", r.status, r.body)
+	}
+	// the operator suspends it too: a payment no longer resumes it, and
+	// the message is the operator's
+	var suspended adminAccount
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/suspend", "", &suspended); st != 200 || suspended.SuspendedFor != "" ||
+		suspended.State != ledger.StateSuspended {
+		t.Fatalf("suspend: %d %+v", st, suspended)
+	}
+	if r := g.generate("openai", testModel, "hello", false, key.Secret); r.status != 403 || strings.Contains(r.body, "owes money") ||
+		!strings.Contains(r.body, "operator") {
+		t.Fatalf("a request while suspended by the operator: %d %s", r.status, r.body)
+	}
+	if st := adminCall(t, "POST", path, `{"amount":"0.01","reason":"a payment while suspended","reference":"T-6"}`, &res); st != 200 || res.Owed == 0 {
+		t.Fatalf("a small payment: %d %+v", st, res)
+	}
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID, "", &acct); st != 200 || acct.State != ledger.StateSuspended {
+		t.Fatalf("after a payment, the operator's suspension: %d %+v", st, acct)
+	}
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/resume", "", &acct); st != 200 || acct.State != ledger.StateActive || acct.Owed == 0 {
+		t.Fatalf("resume while owing: %d %+v", st, acct)
 	}
 	// a credit pays the debt first and resumes the account
 	var credited map[string]any
 	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/credits", `{"amount":"20.00","reason":"wire","reference":"W-1"}`, &credited); st != 200 ||
-		credited["balance"] != "7.000000000" {
+		credited["balance"] != "7.010000000" {
 		t.Fatalf("credit: %d %v", st, credited)
 	}
 	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID, "", &acct); st != 200 || acct.State != ledger.StateActive {
@@ -370,7 +393,8 @@ func TestAdminAdjustmentsAndHistory(t *testing.T) {
 			t.Fatalf("an entry without its balance after: %+v", e)
 		}
 	}
-	want := "adjustment 0.500000000 0.000000000, debt_payment -13.000000000 -13.000000000, credit 20.000000000 0.000000000, " +
+	want := "adjustment 0.500000000 0.000000000, debt_payment -12.990000000 -12.990000000, credit 20.000000000 0.000000000, " +
+		"debt_payment -0.010000000 -0.010000000, adjustment 0.010000000 0.000000000, " +
 		"adjustment -7.000000000 13.000000000, adjustment -3.000000000 0.000000000, credit 10.000000000 0.000000000"
 	if got := strings.Join(kinds, ", "); got != want {
 		t.Fatalf("history:\n%s\nwant\n%s", got, want)
@@ -378,8 +402,8 @@ func TestAdminAdjustmentsAndHistory(t *testing.T) {
 	// the balance after each: the credit's before the debt it paid, the
 	// newest the balance now (a request was debited between them)
 	now, _ := g.balance(acct.ID)
-	if *entries[2].BalanceAfter != 20*ledger.NanosPerUnit || *entries[1].BalanceAfter != 7*ledger.NanosPerUnit ||
-		*entries[0].BalanceAfter != now || now >= 7*ledger.NanosPerUnit+ledger.NanosPerUnit/2 || entries[3].OwedAfter != 13*ledger.NanosPerUnit {
+	if *entries[2].BalanceAfter != 20*ledger.NanosPerUnit || *entries[1].BalanceAfter != 7_010_000_000 ||
+		*entries[0].BalanceAfter != now || now >= 7_510_000_000 || entries[5].OwedAfter != 13*ledger.NanosPerUnit || entries[3].OwedAfter != 12_990_000_000 {
 		t.Fatalf("balances after: %+v (balance now %s)", entries, now)
 	}
 	g.audit()

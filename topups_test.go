@@ -210,7 +210,8 @@ func TestStripeRefundsAndDisputes(t *testing.T) {
 		t.Fatalf("the test needs a balance below 12 before the dispute, got %s", before)
 	}
 	wantAccount("0.000000000", owed.String(), ledger.StateSuspended)
-	if r := g.generate("openai", testModel, "hello", false, key); r.status != 403 {
+	if r := g.generate("openai", testModel, "hello", false, key); r.status != 403 || !strings.Contains(r.body, "owes money") ||
+		!strings.Contains(r.body, "Top up") {
 		t.Fatalf("a request while owing: %d %s", r.status, r.body)
 	}
 

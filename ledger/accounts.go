@@ -48,6 +48,7 @@ type account struct {
 	held    Money
 	state   State
 	plan    string
+	debt    bool // suspended for debt (#20)
 }
 
 // loadAccount returns the cached account, reading it from the database on
@@ -67,16 +68,16 @@ func (s *Store) loadAccount(ctx context.Context, id string) (*account, error) {
 		return v.(*account), nil
 	}
 	a := &account{id: id}
-	var state string
-	err = s.queryRow(ctx, `SELECT balance, state, plan FROM accounts WHERE id = ?`, id).
-		Scan(&a.balance, &state, &a.plan)
+	var state, suspendedFor string
+	err = s.queryRow(ctx, `SELECT balance, state, plan, suspended_for FROM accounts WHERE id = ?`, id).
+		Scan(&a.balance, &state, &a.plan, &suspendedFor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: load account %q: %w", id, err)
 	}
-	a.state = State(state)
+	a.state, a.debt = State(state), suspendedFor == SuspendedForDebt
 	v, _ := s.accounts.LoadOrStore(id, a)
 	return v.(*account), nil
 }
@@ -216,6 +217,19 @@ func (s *Store) AccountState(accountID string) (State, string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.state, a.plan, nil
+}
+
+// SuspendedForDebt reports, from memory, whether a debt is what suspended
+// the account (#20): its requests are then refused with a word on paying
+// it rather than on asking the operator.
+func (s *Store) SuspendedForDebt(accountID string) bool {
+	a, err := s.loadAccount(context.Background(), accountID)
+	if err != nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state == StateSuspended && a.debt
 }
 
 // CreditRequest is a credit: an operator's (KindCredit) or a top-up

@@ -151,6 +151,7 @@ type moneyMem struct {
 	reserved Money
 	delta    Money
 	state    State
+	debt     bool // suspended for debt
 	// stateChanged: the change suspended or resumed the account
 	stateChanged bool
 }
@@ -196,7 +197,7 @@ func (s *Store) ApplyMoney(ctx context.Context, ch MoneyChange) (MoneyResult, er
 				if a := s.cachedAccount(ch.AccountID); a != nil {
 					a.mu.Lock()
 					a.balance += mem.delta
-					a.state = mem.state
+					a.state, a.debt = mem.state, mem.debt
 					a.mu.Unlock()
 				}
 			})
@@ -231,7 +232,7 @@ func (s *Store) ApplyMoney(ctx context.Context, ch MoneyChange) (MoneyResult, er
 			a.mu.Lock()
 			a.held -= mem.reserved
 			a.balance += mem.delta
-			a.state = mem.state
+			a.state, a.debt = mem.state, mem.debt
 			a.mu.Unlock()
 			mem.reserved = 0
 		}
@@ -476,7 +477,7 @@ func (s *Store) moneyTx(ctx context.Context, conn execer, ch *MoneyChange, now i
 		return err
 	}
 	mem.delta = newBalance - balance
-	mem.state = State(state)
+	mem.state, mem.debt = State(state), suspendedFor == SuspendedForDebt
 	res.Balance, res.Owed, res.State, res.SuspendedFor = newBalance, newOwed, State(state), suspendedFor
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const unit = Money(NanosPerUnit)
@@ -24,6 +25,9 @@ func wantAccount(t *testing.T, s *Store, id string, balance, owed Money, st Stat
 	}
 	if mem, _, err := s.AccountState(id); err != nil || mem != st {
 		t.Fatalf("in-memory state = %s %v, want %s", mem, err, st)
+	}
+	if debt := s.SuspendedForDebt(id); debt != (suspendedFor == SuspendedForDebt) {
+		t.Fatalf("SuspendedForDebt = %v, want %v", debt, !debt)
 	}
 	mustAudit(t, s)
 }
@@ -354,4 +358,45 @@ func testMoneyRaces(t *testing.T, b backend) {
 		t.Fatal("no debit was owed: the race did not test debts")
 	}
 	mustAudit(t, s)
+}
+
+func TestDebtSeenByOthers(t *testing.T) { backends(t, testDebtSeenByOthers) }
+
+// A debt made through another store (the CLI beside a server; another
+// instance) suspends the account in this store's memory too, as a debt,
+// and its payment through the other store resumes it here.
+func testDebtSeenByOthers(t *testing.T, b backend) {
+	ctx := context.Background()
+	db := b.db(t)
+	s1 := b.openAt(t, db)
+	s2 := b.openAt(t, db)
+	a := mustAccount(t, s1, unit)
+	if st, _, err := s1.AccountState(a.ID); err != nil || st != StateActive {
+		t.Fatalf("state %s %v", st, err)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not seen by the other store", what)
+			}
+			s1.Refresh()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if _, err := s2.ApplyMoney(ctx, MoneyChange{AccountID: a.ID, Kind: KindAdjustment, Amount: -3 * unit, Reference: "x", Reason: "x", AllowOwed: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the debt", func() bool {
+		st, _, _ := s1.AccountState(a.ID)
+		return st == StateSuspended && s1.SuspendedForDebt(a.ID)
+	})
+	if _, err := s2.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 5 * unit, Reference: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the payment", func() bool {
+		st, _, _ := s1.AccountState(a.ID)
+		return st == StateActive && !s1.SuspendedForDebt(a.ID)
+	})
+	wantAccount(t, s1, a.ID, 3*unit, 0, StateActive, "")
 }

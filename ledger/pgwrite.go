@@ -84,7 +84,7 @@ func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) err
 		if a := p.s.cachedAccount(id); a != nil {
 			a.mu.Lock()
 			if column == "state" {
-				a.state = State(value)
+				a.state, a.debt = State(value), false
 			} else {
 				a.plan = value
 			}

@@ -180,7 +180,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 
 // The reload's queries: every account (only cached ones are updated) and every key.
 const (
-	reloadAccountsQuery = `SELECT id, balance, state, plan FROM accounts`
+	reloadAccountsQuery = `SELECT id, balance, state, plan, suspended_for FROM accounts`
 	reloadKeysQuery     = `SELECT id, account_id, label, prefix, hash, deleted_at FROM keys`
 )
 
@@ -778,7 +778,7 @@ func (s *Store) apply(batch []*command) {
 			if a := s.cachedAccount(c.id); a != nil {
 				a.mu.Lock()
 				if c.kind == cmdSetState {
-					a.state = State(c.str)
+					a.state, a.debt = State(c.str), false
 				} else {
 					a.plan = c.str
 				}
@@ -842,15 +842,15 @@ func (s *Store) reload(ctx context.Context) error {
 		return err
 	}
 	for rows.Next() {
-		var id, state, plan string
+		var id, state, plan, suspendedFor string
 		var bal int64
-		if err := rows.Scan(&id, &bal, &state, &plan); err != nil {
+		if err := rows.Scan(&id, &bal, &state, &plan, &suspendedFor); err != nil {
 			rows.Close()
 			return err
 		}
 		if a := s.cachedAccount(id); a != nil {
 			a.mu.Lock()
-			a.balance, a.state, a.plan = Money(bal), State(state), plan
+			a.balance, a.state, a.plan, a.debt = Money(bal), State(state), plan, suspendedFor == SuspendedForDebt
 			a.mu.Unlock()
 		}
 	}
