@@ -309,9 +309,9 @@ func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App) erro
 	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": bal})
 }
 
-// MoneyEntryJSON is a money history entry as the admin API, the CLI and
-// the console's download show it (#20): amounts exact, as decimal strings.
-type MoneyEntryJSON struct {
+// moneyEntryJSON is a money history entry as the admin API shows it
+// (#20): amounts exact, as decimal strings.
+type moneyEntryJSON struct {
 	ID           int64         `json:"id"`
 	Kind         string        `json:"kind"`
 	Amount       ledger.Money  `json:"amount"`
@@ -325,10 +325,10 @@ type MoneyEntryJSON struct {
 }
 
 // moneyEntriesJSON converts entries for JSON.
-func moneyEntriesJSON(entries []ledger.MoneyEntry) []MoneyEntryJSON {
-	out := make([]MoneyEntryJSON, 0, len(entries))
+func moneyEntriesJSON(entries []ledger.MoneyEntry) []moneyEntryJSON {
+	out := make([]moneyEntryJSON, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, MoneyEntryJSON{ID: e.ID, Kind: e.Kind, Amount: e.Amount, Owed: e.Owed, BalanceAfter: e.BalanceAfter,
+		out = append(out, moneyEntryJSON{ID: e.ID, Kind: e.Kind, Amount: e.Amount, Owed: e.Owed, BalanceAfter: e.BalanceAfter,
 			OwedAfter: e.OwedAfter, Reference: e.Reference, Reason: e.Reason, Payment: e.Payment, CreatedAt: e.CreatedAt})
 	}
 	return out
@@ -385,7 +385,7 @@ func (a *AdminAPI) history(w http.ResponseWriter, r *http.Request, app *App) err
 		return ledgerError(err)
 	}
 	out := map[string]any{"account_id": id, "balance": acct.Balance, "owed": acct.Owed, "state": acct.State,
-		"entries": moneyEntriesJSON(page.Entries)}
+		"suspended_for": acct.SuspendedFor, "entries": moneyEntriesJSON(page.Entries)}
 	if page.Next != 0 {
 		out["next_before"] = page.Next
 	}

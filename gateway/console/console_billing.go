@@ -76,8 +76,7 @@ func (h *ConsoleHandler) serveBilling(c *consoleRequest) {
 // serveBillingCSV downloads the account's whole money history as CSV,
 // amounts exact (accounts.WriteHistoryCSV, as the CLI prints it).
 func (h *ConsoleHandler) serveBillingCSV(c *consoleRequest) {
-	svc := accounts.Service{Store: h.app.Store()}
-	entries, err := svc.AllHistory(c.r.Context(), c.sess.account.ID)
+	entries, err := h.app.Accounts().AllHistory(c.r.Context(), c.sess.account.ID)
 	var b bytes.Buffer
 	if err == nil {
 		err = accounts.WriteHistoryCSV(&b, entries)
