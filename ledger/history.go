@@ -365,18 +365,26 @@ func (s *Store) moneyTx(ctx context.Context, conn execer, ch *MoneyChange, now i
 		if err != nil {
 			return err
 		}
-		want := min(ch.Amount, topup)
+		// never more than the top-up: what its reversals took or left
+		// owed, less what won disputes gave back
+		var reversed Money
+		if err := conn.QueryRowContext(ctx, `SELECT coalesce(sum(CASE WHEN kind = ? THEN -amount ELSE owed - amount END), 0)
+			FROM credits WHERE payment = ? AND kind IN (?, ?, ?)`, KindDisputeWon, ch.Payment, KindRefund, KindDispute, KindDisputeWon).Scan(&reversed); err != nil {
+			return err
+		}
+		want := min(ch.Amount, topup-reversed)
 		if ch.Kind == KindRefund {
-			// what the refunds of this payment reversed so far: taken + owed
+			// Amount is the total refunded: what the refunds of this
+			// payment reversed so far (taken + owed) is not reversed again
 			var done Money
 			if err := conn.QueryRowContext(ctx, `SELECT coalesce(sum(owed - amount), 0) FROM credits WHERE payment = ? AND kind = ?`,
 				ch.Payment, KindRefund).Scan(&done); err != nil {
 				return err
 			}
-			want -= done
-			if want <= 0 {
-				return fmt.Errorf("ledger: refunds of %s up to %s are already reversed: %w", ch.Payment, ch.Amount, ErrDuplicate)
-			}
+			want = min(ch.Amount-done, want)
+		}
+		if want <= 0 {
+			return fmt.Errorf("ledger: %s of %s: %s of it is already reversed: %w", ch.Kind, ch.Payment, max(reversed, 0), ErrDuplicate)
 		}
 		delta = -want
 	case KindDisputeWon, KindDisputeLost:

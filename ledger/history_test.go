@@ -40,7 +40,7 @@ func testReversalsAndDebt(t *testing.T, b backend) {
 	ctx := context.Background()
 	s := b.open(t)
 	a := mustAccount(t, s, 0)
-	if _, err := s.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 10 * unit, Reference: "stripe:cs_1", Kind: KindTopup,
+	if _, err := s.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 20 * unit, Reference: "stripe:cs_1", Kind: KindTopup,
 		Payment: "stripe:pi_1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,16 +49,16 @@ func testReversalsAndDebt(t *testing.T, b backend) {
 		return s.ApplyMoney(ctx, MoneyChange{Kind: KindRefund, Payment: "stripe:pi_1", Amount: total, Reference: ref})
 	}
 	res, err := refund("stripe:refund:ch_1:4", 4*unit)
-	if err != nil || res.Balance != 6*unit || len(res.Entries) != 1 || res.Entries[0].Amount != -4*unit || res.Entries[0].AccountID != a.ID {
+	if err != nil || res.Balance != 16*unit || len(res.Entries) != 1 || res.Entries[0].Amount != -4*unit || res.Entries[0].AccountID != a.ID {
 		t.Fatalf("refund 4 = %+v, %v", res, err)
 	}
-	if res, err := refund("stripe:refund:ch_1:4", 4*unit); !errors.Is(err, ErrDuplicate) || res.Entries[0].Amount != -4*unit || res.Balance != 6*unit {
+	if res, err := refund("stripe:refund:ch_1:4", 4*unit); !errors.Is(err, ErrDuplicate) || res.Entries[0].Amount != -4*unit || res.Balance != 16*unit {
 		t.Fatalf("the same refund again = %+v, %v (want the first result and ErrDuplicate)", res, err)
 	}
 	if _, err := refund("stripe:refund:ch_1:4-again", 4*unit); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("a refund total already reversed = %v, want ErrDuplicate", err)
 	}
-	if res, err := refund("stripe:refund:ch_1:6", 6*unit); err != nil || res.Entries[0].Amount != -2*unit || res.Balance != 4*unit {
+	if res, err := refund("stripe:refund:ch_1:6", 6*unit); err != nil || res.Entries[0].Amount != -2*unit || res.Balance != 14*unit {
 		t.Fatalf("refund up to 6 = %+v, %v (want only the new 2 reversed)", res, err)
 	}
 	if _, err := refund("stripe:refund:ch_1:1-late", unit); !errors.Is(err, ErrDuplicate) {
@@ -67,7 +67,10 @@ func testReversalsAndDebt(t *testing.T, b backend) {
 	if _, err := s.ApplyMoney(ctx, MoneyChange{Kind: KindRefund, Payment: "stripe:pi_nope", Amount: unit, Reference: "r"}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("refund of an unknown payment = %v", err)
 	}
-	wantAccount(t, s, a.ID, 4*unit, 0, StateActive, "")
+	wantAccount(t, s, a.ID, 14*unit, 0, StateActive, "")
+	if _, err := s.ApplyMoney(ctx, MoneyChange{AccountID: a.ID, Kind: KindAdjustment, Amount: -10 * unit, Reference: "spent", Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// a dispute beyond the balance: what there is, the rest owed, suspended
 	res, err = s.ApplyMoney(ctx, MoneyChange{Kind: KindDispute, Payment: "stripe:pi_1", Amount: 7 * unit, Reference: "stripe:dispute:dp_1"})
@@ -138,12 +141,25 @@ func testReversalsAndDebt(t *testing.T, b backend) {
 			t.Fatalf("entry %+v: balance after %s, want the running sum %s", all[i], *all[i].BalanceAfter, sum)
 		}
 	}
-	if want := "topup refund refund dispute credit debt_payment dispute_won debt_payment dispute dispute_lost "; kinds != want {
+	if want := "topup refund refund adjustment dispute credit debt_payment dispute_won debt_payment dispute dispute_lost "; kinds != want {
 		t.Fatalf("history kinds = %q, want %q", kinds, want)
 	}
 	if _, err := s.History(ctx, "acct_nope", 0, 10); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("History of an unknown account = %v", err)
 	}
+
+	// never more reversed than the top-up: 6 refunded, 7 disputed and
+	// given back, 1 disputed and lost leave 13 of the 20
+	if res, err := refund("stripe:refund:ch_1:100", 100*unit); err != nil || res.Entries[0].Amount != -5*unit || res.Entries[0].Owed != 8*unit {
+		t.Fatalf("a refund beyond the top-up = %+v, %v (want 13 reversed: 5 taken, 8 owed)", res, err)
+	}
+	if _, err := refund("stripe:refund:ch_1:200", 200*unit); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("a refund of a top-up all reversed = %v", err)
+	}
+	if _, err := s.ApplyMoney(ctx, MoneyChange{Kind: KindDispute, Payment: "stripe:pi_1", Amount: unit, Reference: "stripe:dispute:dp_3"}); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("a dispute of a top-up all reversed = %v", err)
+	}
+	wantAccount(t, s, a.ID, 0, 8*unit, StateSuspended, SuspendedForDebt)
 }
 
 func TestAdjustments(t *testing.T) { backends(t, testAdjustments) }
