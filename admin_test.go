@@ -301,6 +301,9 @@ func TestAdminAdjustmentsAndHistory(t *testing.T) {
 		{path, `{"amount":"-1.0000000001","reason":"x","reference":"T-2"}`, 400},
 		{path, `{"amount":"-1.00","reason":"x","reference":"T-2","owed":true}`, 400},
 		{path, `not json`, 400},
+		{path, `{"amount":"9223372036.854775807","reason":"x","reference":"T-big"}`, 400},  // the balance cannot hold it
+		{path, `{"amount":"-9223372036.854775808","reason":"x","reference":"T-big"}`, 400}, // nor can a debit be that big
+		{path, `{"amount":"-1.00","reason":"` + strings.Repeat("x", 501) + `","reference":"T-long"}`, 400},
 		{path, `{"amount":"-20.00","reason":"chargeback fee","reference":"T-3"}`, 409}, // beyond the balance
 		{"/modelgate/accounts/acct_nope/adjustments", `{"amount":"-1.00","reason":"x","reference":"T-4"}`, 404},
 		{"/modelgate/accounts/" + acct.ID + "/history?limit=0", "", 400},

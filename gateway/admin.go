@@ -481,13 +481,14 @@ func adminBadRequest(format string, args ...any) error {
 	return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf(format, args...)}
 }
 
-// ledgerError maps an error to its status: 400 for a request to change,
+// ledgerError maps an error to its status: 400 for a request to change
+// (an amount the balance cannot hold included),
 // 404 for an unknown account or key, 409 for a duplicate or a debit the
 // balance does not cover, 500 otherwise.
 func ledgerError(err error) error {
 	status := http.StatusInternalServerError
 	switch {
-	case accounts.IsInvalid(err):
+	case accounts.IsInvalid(err), errors.Is(err, ledger.ErrOverflow):
 		status = http.StatusBadRequest
 	case errors.Is(err, ledger.ErrNotFound):
 		status = http.StatusNotFound
