@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +16,16 @@ import (
 // adminAccount and adminKey are the admin API's account and key, as its
 // JSON reads.
 type adminAccount struct {
-	ID        string       `json:"id"`
-	Email     string       `json:"email,omitempty"`
-	Plan      string       `json:"plan"`
-	State     ledger.State `json:"state"`
-	Balance   ledger.Money `json:"balance"`
-	Held      ledger.Money `json:"held"`
-	CreatedAt time.Time    `json:"created_at"`
+	ID      string       `json:"id"`
+	Email   string       `json:"email,omitempty"`
+	Plan    string       `json:"plan"`
+	State   ledger.State `json:"state"`
+	Balance ledger.Money `json:"balance"`
+	Held    ledger.Money `json:"held"`
+	// Owed and SuspendedFor (#20)
+	Owed         ledger.Money `json:"owed"`
+	SuspendedFor string       `json:"suspended_for"`
+	CreatedAt    time.Time    `json:"created_at"`
 	// the account's spend in the current calendar month (#20)
 	MonthSpend ledger.Money `json:"month_spend"`
 }
@@ -237,4 +241,175 @@ func TestAdminEmailsNormalized(t *testing.T) {
 			t.Errorf("%q again: %d", email, status)
 		}
 	}
+}
+
+// adminMoney is the answer of an adjustment and a history page (#20).
+type adminMoney struct {
+	AccountID  string       `json:"account_id"`
+	Balance    ledger.Money `json:"balance"`
+	Owed       ledger.Money `json:"owed"`
+	State      ledger.State `json:"state"`
+	Replayed   bool         `json:"replayed"`
+	NextBefore int64        `json:"next_before"`
+	Entries    []adminEntry `json:"entries"`
+}
+
+type adminEntry struct {
+	ID           int64         `json:"id"`
+	Kind         string        `json:"kind"`
+	Amount       ledger.Money  `json:"amount"`
+	Owed         ledger.Money  `json:"owed"`
+	BalanceAfter *ledger.Money `json:"balance_after"`
+	OwedAfter    ledger.Money  `json:"owed_after"`
+	Reference    string        `json:"reference"`
+	Reason       string        `json:"reason"`
+}
+
+// TestAdminAdjustmentsAndHistory: an operator's debits and corrections
+// with a reason and a reference applied once, a debit beyond the balance
+// refused unless owed is allowed (then the account is suspended for debt
+// until a credit pays it), and the money history in pages (#20).
+func TestAdminAdjustmentsAndHistory(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	var acct adminAccount
+	if st := adminCall(t, "POST", "/modelgate/accounts", `{"plan":"developer","credit":"10.00"}`, &acct); st != 201 {
+		t.Fatalf("create account: %d", st)
+	}
+	var key adminKey
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/keys", `{}`, &key); st != 201 {
+		t.Fatalf("create key: %d", st)
+	}
+	path := "/modelgate/accounts/" + acct.ID + "/adjustments"
+	var res, again adminMoney
+	if st := adminCall(t, "POST", path, `{"amount":"-3.00","reason":"service credit withdrawn","reference":"T-1"}`, &res); st != 200 ||
+		res.Balance != 7*ledger.NanosPerUnit || len(res.Entries) != 1 || res.Entries[0].Amount != -3*ledger.NanosPerUnit || res.Replayed {
+		t.Fatalf("debit: %d %+v", st, res)
+	}
+	if st := adminCall(t, "POST", path, `{"amount":"-3.00","reason":"service credit withdrawn","reference":"T-1"}`, &again); st != 200 ||
+		!again.Replayed || again.Entries[0].ID != res.Entries[0].ID || again.Balance != res.Balance {
+		t.Fatalf("the same debit again: %d %+v, want the first result %+v", st, again, res)
+	}
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{path, `{"amount":"-4.00","reason":"x","reference":"T-1"}`, 400}, // the reference of another amount
+		{path, `{"amount":"-1.00","reference":"T-2"}`, 400},
+		{path, `{"amount":"-1.00","reason":"  ","reference":"T-2"}`, 400},
+		{path, `{"amount":"-1.00","reason":"x"}`, 400},
+		{path, `{"amount":"0","reason":"x","reference":"T-2"}`, 400},
+		{path, `{"amount":"abc","reason":"x","reference":"T-2"}`, 400},
+		{path, `{"amount":-1,"reason":"x","reference":"T-2"}`, 400},
+		{path, `{"amount":"-1.0000000001","reason":"x","reference":"T-2"}`, 400},
+		{path, `{"amount":"-1.00","reason":"x","reference":"T-2","owed":true}`, 400},
+		{path, `not json`, 400},
+		{path, `{"amount":"9223372036.854775807","reason":"x","reference":"T-big"}`, 400},  // the balance cannot hold it
+		{path, `{"amount":"-9223372036.854775808","reason":"x","reference":"T-big"}`, 400}, // nor can a debit be that big
+		{path, `{"amount":"-1.00","reason":"` + strings.Repeat("x", 501) + `","reference":"T-long"}`, 400},
+		{path, `{"amount":"-20.00","reason":"chargeback fee","reference":"T-3"}`, 409}, // beyond the balance
+		{"/modelgate/accounts/acct_nope/adjustments", `{"amount":"-1.00","reason":"x","reference":"T-4"}`, 404},
+		{"/modelgate/accounts/" + acct.ID + "/history?limit=0", "", 400},
+		{"/modelgate/accounts/" + acct.ID + "/history?limit=1001", "", 400},
+		{"/modelgate/accounts/" + acct.ID + "/history?limit=x", "", 400},
+		{"/modelgate/accounts/" + acct.ID + "/history?before=-1", "", 400},
+		{"/modelgate/accounts/acct_nope/history", "", 404},
+	} {
+		method := "POST"
+		if tc.body == "" {
+			method = "GET"
+		}
+		if st := adminCall(t, method, tc.path, tc.body, nil); st != tc.status {
+			t.Errorf("%s %s %s: %d, want %d", method, tc.path, tc.body, st, tc.status)
+		}
+	}
+	if b, _ := g.balance(acct.ID); b != 7*ledger.NanosPerUnit {
+		t.Fatalf("a refused adjustment changed the balance: %s", b)
+	}
+
+	// with allow_owed: what there is, the rest owed, suspended for debt
+	if st := adminCall(t, "POST", path, `{"amount":"-20.00","reason":"chargeback fee","reference":"T-3","allow_owed":true}`, &res); st != 200 ||
+		res.Balance != 0 || res.Owed != 13*ledger.NanosPerUnit {
+		t.Fatalf("debit with allow_owed: %d %+v", st, res)
+	}
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID, "", &acct); st != 200 || acct.State != ledger.StateSuspended {
+		t.Fatalf("after the debt: %d %+v", st, acct)
+	}
+	if r := g.generate("anthropic", testModel, "hello", false, key.Secret); r.status != 403 || !strings.Contains(r.body, "owes money") {
+		t.Fatalf("a request while owing: %d %s", r.status, r.body)
+	}
+	// the operator suspends it too: a payment no longer resumes it, and
+	// the message is the operator's
+	var suspended adminAccount
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/suspend", "", &suspended); st != 200 || suspended.SuspendedFor != "" ||
+		suspended.State != ledger.StateSuspended {
+		t.Fatalf("suspend: %d %+v", st, suspended)
+	}
+	if r := g.generate("openai", testModel, "hello", false, key.Secret); r.status != 403 || strings.Contains(r.body, "owes money") ||
+		!strings.Contains(r.body, "operator") {
+		t.Fatalf("a request while suspended by the operator: %d %s", r.status, r.body)
+	}
+	if st := adminCall(t, "POST", path, `{"amount":"0.01","reason":"a payment while suspended","reference":"T-6"}`, &res); st != 200 || res.Owed == 0 {
+		t.Fatalf("a small payment: %d %+v", st, res)
+	}
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID, "", &acct); st != 200 || acct.State != ledger.StateSuspended {
+		t.Fatalf("after a payment, the operator's suspension: %d %+v", st, acct)
+	}
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/resume", "", &acct); st != 200 || acct.State != ledger.StateActive || acct.Owed == 0 {
+		t.Fatalf("resume while owing: %d %+v", st, acct)
+	}
+	// a credit pays the debt first and resumes the account
+	var credited map[string]any
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/credits", `{"amount":"20.00","reason":"wire","reference":"W-1"}`, &credited); st != 200 ||
+		credited["balance"] != "7.010000000" {
+		t.Fatalf("credit: %d %v", st, credited)
+	}
+	if st := adminCall(t, "GET", "/modelgate/accounts/"+acct.ID, "", &acct); st != 200 || acct.State != ledger.StateActive {
+		t.Fatalf("after paying the debt: %d %+v", st, acct)
+	}
+	if r := g.generate("openai", testModel, "hello", false, key.Secret); r.status != 200 {
+		t.Fatalf("a request after paying: %d %s", r.status, r.body)
+	}
+	// a correction up
+	if st := adminCall(t, "POST", path, `{"amount":"0.50","reason":"goodwill","reference":"T-5"}`, &res); st != 200 || len(res.Entries) != 1 {
+		t.Fatalf("correction: %d %+v", st, res)
+	}
+
+	// the history in pages of 2, newest first
+	var entries []adminEntry
+	for before := int64(0); ; {
+		var page adminMoney
+		p := "/modelgate/accounts/" + acct.ID + "/history?limit=2"
+		if before != 0 {
+			p += "&before=" + strconv.FormatInt(before, 10)
+		}
+		if st := adminCall(t, "GET", p, "", &page); st != 200 || len(page.Entries) > 2 {
+			t.Fatalf("history: %d %+v", st, page)
+		}
+		entries = append(entries, page.Entries...)
+		if page.NextBefore == 0 {
+			break
+		}
+		before = page.NextBefore
+	}
+	var kinds []string
+	for _, e := range entries {
+		kinds = append(kinds, e.Kind+" "+e.Amount.String()+" "+e.Owed.String())
+		if e.BalanceAfter == nil {
+			t.Fatalf("an entry without its balance after: %+v", e)
+		}
+	}
+	want := "adjustment 0.500000000 0.000000000, debt_payment -12.990000000 -12.990000000, credit 20.000000000 0.000000000, " +
+		"debt_payment -0.010000000 -0.010000000, adjustment 0.010000000 0.000000000, " +
+		"adjustment -7.000000000 13.000000000, adjustment -3.000000000 0.000000000, credit 10.000000000 0.000000000"
+	if got := strings.Join(kinds, ", "); got != want {
+		t.Fatalf("history:\n%s\nwant\n%s", got, want)
+	}
+	// the balance after each: the credit's before the debt it paid, the
+	// newest the balance now (a request was debited between them)
+	now, _ := g.balance(acct.ID)
+	if *entries[2].BalanceAfter != 20*ledger.NanosPerUnit || *entries[1].BalanceAfter != 7_010_000_000 ||
+		*entries[0].BalanceAfter != now || now >= 7_510_000_000 || entries[5].OwedAfter != 13*ledger.NanosPerUnit || entries[3].OwedAfter != 12_990_000_000 {
+		t.Fatalf("balances after: %+v (balance now %s)", entries, now)
+	}
+	g.audit()
 }

@@ -3,6 +3,7 @@ package modelgate
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"errors"
 	"io"
 	"os"
@@ -328,6 +329,99 @@ func TestCLIResetLink(t *testing.T) {
 		out, err := runCLI(t, append([]string{"account", "reset-link"}, tc.args...)...)
 		if err == nil || out != "" || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("reset-link %q: printed %q, error %v; want one saying %q", tc.args, out, err, tc.want)
+		}
+	}
+}
+
+// TestCLIAdjustAndHistory: `account adjust` debits once per reference,
+// refuses a debit beyond the balance unless --allow-owed (which suspends
+// the account for debt until a credit pays it), and `account history`
+// prints every entry with the balance after it, as a table or exact CSV
+// (#20).
+func TestCLIAdjustAndHistory(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ledger.db")
+	acct, err := runCLI(t, "account", "create", "--db", db, "--create-ledger", "--credit", "10.00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adjust := func(args ...string) error {
+		_, err := runCLI(t, append([]string{"account", "adjust", "--db", db, "--account", acct}, args...)...)
+		return err
+	}
+	if err := adjust("--amount", "-2.50", "--reason", "late fee", "--reference", "INV-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := adjust("--amount", "-2.50", "--reason", "late fee", "--reference", "INV-1"); err != nil {
+		t.Fatalf("the same reference again: %v (want the first result)", err)
+	}
+	for _, bad := range [][]string{
+		{"--amount", "-1.00", "--reference", "INV-2"},
+		{"--amount", "-1.00", "--reason", "x"},
+		{"--amount", "0", "--reason", "x", "--reference", "INV-2"},
+		{"--amount", "abc", "--reason", "x", "--reference", "INV-2"},
+		{"--amount", "-9.00", "--reason", "x", "--reference", "INV-1"}, // the reference of another amount
+	} {
+		if err := adjust(bad...); err == nil {
+			t.Errorf("%v: want an error", bad)
+		}
+	}
+	err = adjust("--amount", "-10.00", "--reason", "chargeback fee", "--reference", "INV-3")
+	if err == nil || !strings.Contains(err.Error(), "exceeds the available balance") || !strings.Contains(err.Error(), "--allow-owed") {
+		t.Fatalf("a debit beyond the balance: %v", err)
+	}
+	if err := adjust("--amount", "-10.00", "--reason", "chargeback fee", "--reference", "INV-3", "--allow-owed"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledger.Open(context.Background(), ledger.Options{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.GetAccount(context.Background(), acct)
+	s.Close()
+	if err != nil || a.Balance != 0 || a.Owed != 2_500_000_000 || a.State != ledger.StateSuspended || a.SuspendedFor != ledger.SuspendedForDebt {
+		t.Fatalf("after the debt: %+v %v", a, err)
+	}
+	if _, err := runCLI(t, "credit", "--db", db, "--account", acct, "--amount", "5", "--reason", "wire", "--reference", "W-1"); err != nil {
+		t.Fatal(err)
+	}
+
+	table, err := runCLI(t, "account", "history", "--db", db, acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(table, "\n")
+	if len(lines) != 6 || !strings.Contains(lines[1], "debt_payment") || !strings.Contains(lines[1], "-2.500000000") ||
+		!strings.Contains(lines[5], "credit") || !strings.Contains(lines[5], "opening credit") {
+		t.Fatalf("history table:\n%s", table)
+	}
+	csvOut, err := runCLI(t, "account", "history", "--db", db, "--csv", acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(csvOut)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows[1:] {
+		got = append(got, r[2]+" "+r[3]+" "+r[4]+" "+r[5]+" "+r[6])
+	}
+	want := []string{
+		"debt_payment -2.500000000 -2.500000000 2.500000000 0.000000000",
+		"credit 5.000000000 0.000000000 5.000000000 2.500000000",
+		"adjustment -7.500000000 2.500000000 0.000000000 2.500000000",
+		"adjustment -2.500000000 0.000000000 7.500000000 0.000000000",
+		"credit 10.000000000 0.000000000 10.000000000 0.000000000",
+	}
+	if strings.Join(rows[0], ",") != "id,time,kind,amount,owed,balance_after,owed_after,reference,reason,payment" || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("history CSV:\n%s", csvOut)
+	}
+	for _, bad := range [][]string{
+		{"account", "history", "--db", db},
+		{"account", "history", "--db", db, "acct_nope"},
+	} {
+		if _, err := runCLI(t, bad...); err == nil {
+			t.Errorf("%v: want an error", bad)
 		}
 	}
 }

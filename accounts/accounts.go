@@ -149,3 +149,70 @@ func IsInvalid(err error) bool {
 	var inv *Invalid
 	return errors.As(err, &inv)
 }
+
+// Limits of an adjustment's words.
+const (
+	MaxReason    = 500 // characters of a reason
+	MaxReference = 200 // characters of a reference
+)
+
+// Adjustment is an operator's debit (a negative Amount) or correction of
+// an account's balance (#20).
+type Adjustment struct {
+	AccountID string
+	Amount    ledger.Money // signed, not zero
+	Reason    string       // required: why, kept in the account's history
+	Reference string       // required: the idempotency key
+	// AllowOwed lets a debit beyond the available balance take what there
+	// is and record the rest as owed, which suspends the account until a
+	// payment covers it; without it such a debit is refused.
+	AllowOwed bool
+}
+
+// Adjust applies an adjustment once per reference: the same reference
+// again changes nothing and returns the first result with replayed set
+// (an *Invalid if that reference was used for another account, amount or
+// kind of entry). A debit
+// the available balance does not cover without AllowOwed is refused with
+// an error wrapping ledger.ErrInsufficientFunds.
+func (s *Service) Adjust(ctx context.Context, a Adjustment) (res ledger.MoneyResult, replayed bool, err error) {
+	a.Reason, a.Reference = strings.TrimSpace(a.Reason), strings.TrimSpace(a.Reference)
+	switch {
+	case a.AccountID == "":
+		return res, false, invalid("which account? give its id (acct_…)")
+	case a.Amount == 0:
+		return res, false, invalid("amount: want a debit (\"-5.00\") or a credit (\"5.00\"), not zero")
+	case a.Reason == "":
+		return res, false, invalid("reason: every adjustment says why")
+	case len([]rune(a.Reason)) > MaxReason:
+		return res, false, invalid("reason: at most %d characters", MaxReason)
+	case a.Reference == "":
+		return res, false, invalid("reference: every adjustment has a unique reference, so that sending it again applies it once (e.g. a ticket number)")
+	case len([]rune(a.Reference)) > MaxReference:
+		return res, false, invalid("reference: at most %d characters", MaxReference)
+	}
+	res, err = s.Store.ApplyMoney(ctx, ledger.MoneyChange{AccountID: a.AccountID, Kind: ledger.KindAdjustment, Amount: a.Amount,
+		Reason: a.Reason, Reference: a.Reference, AllowOwed: a.AllowOwed})
+	if errors.Is(err, ledger.ErrDuplicate) && len(res.Entries) > 0 {
+		first := res.Entries[0]
+		// the amount asked for: what was taken (or credited) and what was owed
+		if first.AccountID != a.AccountID || first.Kind != ledger.KindAdjustment || first.Amount-first.Owed != a.Amount {
+			return ledger.MoneyResult{}, false, invalid("reference %q was used already, for a %s of %s on account %s: give this adjustment a reference of its own",
+				a.Reference, first.Kind, first.Amount, first.AccountID)
+		}
+		return res, true, nil
+	}
+	return res, false, err
+}
+
+// History is a page of an account's money history, newest first (limit:
+// 1 to 1000; before: the Next of the page before, or 0).
+func (s *Service) History(ctx context.Context, accountID string, before int64, limit int) (ledger.HistoryPage, error) {
+	if limit < 1 || limit > 1000 {
+		return ledger.HistoryPage{}, invalid("limit %d: want 1 to 1000", limit)
+	}
+	if before < 0 {
+		return ledger.HistoryPage{}, invalid("before %d: want the next of the previous page", before)
+	}
+	return s.Store.History(ctx, accountID, before, limit)
+}

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,8 @@ func init() {
 //	POST   /modelgate/accounts/{id}/resume     → the account
 //	PUT    /modelgate/accounts/{id}/plan       {"plan"} → the account
 //	POST   /modelgate/accounts/{id}/credits    {"amount", "reason", "reference"} → {"balance"}
+//	POST   /modelgate/accounts/{id}/adjustments {"amount", "reason", "reference", "allow_owed"} → the result (#20)
+//	GET    /modelgate/accounts/{id}/history    ?limit=100&before=ID → a page of the money history, newest first (#20)
 //	GET    /modelgate/accounts/{id}/keys       → the keys (never their secrets)
 //	POST   /modelgate/accounts/{id}/keys       {"label"} → the key, with its secret, this once
 //	DELETE /modelgate/keys/{id}
@@ -70,13 +73,17 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 
 // adminAccount is an account as the admin API shows it.
 type adminAccount struct {
-	ID        string       `json:"id"`
-	Email     string       `json:"email,omitempty"`
-	Plan      string       `json:"plan"`
-	State     ledger.State `json:"state"`
-	Balance   ledger.Money `json:"balance"`
-	Held      ledger.Money `json:"held"`
-	CreatedAt time.Time    `json:"created_at"`
+	ID      string       `json:"id"`
+	Email   string       `json:"email,omitempty"`
+	Plan    string       `json:"plan"`
+	State   ledger.State `json:"state"`
+	Balance ledger.Money `json:"balance"`
+	Held    ledger.Money `json:"held"`
+	// Owed is what the account owes (#20); SuspendedFor is "owed" when
+	// the debt suspended it (a payment resumes it).
+	Owed         ledger.Money `json:"owed"`
+	SuspendedFor string       `json:"suspended_for,omitempty"`
+	CreatedAt    time.Time    `json:"created_at"`
 	// MonthSpend is what the account was charged in the current calendar
 	// month (UTC), which its plan's volume tiers read (#20).
 	MonthSpend ledger.Money `json:"month_spend"`
@@ -99,16 +106,18 @@ type adminFunc func(w http.ResponseWriter, r *http.Request, app *App) error
 // adminRoutes are the routes by method and path pattern.
 func (a *AdminAPI) adminRoutes() map[string]adminFunc {
 	return map[string]adminFunc{
-		"POST /modelgate/accounts":              a.createAccount,
-		"GET /modelgate/accounts/{id}":          a.getAccount,
-		"POST /modelgate/accounts/{id}/suspend": a.setState(ledger.StateSuspended),
-		"POST /modelgate/accounts/{id}/resume":  a.setState(ledger.StateActive),
-		"PUT /modelgate/accounts/{id}/plan":     a.setPlan,
-		"POST /modelgate/accounts/{id}/plan":    a.setPlan,
-		"POST /modelgate/accounts/{id}/credits": a.credit,
-		"GET /modelgate/accounts/{id}/keys":     a.listKeys,
-		"POST /modelgate/accounts/{id}/keys":    a.createKey,
-		"DELETE /modelgate/keys/{id}":           a.deleteKey,
+		"POST /modelgate/accounts":                  a.createAccount,
+		"GET /modelgate/accounts/{id}":              a.getAccount,
+		"POST /modelgate/accounts/{id}/suspend":     a.setState(ledger.StateSuspended),
+		"POST /modelgate/accounts/{id}/resume":      a.setState(ledger.StateActive),
+		"PUT /modelgate/accounts/{id}/plan":         a.setPlan,
+		"POST /modelgate/accounts/{id}/plan":        a.setPlan,
+		"POST /modelgate/accounts/{id}/credits":     a.credit,
+		"POST /modelgate/accounts/{id}/adjustments": a.adjust,
+		"GET /modelgate/accounts/{id}/history":      a.history,
+		"GET /modelgate/accounts/{id}/keys":         a.listKeys,
+		"POST /modelgate/accounts/{id}/keys":        a.createKey,
+		"DELETE /modelgate/keys/{id}":               a.deleteKey,
 	}
 }
 
@@ -306,6 +315,89 @@ func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App) erro
 	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": bal})
 }
 
+// moneyEntryJSON is a money history entry as the admin API shows it
+// (#20): amounts exact, as decimal strings.
+type moneyEntryJSON struct {
+	ID           int64         `json:"id"`
+	Kind         string        `json:"kind"`
+	Amount       ledger.Money  `json:"amount"`
+	Owed         ledger.Money  `json:"owed"`
+	BalanceAfter *ledger.Money `json:"balance_after"` // null before migration 7 recorded it
+	OwedAfter    ledger.Money  `json:"owed_after"`
+	Reference    string        `json:"reference"`
+	Reason       string        `json:"reason,omitempty"`
+	Payment      string        `json:"payment,omitempty"`
+	CreatedAt    time.Time     `json:"created_at"`
+}
+
+// moneyEntriesJSON converts entries for JSON.
+func moneyEntriesJSON(entries []ledger.MoneyEntry) []moneyEntryJSON {
+	out := make([]moneyEntryJSON, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, moneyEntryJSON{ID: e.ID, Kind: e.Kind, Amount: e.Amount, Owed: e.Owed, BalanceAfter: e.BalanceAfter,
+			OwedAfter: e.OwedAfter, Reference: e.Reference, Reason: e.Reason, Payment: e.Payment, CreatedAt: e.CreatedAt})
+	}
+	return out
+}
+
+// adjust applies an operator's debit or correction, once per reference
+// (docs/admin-api.md, "Adjustments").
+func (a *AdminAPI) adjust(w http.ResponseWriter, r *http.Request, app *App) error {
+	id := r.PathValue("id")
+	var body struct {
+		Amount    ledger.Money `json:"amount"`
+		Reason    string       `json:"reason"`
+		Reference string       `json:"reference"`
+		AllowOwed bool         `json:"allow_owed"`
+	}
+	if err := decodeAdmin(r, &body); err != nil {
+		return err
+	}
+	res, replayed, err := app.accounts.Adjust(r.Context(), accounts.Adjustment{AccountID: id, Amount: body.Amount,
+		Reason: body.Reason, Reference: body.Reference, AllowOwed: body.AllowOwed})
+	if err != nil {
+		return ledgerError(err)
+	}
+	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": res.Balance, "owed": res.Owed,
+		"entries": moneyEntriesJSON(res.Entries), "replayed": replayed})
+}
+
+// history answers a page of an account's money history, newest first;
+// next_before, when set, is the before of the next (older) page.
+func (a *AdminAPI) history(w http.ResponseWriter, r *http.Request, app *App) error {
+	id := r.PathValue("id")
+	limit, before := 100, int64(0)
+	q := r.URL.Query()
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return adminBadRequest("limit %q: want a number of entries from 1 to 1000", v)
+		}
+		limit = n
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return adminBadRequest("before %q: want the next_before of the previous page", v)
+		}
+		before = n
+	}
+	page, err := app.accounts.History(r.Context(), id, before, limit)
+	if err != nil {
+		return ledgerError(err)
+	}
+	acct, err := app.store.GetAccount(r.Context(), id)
+	if err != nil {
+		return ledgerError(err)
+	}
+	out := map[string]any{"account_id": id, "balance": acct.Balance, "owed": acct.Owed, "state": acct.State,
+		"suspended_for": acct.SuspendedFor, "entries": moneyEntriesJSON(page.Entries)}
+	if page.Next != 0 {
+		out["next_before"] = page.Next
+	}
+	return writeAdminJSON(w, http.StatusOK, out)
+}
+
 func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App) error {
 	id := r.PathValue("id")
 	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
@@ -346,7 +438,8 @@ func (a *AdminAPI) writeAccount(w http.ResponseWriter, r *http.Request, app *App
 		return ledgerError(err)
 	}
 	return writeAdminJSON(w, status, adminAccount{ID: acct.ID, Email: acct.Email, Plan: acct.Plan, State: acct.State,
-		Balance: acct.Balance, Held: acct.Held, CreatedAt: acct.CreatedAt, MonthSpend: acct.MonthSpend})
+		Balance: acct.Balance, Held: acct.Held, Owed: acct.Owed, SuspendedFor: acct.SuspendedFor, CreatedAt: acct.CreatedAt,
+		MonthSpend: acct.MonthSpend})
 }
 
 // decodeAdmin reads a JSON body (at most 64 KiB, no unknown fields).
@@ -387,16 +480,18 @@ func adminBadRequest(format string, args ...any) error {
 	return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf(format, args...)}
 }
 
-// ledgerError maps an error to its status: 400 for a request to change,
-// 404 for an unknown account or key, 409 for a duplicate, 500 otherwise.
+// ledgerError maps an error to its status: 400 for a request to change
+// (an amount the balance cannot hold included),
+// 404 for an unknown account or key, 409 for a duplicate or a debit the
+// balance does not cover, 500 otherwise.
 func ledgerError(err error) error {
 	status := http.StatusInternalServerError
 	switch {
-	case accounts.IsInvalid(err):
+	case accounts.IsInvalid(err), errors.Is(err, ledger.ErrOverflow):
 		status = http.StatusBadRequest
 	case errors.Is(err, ledger.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, ledger.ErrDuplicate):
+	case errors.Is(err, ledger.ErrDuplicate), errors.Is(err, ledger.ErrInsufficientFunds):
 		status = http.StatusConflict
 	}
 	return caddy.APIError{HTTPStatus: status, Err: errors.New(sentence(err))}

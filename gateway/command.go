@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -30,7 +31,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "modelgate",
-		Usage: "<account|key|credit> ...",
+		Usage: "<account|key|credit|ledger> ...",
 		Short: "Manages modelgate accounts, API keys and credits",
 		Long: `
 Works on the ledger of a modelgate configuration: the one named by the
@@ -44,6 +45,8 @@ running gateway sees the changes within a second.
   caddy modelgate account reset-link <ID|EMAIL> [--expires-in 1h] [--url URL]
   caddy modelgate account suspend --account ID
   caddy modelgate account resume --account ID
+  caddy modelgate account adjust --account ID --amount -5.00 --reason TEXT --reference REF [--allow-owed]
+  caddy modelgate account history ID [--csv]
   caddy modelgate key create --account ID [--label L]
   caddy modelgate key delete --key-id ID
   caddy modelgate credit --account ID --amount 5.00 --reason TEXT
@@ -70,7 +73,16 @@ running gateway sees the changes within a second.
 			}
 			resetLink.Flags().Duration("expires-in", accounts.ResetLinkLifetime, "how long the link works (at most 72h)")
 			resetLink.Flags().String("url", "", "the console's public address, e.g. https://api.example.com/console (default: public_url and the console's path in the configuration)")
-			account.AddCommand(create, setPlan, suspend, resume, resetLink)
+			adjust := leaf("adjust", "Debits or corrects an account's balance, once per reference", cmdAccountAdjust)
+			adjust.Flags().String("account", "", "the account ID")
+			adjust.Flags().String("amount", "", "the change: a debit such as -5.00, or a correction such as 5.00")
+			adjust.Flags().String("reason", "", "why (required; kept in the account's money history)")
+			adjust.Flags().String("reference", "", "a unique reference, such as a ticket number (required): the same reference again applies once")
+			adjust.Flags().Bool("allow-owed", false, "a debit beyond the available balance takes what there is and records the rest as owed, suspending the account until a payment covers it")
+			history := &cobra.Command{Use: "history ID", Short: "Prints an account's money history, newest first", Args: cobra.ExactArgs(1),
+				RunE: leaf("history", "", cmdAccountHistory).RunE}
+			history.Flags().Bool("csv", false, "print CSV with exact amounts (for a spreadsheet)")
+			account.AddCommand(create, setPlan, suspend, resume, resetLink, adjust, history)
 
 			key := &cobra.Command{Use: "key", Short: "Creates and deletes API keys"}
 			keyCreate := leaf("create", "Creates an API key and prints it (shown only this once)", cmdKeyCreate)
@@ -95,7 +107,7 @@ running gateway sees the changes within a second.
 			ledgerCmd.AddCommand(ledgerCopy)
 			cmd.AddCommand(ledgerCmd)
 
-			for _, c := range []*cobra.Command{create, setPlan, suspend, resume, resetLink, keyCreate, keyDelete, credit} {
+			for _, c := range []*cobra.Command{create, setPlan, suspend, resume, resetLink, adjust, history, keyCreate, keyDelete, credit} {
 				c.Flags().StringP("config", "c", "", "the Caddyfile (or JSON config) naming the ledger")
 				c.Flags().StringP("adapter", "a", "", "the config adapter")
 				c.Flags().String("db", "", "the SQLite ledger file (instead of --config)")
@@ -438,7 +450,7 @@ func cmdKeyDelete(fl caddycmd.Flags) (int, error) {
 }
 
 func cmdCredit(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, _ cliConfig) error {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
 		id, err := required(fl, "account")
 		if err != nil {
 			return err
@@ -463,8 +475,77 @@ func cmdCredit(fl caddycmd.Flags) (int, error) {
 		if err != nil {
 			return err
 		}
+		cc.announce(ctx, "account:"+id) // it may have paid a debt and resumed the account (#20)
 		fmt.Fprintf(os.Stderr, "credited %s to %s; balance %s\n", amount, id, bal)
 		return nil
+	})
+}
+
+// cmdAccountAdjust applies an operator's debit or correction (#20).
+func cmdAccountAdjust(fl caddycmd.Flags) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
+		id, err := required(fl, "account")
+		if err != nil {
+			return err
+		}
+		amountFlag, err := required(fl, "amount")
+		if err != nil {
+			return err
+		}
+		amount, err := ledger.ParseMoney(amountFlag)
+		if err != nil || amount == 0 {
+			return fmt.Errorf("--amount %q: want a debit such as -5.00 or a correction such as 5.00", amountFlag)
+		}
+		res, replayed, err := acc.Adjust(ctx, accounts.Adjustment{AccountID: id, Amount: amount, Reason: fl.String("reason"),
+			Reference: fl.String("reference"), AllowOwed: fl.Bool("allow-owed")})
+		if errors.Is(err, ledger.ErrInsufficientFunds) {
+			return fmt.Errorf("%s; to record the rest as owed, add --allow-owed", strings.TrimSuffix(sentence(err), "."))
+		}
+		if err != nil {
+			return err
+		}
+		if replayed {
+			fmt.Fprintf(os.Stderr, "reference %s was applied already, on %s; nothing changed\n", res.Entries[0].Reference,
+				res.Entries[0].CreatedAt.Format(time.RFC3339))
+		} else {
+			cc.announce(ctx, "account:"+id)
+		}
+		e := res.Entries[0]
+		fmt.Fprintf(os.Stderr, "adjusted %s by %s", id, e.Amount)
+		if e.Owed > 0 {
+			fmt.Fprintf(os.Stderr, " and %s owed", e.Owed)
+		}
+		fmt.Fprintf(os.Stderr, "; balance %s, owed %s\n", res.Balance, res.Owed)
+		if res.Owed > 0 && !replayed {
+			fmt.Fprintf(os.Stderr, "account %s is suspended until a payment covers what it owes\n", id)
+		}
+		return nil
+	})
+}
+
+// cmdAccountHistory prints an account's money history (#20): a table for
+// people, or with --csv exact CSV.
+func cmdAccountHistory(fl caddycmd.Flags) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, _ cliConfig) error {
+		id := fl.Arg(0)
+		entries, err := acc.AllHistory(ctx, id)
+		if err != nil {
+			return err
+		}
+		if fl.Bool("csv") {
+			return accounts.WriteHistoryCSV(os.Stdout, entries)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "time\tkind\tamount\towed\tbalance after\towed after\treference\treason\t")
+		for _, e := range entries {
+			after := "?"
+			if e.BalanceAfter != nil {
+				after = e.BalanceAfter.String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", e.CreatedAt.Format(time.DateTime), e.Kind, e.Amount, e.Owed,
+				after, e.OwedAfter, e.Reference, strings.ReplaceAll(e.Reason, "\t", " "))
+		}
+		return tw.Flush()
 	})
 }
 

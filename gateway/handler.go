@@ -391,6 +391,10 @@ func (h *APIHandler) authenticate(c credential) (relay.Principal, *formats.Error
 		return relay.Principal{}, formats.NewError(formats.KindInternal, "The gateway could not read the account; try again.")
 	}
 	if state != ledger.StateActive {
+		if h.app.store.SuspendedForDebt(p.AccountID) {
+			return relay.Principal{}, &formats.Error{Kind: formats.KindAccountSuspended,
+				Message: "This account is suspended: it owes money after a payment was reversed. Top up your balance to pay it, and the account resumes."}
+		}
 		return relay.Principal{}, &formats.Error{Kind: formats.KindAccountSuspended,
 			Message: "This account is suspended. Contact the operator of this gateway."}
 	}

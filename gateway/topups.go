@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -19,9 +20,10 @@ import (
 const maxWebhookBody = 1 << 20
 
 // servePaymentWebhook credits a completed payment the provider notifies,
-// exactly once: the credit row's unique reference is the payment's id, in
-// the same transaction as the balance change, so a redelivered or
-// concurrently delivered notification credits nothing more. A bad signature
+// and reverses a refunded or disputed one (reversePayment), exactly once:
+// the entry's unique reference is the payment's id, in the same
+// transaction as the balance change, so a redelivered or concurrently
+// delivered notification changes nothing more. A bad signature
 // is a 400 and credits nothing; a failure to write the credit is a 500, so
 // that the provider delivers it again.
 func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request) {
@@ -56,8 +58,12 @@ func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), creditTimeout)
 	defer cancel()
+	if pay.Kind != ledger.KindTopup {
+		h.reversePayment(ctx, pay, answer)
+		return
+	}
 	balance, err := h.app.store.Credit(ctx, ledger.CreditRequest{AccountID: pay.AccountID, Amount: pay.Amount,
-		Reference: pay.Reference, Reason: pay.Describe})
+		Reference: pay.Reference, Reason: pay.Describe, Kind: ledger.KindTopup, Payment: pay.PaymentIntent})
 	switch {
 	case errors.Is(err, ledger.ErrDuplicate):
 		answer(http.StatusOK, "already credited")
@@ -71,6 +77,40 @@ func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request)
 		h.logger.Info("payment credited", zap.String("reference", pay.Reference), zap.String("account", pay.AccountID),
 			zap.String("amount", pay.Amount.String()), zap.String("balance", balance.String()))
 		answer(http.StatusOK, "credited")
+	}
+}
+
+// reversePayment applies a refund, a dispute or a dispute's outcome
+// exactly once (#20): the entry's unique reference is the refund's charge
+// and total, or the dispute's id, in the same transaction as the balance
+// change. What the balance does not cover is owed, and the account is
+// suspended for debt until a payment covers it (docs/operations.md,
+// "Refunds, disputes and debts"). A reversal of a payment the ledger holds
+// no top-up of is logged and answered 200: a redelivery would not change
+// it.
+func (h *APIHandler) reversePayment(ctx context.Context, pay payments.Payment, answer func(int, string)) {
+	res, err := h.app.store.ApplyMoney(ctx, ledger.MoneyChange{Kind: pay.Kind, Amount: pay.Amount, Reference: pay.Reference,
+		Reason: pay.Describe, Payment: pay.PaymentIntent, Dispute: pay.Dispute})
+	fields := []zap.Field{zap.String("kind", pay.Kind), zap.String("reference", cmp.Or(pay.Reference, pay.Dispute)),
+		zap.String("payment", pay.PaymentIntent)}
+	switch {
+	case errors.Is(err, ledger.ErrDuplicate):
+		answer(http.StatusOK, "already recorded")
+	case errors.Is(err, ledger.ErrNotFound):
+		h.logger.Error("payment reversal for no known top-up or dispute", append(fields, zap.Error(err))...)
+		answer(http.StatusOK, "no such top-up")
+	case err != nil:
+		h.logger.Error("recording a payment reversal failed", append(fields, zap.Error(err))...)
+		answer(http.StatusInternalServerError, "not recorded; deliver again")
+	default:
+		fields = append(fields, zap.String("account", res.Entries[0].AccountID), zap.String("amount", res.Entries[0].Amount.String()),
+			zap.String("owed", res.Owed.String()), zap.String("balance", res.Balance.String()), zap.String("state", string(res.State)))
+		if res.Owed > 0 {
+			h.logger.Warn("payment reversed beyond the balance: the account owes the rest and is suspended", fields...)
+		} else {
+			h.logger.Info("payment reversal recorded", fields...)
+		}
+		answer(http.StatusOK, "recorded")
 	}
 }
 

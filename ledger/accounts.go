@@ -28,7 +28,13 @@ type Account struct {
 	ID, Email, Plan string
 	State           State
 	Balance, Held   Money
-	CreatedAt       time.Time
+	// Owed is what a reversal or a debit could not take from the balance
+	// (#20); the next credits pay it first.
+	Owed Money
+	// SuspendedFor is SuspendedForDebt when a debt suspended the account
+	// (paying it resumes the account), "" otherwise.
+	SuspendedFor string
+	CreatedAt    time.Time
 	// MonthSpend is what the account was charged in the current calendar
 	// month (UTC), which a plan's volume tiers read (#20).
 	MonthSpend Money
@@ -46,6 +52,7 @@ type account struct {
 	state   State
 	plan    string
 	spend   monthSpend // the month's spend (spend.go)
+	debt    bool       // suspended for debt (#20)
 }
 
 // loadAccount returns the cached account, reading it from the database on
@@ -65,16 +72,16 @@ func (s *Store) loadAccount(ctx context.Context, id string) (*account, error) {
 		return v.(*account), nil
 	}
 	a := &account{id: id}
-	var state string
-	err = s.queryRow(ctx, `SELECT balance, state, plan, spend_month, month_spend FROM accounts WHERE id = ?`, id).
-		Scan(&a.balance, &state, &a.plan, &a.spend.month, &a.spend.spend)
+	var state, suspendedFor string
+	err = s.queryRow(ctx, `SELECT balance, state, plan, spend_month, month_spend, suspended_for FROM accounts WHERE id = ?`, id).
+		Scan(&a.balance, &state, &a.plan, &a.spend.month, &a.spend.spend, &suspendedFor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: load account %q: %w", id, err)
 	}
-	a.state = State(state)
+	a.state, a.debt = State(state), suspendedFor == SuspendedForDebt
 	v, _ := s.accounts.LoadOrStore(id, a)
 	return v.(*account), nil
 }
@@ -143,8 +150,8 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 	if s.pg != nil {
 		held = "held"
 	}
-	err = s.queryRow(ctx, `SELECT email, plan, state, balance, created_at, `+held+`, spend_month, month_spend FROM accounts WHERE id = ?`, id).
-		Scan(&a.Email, &a.Plan, &state, &a.Balance, &created, &a.Held, &spend.month, &spend.spend)
+	err = s.queryRow(ctx, `SELECT email, plan, state, balance, created_at, `+held+`, spend_month, month_spend, owed, suspended_for FROM accounts WHERE id = ?`, id).
+		Scan(&a.Email, &a.Plan, &state, &a.Balance, &created, &a.Held, &spend.month, &spend.spend, &a.Owed, &a.SuspendedFor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("ledger: account %q: %w", id, ErrNotFound)
 	}
@@ -163,6 +170,9 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 }
 
 // SetAccountState suspends or resumes an account (ErrNotFound if unknown).
+// It is the operator's decision: a suspension is then never lifted by a
+// payment, and resuming an account suspended for debt resumes it though it
+// still owes (#20).
 func (s *Store) SetAccountState(ctx context.Context, id string, st State) error {
 	if !st.valid() {
 		return fmt.Errorf("ledger: invalid account state %q", st)
@@ -219,18 +229,36 @@ func (s *Store) AccountState(accountID string) (State, string, error) {
 	return a.state, a.plan, nil
 }
 
-// CreditRequest is a top-up or adjustment. Reference is the idempotency key
-// (e.g. the payment's id) and is unique across all credits.
+// SuspendedForDebt reports, from memory, whether a debt is what suspended
+// the account (#20): its requests are then refused with a word on paying
+// it rather than on asking the operator.
+func (s *Store) SuspendedForDebt(accountID string) bool {
+	a, err := s.loadAccount(context.Background(), accountID)
+	if err != nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state == StateSuspended && a.debt
+}
+
+// CreditRequest is a credit: an operator's (KindCredit) or a top-up
+// (KindTopup, with the Payment it was paid by). Reference is the
+// idempotency key (e.g. the payment's id) and is unique across all money
+// entries.
 type CreditRequest struct {
 	AccountID string
 	Amount    Money
 	Reference string
 	Reason    string
+	Kind      string // KindCredit (the default) or KindTopup
+	Payment   string // a top-up's payment ("stripe:pi_…"), found by its reversals
 }
 
-// Credit adds c.Amount (> 0) to the account's balance and records a credit
-// row, in one transaction, and returns the new balance. A second credit with
-// the same Reference credits nothing and returns ErrDuplicate.
+// Credit adds c.Amount (> 0) to the account (ApplyMoney): it pays what
+// the account owes first (which resumes an account suspended for debt),
+// and returns the new balance. A second credit with the same Reference
+// credits nothing and returns ErrDuplicate.
 func (s *Store) Credit(ctx context.Context, cr CreditRequest) (balance Money, err error) {
 	if cr.Amount <= 0 {
 		return 0, fmt.Errorf("ledger: credit amount must be positive, got %s", cr.Amount)
@@ -238,16 +266,19 @@ func (s *Store) Credit(ctx context.Context, cr CreditRequest) (balance Money, er
 	if cr.Reference == "" {
 		return 0, errors.New("ledger: credit reference required")
 	}
-	if s.pg != nil {
-		return s.pg.credit(ctx, cr, time.Now().UnixMilli())
+	kind := cr.Kind
+	if kind == "" {
+		kind = KindCredit
 	}
-	c := getCommand(cmdCredit)
-	defer putCommand(c)
-	c.id, c.amount, c.ref, c.str, c.now = cr.AccountID, cr.Amount, cr.Reference, cr.Reason, time.Now().UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
+	if kind != KindCredit && kind != KindTopup {
+		return 0, fmt.Errorf("ledger: credit kind %q: want %s or %s", kind, KindCredit, KindTopup)
+	}
+	res, err := s.ApplyMoney(ctx, MoneyChange{AccountID: cr.AccountID, Kind: kind, Amount: cr.Amount,
+		Reference: cr.Reference, Reason: cr.Reason, Payment: cr.Payment})
+	if err != nil {
 		return 0, err
 	}
-	return c.balance, c.err
+	return res.Balance, nil
 }
 
 // Outstanding is the total held by this store's open holds, all accounts.

@@ -44,10 +44,11 @@ type copyTable struct {
 
 // copyTables in an order that the foreign keys accept.
 var copyTables = []copyTable{
-	{name: "accounts", order: "id", cols: []string{"id", "email", "plan", "state", "balance", "created_at", "spend_month", "month_spend"}},
+	{name: "accounts", order: "id", cols: []string{"id", "email", "plan", "state", "balance", "created_at", "spend_month", "month_spend", "owed", "suspended_for"}},
 	{name: "keys", order: "rowid", cols: []string{"id", "account_id", "hash", "label", "prefix", "created_at", "deleted_at",
 		"last_used_at", "requests", "input_tokens", "output_tokens", "spent"}},
-	{name: "credits", order: "id", identity: "id", cols: []string{"id", "account_id", "amount", "reference", "reason", "created_at"}},
+	{name: "credits", order: "id", identity: "id", cols: []string{"id", "account_id", "amount", "reference", "reason", "created_at",
+		"kind", "owed", "balance_after", "owed_after", "payment"}},
 	{name: "usage", order: "id", identity: "id", cols: append([]string{"id"}, strings.Split(strings.Join(strings.Fields(usageInsertColumns), ""), ",")...),
 		flags: map[string]bool{"stream": true, "over_hold": true}},
 	{name: "usage_daily", order: "day, key_id, model", cols: []string{"day", "key_id", "model", "account_id", "requests", "input_tokens",

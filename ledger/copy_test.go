@@ -25,7 +25,11 @@ func TestCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.Credit(ctx, CreditRequest{AccountID: ada.ID, Amount: 5 * NanosPerUnit, Reference: "pay_1", Reason: "stripe"}); err != nil {
+	if _, err := src.Credit(ctx, CreditRequest{AccountID: ada.ID, Amount: 5 * NanosPerUnit, Reference: "pay_1", Reason: "stripe",
+		Kind: KindTopup, Payment: "stripe:pi_ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.ApplyMoney(ctx, MoneyChange{Kind: KindRefund, Payment: "stripe:pi_ada", Amount: NanosPerUnit, Reference: "refund_1"}); err != nil {
 		t.Fatal(err)
 	}
 	bob := mustAccount(t, src, 1000)
@@ -51,6 +55,11 @@ func TestCopy(t *testing.T) {
 	}
 	hb, _ := src.Reserve(bob.ID, 1, 500)
 	if err := hb.Settle(ctx, usage("req-bob", kb.ID, 400)); err != nil {
+		t.Fatal(err)
+	}
+	// a debt: the money history's columns and the account's owed are copied (#20)
+	if _, err := src.ApplyMoney(ctx, MoneyChange{AccountID: bob.ID, Kind: KindAdjustment, Amount: -1000, Reference: "fee-bob",
+		Reason: "fee", AllowOwed: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.DeleteKey(ctx, k2.ID); err != nil {
@@ -84,7 +93,7 @@ func TestCopy(t *testing.T) {
 	}
 	t.Logf("copied: %s", rep)
 	if rep.Accounts != 3 || rep.Rows["usage"] != 5 || rep.Rows["keys"] != 3 || rep.Rows["sessions"] != 1 || rep.Rows["incidents"] != 2 || rep.Rows["login_tokens"] != 1 ||
-		rep.Credited != 5*NanosPerUnit+1000 || rep.Balance != rep.Credited-rep.Charged || rep.Charged != 10_000_400 {
+		rep.Credited != 4*NanosPerUnit+1000-600 || rep.Balance != rep.Credited-rep.Charged || rep.Charged != 10_000_400 {
 		t.Fatalf("report %+v", rep)
 	}
 	mustAudit(t, dst)
@@ -104,6 +113,10 @@ func TestCopy(t *testing.T) {
 		same("keys of "+id, func(s *Store) any { k, err := s.ListKeys(ctx, id); return []any{k, err} })
 		same("usage of "+id, func(s *Store) any { r, err := s.UsageRows(ctx, UsageFilter{AccountID: id}); return []any{r, err} })
 		same("daily usage of "+id, func(s *Store) any { r, err := s.DailyUsageRows(ctx, id, "", ""); return []any{r, err} })
+		same("money history of "+id, func(s *Store) any { h, err := s.History(ctx, id, 0, 100); return []any{h, err} })
+	}
+	if a := balanceOf(t, dst, bob.ID); a.Owed != 400 || a.Balance != 0 {
+		t.Fatalf("bob's debt after the copy: %+v", a)
 	}
 	for _, id := range []string{k1.ID, k2.ID, kb.ID} {
 		same("key usage "+id, func(s *Store) any { u, err := s.KeyUsage(ctx, id); return []any{u, err} })
@@ -142,6 +155,9 @@ func TestCopy(t *testing.T) {
 	}
 	if _, err := dst.Credit(ctx, CreditRequest{AccountID: bob.ID, Amount: 1, Reference: "after"}); err != nil {
 		t.Fatal(err)
+	}
+	if a := balanceOf(t, dst, bob.ID); a.Owed != 399 || a.State != StateSuspended || a.SuspendedFor != "" {
+		t.Fatalf("bob after a credit on the copy: %+v", a)
 	}
 	if _, err := dst.OpenIncident(ctx, "gemini", "connect", day); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -279,6 +280,9 @@ $$;
 CREATE TRIGGER keys_added AFTER INSERT ON keys FOR EACH STATEMENT
 	EXECUTE FUNCTION mg_keys_added();
 `,
+	// 2: money history, reversals and debts (#20): SQLite's migration 7
+	// (moneyMigration) in PostgreSQL's types.
+	strings.NewReplacer("INTEGER", "bigint", "TEXT", "text").Replace(moneyMigration),
 	// 3: console self-service (#20 item 7), as SQLite's migration 8: a
 	// login's email_state and the one-time login_tokens.
 	`

@@ -12,7 +12,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -65,7 +64,11 @@ func (p *pgEngine) createAccount(ctx context.Context, id, email, plan string, no
 // setAccount sets an account's state or plan (column is a constant).
 func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) error {
 	err := p.write(ctx, "set "+column+" "+id, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE accounts SET `+column+` = $1 WHERE id = $2`, value, id)
+		set := column + ` = $1`
+		if column == "state" {
+			set += `, suspended_for = ''` // the operator's suspension, or none (#20)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE accounts SET `+set+` WHERE id = $2`, value, id)
 		if err != nil {
 			return err
 		}
@@ -81,7 +84,7 @@ func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) err
 		if a := p.s.cachedAccount(id); a != nil {
 			a.mu.Lock()
 			if column == "state" {
-				a.state = State(value)
+				a.state, a.debt = State(value), false
 			} else {
 				a.plan = value
 			}
@@ -89,33 +92,6 @@ func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) err
 		}
 	})
 	return nil
-}
-
-func (p *pgEngine) credit(ctx context.Context, cr CreditRequest, now int64) (Money, error) {
-	var bal int64
-	err := p.write(ctx, "credit "+cr.AccountID, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = $1 FOR UPDATE`, cr.AccountID).Scan(&bal)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("ledger: account %q: %w", cr.AccountID, ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		if bal > math.MaxInt64-int64(cr.Amount) {
-			return fmt.Errorf("ledger: credit to %q: balance %w", cr.AccountID, errOverflow)
-		}
-		tag, err := tx.Exec(ctx, `INSERT INTO credits (account_id, amount, reference, reason, created_at)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (reference) DO NOTHING`, cr.AccountID, int64(cr.Amount), cr.Reference, cr.Reason, now)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("ledger: credit reference %q already used: %w", cr.Reference, ErrDuplicate)
-		}
-		return tx.QueryRow(ctx, `UPDATE accounts SET balance = balance + $1 WHERE id = $2 RETURNING balance`,
-			int64(cr.Amount), cr.AccountID).Scan(&bal)
-	})
-	return Money(bal), err
 }
 
 func (p *pgEngine) createKey(ctx context.Context, e *keyEntry, now int64) error {
@@ -196,7 +172,7 @@ func (p *pgEngine) execSQL(ctx context.Context, what string, fn func(ctx context
 	}
 	defer func() { _ = tx.Rollback() }()
 	if err := fn(ctx, pgTx{p.s, tx}); err != nil {
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDuplicate) {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDuplicate) || errors.Is(err, ErrInsufficientFunds) || errors.Is(err, errOverflow) {
 			return err
 		}
 		return fmt.Errorf("ledger: %s: write failed: %w", what, err)

@@ -423,7 +423,8 @@ func (p *pgEngine) reloadKey(ctx context.Context, id string) error {
 	return nil
 }
 
-// reloadAccount rereads one cached account's state and plan.
+// reloadAccount rereads one cached account's state, plan and whether a
+// debt suspended it.
 func (p *pgEngine) reloadAccount(ctx context.Context, id string) error {
 	s := p.s
 	s.loadMu.Lock()
@@ -432,8 +433,8 @@ func (p *pgEngine) reloadAccount(ctx context.Context, id string) error {
 	if a == nil {
 		return nil
 	}
-	var state, plan string
-	err := p.pool.QueryRow(ctx, `SELECT state, plan FROM accounts WHERE id = $1`, id).Scan(&state, &plan)
+	var state, plan, suspendedFor string
+	err := p.pool.QueryRow(ctx, `SELECT state, plan, suspended_for FROM accounts WHERE id = $1`, id).Scan(&state, &plan, &suspendedFor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -441,7 +442,7 @@ func (p *pgEngine) reloadAccount(ctx context.Context, id string) error {
 		return err
 	}
 	a.mu.Lock()
-	a.state, a.plan = State(state), plan
+	a.state, a.plan, a.debt = State(state), plan, suspendedFor == SuspendedForDebt
 	a.mu.Unlock()
 	return nil
 }

@@ -205,6 +205,8 @@ DROP TABLE email_check;
 UPDATE accounts SET email = lower(trim(email)) WHERE email <> lower(trim(email));
 CREATE UNIQUE INDEX accounts_email_nocase ON accounts (lower(email)) WHERE email <> '';
 `,
+	// 7: money history, reversals and debts (#20).
+	moneyMigration,
 	// 8: console self-service (#20 item 7). logins.email_state says whether
 	// the login's email was shown to reach its owner: 'unchecked' (nobody
 	// asked: logins made by the operator, before this migration, or while
@@ -247,6 +249,37 @@ UPDATE accounts SET month_spend = m.spent FROM (
 ) AS m WHERE accounts.id = m.account_id;
 `,
 }
+
+// moneyMigration is SQLite's migration 7 and, but for its types,
+// PostgreSQL's migration 2 (#20): the credits table becomes the account's
+// money history, one row per change of its balance or of what it owes,
+// with what the change was (kind: credit, topup, refund, dispute,
+// dispute_won, dispute_lost, adjustment, debt_payment), its change of what
+// the account owes (owed; amount stays the change of the balance, signed),
+// the balance and owed amount just after it, and the payment it belongs to
+// (payment: "stripe:pi_…" on a top-up and on its reversals, indexed).
+// Accounts get owed (what a reversal or a debit could not take from the
+// balance; never negative) and suspended_for ('owed' when a debt suspended
+// the account, so that paying it resumes the account; an operator's
+// suspension has ”).
+//
+// Rows written before it are credits, or top-ups by their reference (a
+// Stripe top-up's is "stripe:cs_…"); their balance_after is NULL, since
+// the balance just after them cannot be told from the rows (usage debits
+// interleave at the millisecond), and their payment is unknown. Nothing
+// was owed before, so their owed and owed_after are 0.
+const moneyMigration = `
+ALTER TABLE accounts ADD COLUMN owed INTEGER NOT NULL DEFAULT 0 CHECK (owed >= 0);
+ALTER TABLE accounts ADD COLUMN suspended_for TEXT NOT NULL DEFAULT '';
+ALTER TABLE credits ADD COLUMN kind TEXT NOT NULL DEFAULT 'credit';
+ALTER TABLE credits ADD COLUMN owed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE credits ADD COLUMN balance_after INTEGER;
+ALTER TABLE credits ADD COLUMN owed_after INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE credits ADD COLUMN payment TEXT NOT NULL DEFAULT '';
+UPDATE credits SET kind = 'topup' WHERE reference LIKE 'stripe:%';
+CREATE INDEX credits_history ON credits (account_id, id);
+CREATE INDEX credits_payment ON credits (payment) WHERE payment <> '';
+`
 
 // migrate brings the schema up to date on conn (the writer connection).
 // Each migration runs in its own IMMEDIATE transaction together with its

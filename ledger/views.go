@@ -230,7 +230,10 @@ func (m Mismatch) String() string {
 		m.Column, m.AccountID, m.KeyID, m.Day, m.Model, m.Stored, m.Recomputed)
 }
 
-// Audit recomputes every account's balance as Σcredits − Σcharged and its
+// Audit recomputes every account's balance as Σcredits − Σcharged (the
+// credits table is the money history: credits, top-ups, reversals,
+// adjustments and debt payments, each with its signed change of the
+// balance), what it owes as the Σ of the history's owed changes (#20), its
 // month's spend as Σcharged of its rows of that month (spend.go), every
 // key's running totals and every daily rollup row from the usage rows, and
 // reports each figure that differs from the stored one. Empty means consistent.
@@ -270,9 +273,9 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 
 	out := []Mismatch{}
 	rows, err := conn.QueryContext(ctx, `
-		SELECT a.id, a.balance, coalesce(c.s, 0) - coalesce(u.s, 0)
+		SELECT a.id, a.balance, coalesce(c.s, 0) - coalesce(u.s, 0), a.owed, coalesce(c.o, 0)
 		FROM accounts a
-		LEFT JOIN (SELECT account_id, sum(amount) AS s FROM credits GROUP BY account_id) c ON c.account_id = a.id
+		LEFT JOIN (SELECT account_id, sum(amount) AS s, sum(owed) AS o FROM credits GROUP BY account_id) c ON c.account_id = a.id
 		LEFT JOIN (SELECT account_id, sum(charged) AS s FROM usage GROUP BY account_id) u ON u.account_id = a.id
 		ORDER BY a.id`)
 	if err != nil {
@@ -280,13 +283,16 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 	}
 	for rows.Next() {
 		var id string
-		var stored, re int64
-		if err := rows.Scan(&id, &stored, &re); err != nil {
+		var stored, re, owed, reOwed int64
+		if err := rows.Scan(&id, &stored, &re, &owed, &reOwed); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("ledger: audit balances: %w", err)
 		}
 		if stored != re {
 			out = append(out, Mismatch{AccountID: id, Column: "accounts.balance", Stored: stored, Recomputed: re})
+		}
+		if owed != reOwed {
+			out = append(out, Mismatch{AccountID: id, Column: "accounts.owed", Stored: owed, Recomputed: reOwed})
 		}
 	}
 	if err := rows.Close(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ type cmdKind uint8
 
 const (
 	cmdSettle cmdKind = iota + 1
-	cmdCredit
 	cmdCreateAccount
 	cmdSetState
 	cmdSetPlan
@@ -44,16 +42,21 @@ type command struct {
 	key    *keyEntry
 	id     string // account id, key id or model id
 	email  string
-	str    string // plan, state, credit reason
-	ref    string
-	amount Money
+	str    string        // plan, state
+	amount Money         // PostgreSQL: a hold's amount
 	now    int64         // unix ms
 	counts []MinuteCount // availability counts
 	// fn is a cmdExec's statements, run on the writer connection inside
 	// the batch transaction (possibly more than once, if the batch is
-	// retried). An error wrapping ErrNotFound or ErrDuplicate is the
-	// command's own; any other fails the batch.
+	// retried). An error wrapping ErrNotFound, ErrDuplicate,
+	// ErrInsufficientFunds or ErrOverflow is the command's own (fn returns
+	// it before any write); any other fails the batch.
 	fn func(ctx context.Context, conn execer) error
+	// commit, if set, applies a cmdExec's effects in memory once its batch
+	// committed; undo, if set, takes back what fn did in memory when the
+	// batch did not commit (before it is tried again). Both run on the
+	// writer goroutine.
+	commit, undo func()
 
 	// outputs, reset before each attempt
 	err     error
@@ -82,7 +85,7 @@ func putCommand(c *command) {
 type writeStmts struct {
 	begin, commit, rollback                       *sql.Stmt
 	insUsage                                      *sql.Stmt
-	acctBalance, insCredit, credit                *sql.Stmt
+	acctBalance                                   *sql.Stmt
 	insAccount, setState, setPlan                 *sql.Stmt
 	insKey, delKey, keyExists, insModel, getModel *sql.Stmt
 	reloadAccounts, reloadKeys                    *sql.Stmt
@@ -103,7 +106,7 @@ const usageCols = 31
 
 func (st *writeStmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.begin, &st.commit, &st.rollback, &st.insUsage,
-		&st.acctBalance, &st.insCredit, &st.credit, &st.insAccount, &st.setState, &st.setPlan,
+		&st.acctBalance, &st.insAccount, &st.setState, &st.setPlan,
 		&st.insKey, &st.delKey, &st.keyExists, &st.insModel, &st.getModel, &st.reloadAccounts, &st.reloadKeys, &st.dataVersion}
 }
 
@@ -116,10 +119,8 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		VALUES (` + strings.Repeat("?, ", usageCols-1) + `?)
 		ON CONFLICT (request_id) DO NOTHING`,
 		`SELECT balance FROM accounts WHERE id = ?`,
-		`INSERT INTO credits (account_id, amount, reference, reason, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (reference) DO NOTHING`,
-		`UPDATE accounts SET balance = balance + ? WHERE id = ? RETURNING balance`,
 		`INSERT INTO accounts (id, email, plan, state, balance, created_at) VALUES (?, ?, ?, 'active', 0, ?) ON CONFLICT DO NOTHING`,
-		`UPDATE accounts SET state = ? WHERE id = ?`,
+		`UPDATE accounts SET state = ?, suspended_for = '' WHERE id = ?`,
 		`UPDATE accounts SET plan = ? WHERE id = ?`,
 		`INSERT INTO keys (id, account_id, hash, label, prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		`UPDATE keys SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`,
@@ -185,7 +186,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 
 // The reload's queries: every account (only cached ones are updated) and every key.
 const (
-	reloadAccountsQuery = `SELECT id, balance, state, plan FROM accounts`
+	reloadAccountsQuery = `SELECT id, balance, state, plan, suspended_for FROM accounts`
 	reloadKeysQuery     = `SELECT id, account_id, label, prefix, hash, deleted_at FROM keys`
 )
 
@@ -471,8 +472,6 @@ func (c *command) describe() string {
 	switch c.kind {
 	case cmdSettle:
 		return "settle " + c.rec.RequestID
-	case cmdCredit:
-		return "credit " + c.id
 	case cmdCreateAccount:
 		return "create account " + c.id
 	case cmdSetState:
@@ -517,6 +516,11 @@ func (s *Store) runBatch(batch []*command) (err error) {
 	}
 	defer func() {
 		if err != nil {
+			for _, c := range batch {
+				if c.undo != nil {
+					c.undo()
+				}
+			}
 			s.stats.failures.Add(1)
 			if _, rerr := s.st.rollback.ExecContext(ctx); rerr != nil {
 				s.log.Debug("ledger rollback", zap.Error(rerr))
@@ -574,38 +578,6 @@ func (s *Store) exec(ctx context.Context, c *command, g *batchAgg) error {
 	switch c.kind {
 	case cmdSettle:
 		g.settles = append(g.settles, c)
-		return nil
-
-	case cmdCredit:
-		var bal int64
-		err := st.acctBalance.QueryRowContext(ctx, c.id).Scan(&bal)
-		if errors.Is(err, sql.ErrNoRows) {
-			c.err = fmt.Errorf("ledger: account %q: %w", c.id, ErrNotFound)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if bal > math.MaxInt64-int64(c.amount) {
-			c.err = fmt.Errorf("ledger: credit to %q: balance %w", c.id, errOverflow)
-			return nil
-		}
-		res, err := st.insCredit.ExecContext(ctx, c.id, int64(c.amount), c.ref, c.str, c.now)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			c.err = fmt.Errorf("ledger: credit reference %q already used: %w", c.ref, ErrDuplicate)
-			return nil
-		}
-		if err := st.credit.QueryRowContext(ctx, int64(c.amount), c.id).Scan(&bal); err != nil {
-			return err
-		}
-		// Settles of this batch are debited after all its commands; the
-		// returned balance is the one just after this credit in that order.
-		c.balance = Money(bal)
 		return nil
 
 	case cmdCreateAccount:
@@ -679,7 +651,7 @@ func (s *Store) exec(ctx context.Context, c *command, g *batchAgg) error {
 
 	case cmdExec:
 		err := c.fn(ctx, s.wconn)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDuplicate) {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDuplicate) || errors.Is(err, ErrInsufficientFunds) || errors.Is(err, errOverflow) {
 			c.err = err
 			return nil
 		}
@@ -823,17 +795,15 @@ func (s *Store) apply(batch []*command) {
 			a.mu.Unlock()
 			s.outstanding.Add(-int64(amt))
 			s.openHolds.Add(-1)
-		case cmdCredit:
-			if a := s.cachedAccount(c.id); a != nil {
-				a.mu.Lock()
-				a.balance += c.amount
-				a.mu.Unlock()
+		case cmdExec:
+			if c.commit != nil {
+				c.commit()
 			}
 		case cmdSetState, cmdSetPlan:
 			if a := s.cachedAccount(c.id); a != nil {
 				a.mu.Lock()
 				if c.kind == cmdSetState {
-					a.state = State(c.str)
+					a.state, a.debt = State(c.str), false
 				} else {
 					a.plan = c.str
 				}
@@ -897,15 +867,15 @@ func (s *Store) reload(ctx context.Context) error {
 		return err
 	}
 	for rows.Next() {
-		var id, state, plan string
+		var id, state, plan, suspendedFor string
 		var bal int64
-		if err := rows.Scan(&id, &bal, &state, &plan); err != nil {
+		if err := rows.Scan(&id, &bal, &state, &plan, &suspendedFor); err != nil {
 			rows.Close()
 			return err
 		}
 		if a := s.cachedAccount(id); a != nil {
 			a.mu.Lock()
-			a.balance, a.state, a.plan = Money(bal), State(state), plan
+			a.balance, a.state, a.plan, a.debt = Money(bal), State(state), plan, suspendedFor == SuspendedForDebt
 			a.mu.Unlock()
 		}
 	}

@@ -20,15 +20,31 @@ type Checkout struct {
 	URL string // where to send the customer
 }
 
-// Payment is a completed payment, to be credited.
+// Payment is a completed payment, to be credited, or a reversal of one
+// (#20): a refund, a dispute, a dispute's outcome.
 type Payment struct {
-	// Reference identifies the payment across deliveries of its
-	// notifications ("stripe:" and the Checkout Session id).
+	// Kind is what to do: ledger.KindTopup (credit a payment),
+	// ledger.KindRefund, ledger.KindDispute (reverse), ledger.KindDisputeWon
+	// or ledger.KindDisputeLost (close a dispute).
+	Kind string
+	// Reference identifies the change across deliveries of its
+	// notifications: "stripe:" and the Checkout Session id for a top-up;
+	// "stripe:refund:" the charge and its total refunded; "stripe:dispute:"
+	// and the dispute id.
 	Reference string
+	// AccountID is a top-up's account; a reversal's is its top-up's,
+	// found by PaymentIntent.
 	AccountID string
-	Amount    ledger.Money
-	Currency  string
-	// Describe is the credit's reason, for the account's history.
+	// Amount is a top-up's amount, the total refunded of the payment so far
+	// (a refund), or the disputed amount.
+	Amount   ledger.Money
+	Currency string
+	// PaymentIntent is the payment a top-up was paid by, or the one a
+	// reversal reverses ("stripe:pi_…").
+	PaymentIntent string
+	// Dispute is the Reference of the dispute a dispute's outcome closes.
+	Dispute string
+	// Describe is the entry's reason, for the account's history.
 	Describe string
 }
 
@@ -46,7 +62,7 @@ type Provider interface {
 	// StartCheckout starts a checkout of amount for the account.
 	StartCheckout(ctx context.Context, o CheckoutOptions) (Checkout, error)
 	// ParsePayment verifies a notification's signature and reads it:
-	// ok is false for a notification that credits nothing (another event,
+	// ok is false for a notification that changes nothing (another event,
 	// a payment not yet settled). A bad signature is ErrBadSignature.
 	ParsePayment(payload []byte, header http.Header) (p Payment, ok bool, err error)
 }

@@ -178,6 +178,24 @@ type checkoutSession struct {
 	PaymentStatus     string            `json:"payment_status"`
 	Mode              string            `json:"mode"`
 	Metadata          map[string]string `json:"metadata"`
+	PaymentIntent     string            `json:"payment_intent"`
+}
+
+// charge is the part of a Charge a refund needs.
+type charge struct {
+	ID             string `json:"id"`
+	AmountRefunded int64  `json:"amount_refunded"`
+	Currency       string `json:"currency"`
+	PaymentIntent  string `json:"payment_intent"`
+}
+
+// dispute is the part of a Dispute a reversal needs.
+type dispute struct {
+	ID            string `json:"id"`
+	Amount        int64  `json:"amount"`
+	Currency      string `json:"currency"`
+	PaymentIntent string `json:"payment_intent"`
+	Status        string `json:"status"`
 }
 
 // ParsePayment verifies a webhook delivery (Stripe-Signature, within
@@ -196,6 +214,8 @@ func (s *Stripe) ParsePayment(payload []byte, header http.Header) (Payment, bool
 	}
 	switch ev.Type {
 	case "checkout.session.completed", "checkout.session.async_payment_succeeded":
+	case "charge.refunded", "charge.dispute.created", "charge.dispute.closed":
+		return s.parseReversal(ev)
 	default:
 		return Payment{}, false, nil
 	}
@@ -217,11 +237,73 @@ func (s *Stripe) ParsePayment(payload []byte, header http.Header) (Payment, bool
 		!hmac.Equal([]byte(cs.Metadata[metadataSignature]), []byte(checkoutSignature(s.metaKey, account, cs.Currency, cs.AmountTotal))):
 		return Payment{}, false, fmt.Errorf("%w: %s (account %q)", ErrForeignCheckout, cs.ID, cmp.Or(account, cs.ClientReferenceID))
 	}
-	return Payment{
+	p := Payment{
+		Kind:      ledger.KindTopup,
 		Reference: "stripe:" + cs.ID,
 		AccountID: account,
 		Amount:    ledger.Money(cs.AmountTotal) * s.unit,
 		Currency:  cs.Currency,
 		Describe:  "Stripe Checkout " + cs.ID,
-	}, true, nil
+	}
+	if cs.PaymentIntent != "" {
+		p.PaymentIntent = "stripe:" + cs.PaymentIntent
+	}
+	return p, true, nil
+}
+
+// parseReversal reads a refund (charge.refunded: amount_refunded is the
+// charge's total refunded so far, so that a partial refund's reference is
+// the charge and that total), a dispute (charge.dispute.created) or a
+// dispute's outcome (charge.dispute.closed: won gives the amount back,
+// lost keeps it reversed; other statuses change nothing) (#20). The
+// reversal finds its top-up by the payment intent.
+func (s *Stripe) parseReversal(ev stripe.Event) (Payment, bool, error) {
+	if ev.Data == nil {
+		return Payment{}, false, fmt.Errorf("payments: stripe: event %s carries no object", ev.ID)
+	}
+	if ev.Type == "charge.refunded" {
+		var ch charge
+		if json.Unmarshal(ev.Data.Raw, &ch) != nil || ch.ID == "" {
+			return Payment{}, false, fmt.Errorf("payments: stripe: event %s carries no charge", ev.ID)
+		}
+		switch {
+		case ch.PaymentIntent == "" || ch.AmountRefunded <= 0:
+			return Payment{}, false, nil // not a payment the gateway credited, or nothing refunded
+		case ch.Currency != s.currency:
+			return Payment{}, false, fmt.Errorf("payments: stripe: charge %s was refunded in %q, not %q", ch.ID, ch.Currency, s.currency)
+		}
+		total := ledger.Money(ch.AmountRefunded) * s.unit
+		return Payment{Kind: ledger.KindRefund, Reference: "stripe:refund:" + ch.ID + ":" + strconv.FormatInt(ch.AmountRefunded, 10),
+			Amount: total, Currency: ch.Currency, PaymentIntent: "stripe:" + ch.PaymentIntent,
+			Describe: "Stripe refund of charge " + ch.ID + " (" + total.String() + " refunded in all)"}, true, nil
+	}
+	var dp dispute
+	if json.Unmarshal(ev.Data.Raw, &dp) != nil || dp.ID == "" {
+		return Payment{}, false, fmt.Errorf("payments: stripe: event %s carries no dispute", ev.ID)
+	}
+	if dp.PaymentIntent == "" {
+		return Payment{}, false, nil
+	}
+	if dp.Currency != s.currency {
+		return Payment{}, false, fmt.Errorf("payments: stripe: dispute %s is in %q, not %q", dp.ID, dp.Currency, s.currency)
+	}
+	ref := "stripe:dispute:" + dp.ID
+	p := Payment{Currency: dp.Currency, PaymentIntent: "stripe:" + dp.PaymentIntent, Amount: ledger.Money(dp.Amount) * s.unit}
+	if ev.Type == "charge.dispute.created" {
+		if dp.Amount <= 0 {
+			return Payment{}, false, fmt.Errorf("payments: stripe: dispute %s has amount %d", dp.ID, dp.Amount)
+		}
+		p.Kind, p.Reference, p.Describe = ledger.KindDispute, ref, "Stripe dispute "+dp.ID
+		return p, true, nil
+	}
+	switch dp.Status {
+	case "won":
+		p.Kind, p.Describe = ledger.KindDisputeWon, "Stripe dispute "+dp.ID+" won"
+	case "lost":
+		p.Kind, p.Describe = ledger.KindDisputeLost, "Stripe dispute "+dp.ID+" lost"
+	default:
+		return Payment{}, false, nil // warning_closed and the like: nothing was reversed
+	}
+	p.Dispute = ref
+	return p, true, nil
 }

@@ -43,9 +43,9 @@ func TestStripeParsePayment(t *testing.T) {
 		anyErr  bool
 	}{
 		{name: "paid", payload: ours("evt_1", "checkout.session.completed", "cs_1", "acct_a", "usd", "paid", 1250),
-			ok: true, want: Payment{Reference: "stripe:cs_1", AccountID: "acct_a", Amount: 12_500_000_000, Currency: "usd", Describe: "Stripe Checkout cs_1"}},
+			ok: true, want: Payment{Kind: ledger.KindTopup, Reference: "stripe:cs_1", AccountID: "acct_a", Amount: 12_500_000_000, Currency: "usd", Describe: "Stripe Checkout cs_1"}},
 		{name: "settled later", payload: ours("evt_2", "checkout.session.async_payment_succeeded", "cs_2", "acct_a", "usd", "paid", 500),
-			ok: true, want: Payment{Reference: "stripe:cs_2", AccountID: "acct_a", Amount: 5_000_000_000, Currency: "usd", Describe: "Stripe Checkout cs_2"}},
+			ok: true, want: Payment{Kind: ledger.KindTopup, Reference: "stripe:cs_2", AccountID: "acct_a", Amount: 5_000_000_000, Currency: "usd", Describe: "Stripe Checkout cs_2"}},
 		{name: "not yet paid", payload: ours("evt_3", "checkout.session.completed", "cs_3", "acct_a", "usd", "unpaid", 500)},
 		{name: "another event", payload: ours("evt_4", "checkout.session.expired", "cs_4", "acct_a", "usd", "unpaid", 500)},
 		{name: "another currency", payload: ours("evt_5", "checkout.session.completed", "cs_5", "acct_a", "eur", "paid", 500), anyErr: true},
@@ -72,6 +72,25 @@ func TestStripeParsePayment(t *testing.T) {
 		{name: "client reference of another account", payload: stripetest.CheckoutEventWithMetadata("evt_15", "checkout.session.completed", "cs_15", "acct_b", "usd", "paid", 500,
 			stripetest.GatewayMetadata(testWebhookSecret, "acct_a", "usd", 500)), err: ErrForeignCheckout},
 		{name: "a sale of something else", payload: stripetest.CheckoutEvent("evt_16", "checkout.session.completed", "cs_16", "", "usd", "paid", 500)},
+		// its payment intent, which its reversals name (#20)
+		{name: "paid, with its payment intent", payload: stripetest.WithPaymentIntent(ours("evt_17", "checkout.session.completed", "cs_17", "acct_a", "usd", "paid", 500), "pi_17"),
+			ok: true, want: Payment{Kind: ledger.KindTopup, Reference: "stripe:cs_17", AccountID: "acct_a", Amount: 5_000_000_000, Currency: "usd",
+				PaymentIntent: "stripe:pi_17", Describe: "Stripe Checkout cs_17"}},
+		{name: "refunded in part", payload: stripetest.ChargeRefundedEvent("evt_18", "ch_18", "pi_17", "usd", 500, 125),
+			ok: true, want: Payment{Kind: ledger.KindRefund, Reference: "stripe:refund:ch_18:125", Amount: 1_250_000_000, Currency: "usd",
+				PaymentIntent: "stripe:pi_17", Describe: "Stripe refund of charge ch_18 (1.250000000 refunded in all)"}},
+		{name: "refunded in another currency", payload: stripetest.ChargeRefundedEvent("evt_19", "ch_19", "pi_17", "eur", 500, 125), anyErr: true},
+		{name: "a refund of a charge without a payment intent", payload: stripetest.ChargeRefundedEvent("evt_20", "ch_20", "", "usd", 500, 125)},
+		{name: "disputed", payload: stripetest.DisputeEvent("evt_21", "charge.dispute.created", "dp_21", "pi_17", "usd", "needs_response", 500),
+			ok: true, want: Payment{Kind: ledger.KindDispute, Reference: "stripe:dispute:dp_21", Amount: 5_000_000_000, Currency: "usd",
+				PaymentIntent: "stripe:pi_17", Describe: "Stripe dispute dp_21"}},
+		{name: "dispute won", payload: stripetest.DisputeEvent("evt_22", "charge.dispute.closed", "dp_21", "pi_17", "usd", "won", 500),
+			ok: true, want: Payment{Kind: ledger.KindDisputeWon, Dispute: "stripe:dispute:dp_21", Amount: 5_000_000_000, Currency: "usd",
+				PaymentIntent: "stripe:pi_17", Describe: "Stripe dispute dp_21 won"}},
+		{name: "dispute lost", payload: stripetest.DisputeEvent("evt_23", "charge.dispute.closed", "dp_21", "pi_17", "usd", "lost", 500),
+			ok: true, want: Payment{Kind: ledger.KindDisputeLost, Dispute: "stripe:dispute:dp_21", Amount: 5_000_000_000, Currency: "usd",
+				PaymentIntent: "stripe:pi_17", Describe: "Stripe dispute dp_21 lost"}},
+		{name: "dispute closed otherwise", payload: stripetest.DisputeEvent("evt_24", "charge.dispute.closed", "dp_21", "pi_17", "usd", "warning_closed", 500)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tc.header

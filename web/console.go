@@ -9,7 +9,7 @@ type ConsoleFrame struct {
 	Title    string // the console's name, e.g. "modelgate console"
 	Heading  string // the page's own heading
 	Base     string // the console's path prefix, e.g. "/console"; links are Base+"/keys"
-	Page     string // "overview", "keys", "usage" or "topup": the current tab
+	Page     string // "overview", "keys", "usage", "billing" or "topup": the current tab
 	Email    string // the signed-in account's email
 	CSRF     string // the form token every POST form carries
 	Currency string
@@ -36,6 +36,35 @@ type ConsoleOverview struct {
 	Plan, State              string
 	Suspended                bool
 	Keys                     int // live keys
+	// Owed is what the account owes after a reversal (#20); Owing is
+	// set when that is more than zero, and ForDebt when the debt is what
+	// suspended the account (a top-up resumes it).
+	Owed           Amount
+	Owing, ForDebt bool
+}
+
+// BillingLine is one entry of the account's money history (#20).
+type BillingLine struct {
+	When, WhenISO string // UTC, "2006-01-02 15:04", and RFC 3339 for <time>
+	Kind, What    string // the entry's kind ("topup") and its name for people ("Top-up")
+	Amount        Amount // the change of the balance
+	Owed          Amount // the change of what is owed
+	HasOwed       bool   // Owed is not zero
+	BalanceAfter  Amount
+	HasBalance    bool // BalanceAfter is known (entries before it was recorded have none)
+	Detail        string
+}
+
+// ConsoleBilling is the account's money history, newest first, a page at
+// a time, with a CSV download of all of it.
+type ConsoleBilling struct {
+	ConsoleFrame
+	Balance, Owed Amount
+	Owing         bool
+	Lines         []BillingLine
+	OlderHref     string // the next (older) page, "" on the last
+	NewestHref    string // the first page, "" on it
+	CSVHref       string
 }
 
 // ConsoleKey is one API key as listed: never its secret.
@@ -158,6 +187,11 @@ func RenderConsoleKeyDelete(w io.Writer, p *ConsoleKeyDelete) error {
 
 // RenderConsoleUsage writes the usage page.
 func RenderConsoleUsage(w io.Writer, p *ConsoleUsage) error { return render(w, "console_usage", p) }
+
+// RenderConsoleBilling writes the billing page.
+func RenderConsoleBilling(w io.Writer, p *ConsoleBilling) error {
+	return render(w, "console_billing", p)
+}
 
 // RenderConsoleTopUp writes the top-up page.
 func RenderConsoleTopUp(w io.Writer, p *ConsoleTopUp) error { return render(w, "console_topup", p) }

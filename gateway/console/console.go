@@ -64,8 +64,9 @@ const (
 // ConsoleHandler serves the customer console (docs/operations.md): sign-up, sign-in
 // and sign-out; the balance; API keys, created with the full key shown
 // once, listed, deleted; usage by day, key and model with charts and a
-// CSV export; top-ups through the payment provider; password changes,
-// reset links and email verification (console_self.go). Pages are rendered on
+// CSV export; the money history (Billing, #20) with a CSV download;
+// top-ups through the payment provider; password changes, reset links and
+// email verification (console_self.go). Pages are rendered on
 // the server and work without JavaScript; every form carries a CSRF token
 // and cross-origin form posts are refused.
 type ConsoleHandler struct {
@@ -275,6 +276,10 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 		h.serveUsage(c)
 	case route{"/usage.csv", http.MethodGet}:
 		h.serveUsageCSV(c)
+	case route{"/billing", http.MethodGet}:
+		h.serveBilling(c)
+	case route{"/billing.csv", http.MethodGet}:
+		h.serveBillingCSV(c)
 	case route{"/topup", http.MethodGet}:
 		h.serveTopUp(c)
 	case route{"/topup", http.MethodPost}:
@@ -289,7 +294,7 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 		h.resendVerification(c)
 	default:
 		switch rel {
-		case "/", "/keys", "/keys/delete", "/usage", "/usage.csv", "/topup", "/signout", "/password", "/verify/resend":
+		case "/", "/keys", "/keys/delete", "/usage", "/usage.csv", "/billing", "/billing.csv", "/topup", "/signout", "/password", "/verify/resend":
 			hdr.Set("Allow", "GET, HEAD, POST")
 			h.message(c, http.StatusMethodNotAllowed, "Not allowed", "This page does not take that request.")
 		default:
@@ -617,7 +622,8 @@ func (h *ConsoleHandler) serveOverview(c *consoleRequest) {
 	}
 	p := &web.ConsoleOverview{ConsoleFrame: c.frame, Balance: web.AmountOf(a.Balance), Held: web.AmountOf(a.Held),
 		Available: web.AmountOf(max(a.Balance-a.Held, 0)), Plan: a.Plan, State: string(a.State),
-		Suspended: a.State == ledger.StateSuspended, Keys: live}
+		Suspended: a.State == ledger.StateSuspended, Keys: live,
+		Owed: web.AmountOf(a.Owed), Owing: a.Owed > 0, ForDebt: a.SuspendedFor == ledger.SuspendedForDebt}
 	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleOverview(b, p) })
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v85/webhook"
@@ -45,6 +46,31 @@ func CheckoutEventWithMetadata(eventID, typ, sessionID, clientReference, currenc
 		`"data":{"object":{"id":%q,"object":"checkout.session","mode":"payment","client_reference_id":%q,`+
 		`"amount_total":%d,"currency":%q,"payment_status":%q,"metadata":%s}}}`,
 		eventID, typ, sessionID, clientReference, amountTotal, currency, paymentStatus, meta)
+}
+
+// WithPaymentIntent is a CheckoutEvent's JSON with the session's
+// payment_intent, which Stripe sets on a paid one-off session.
+func WithPaymentIntent(event []byte, paymentIntent string) []byte {
+	return []byte(strings.Replace(string(event), `"object":"checkout.session",`,
+		`"object":"checkout.session","payment_intent":`+strconv.Quote(paymentIntent)+`,`, 1))
+}
+
+// ChargeRefundedEvent is the JSON of a charge.refunded event: the charge
+// of the payment intent, of amount, with amountRefunded refunded so far (it
+// is cumulative: a second partial refund's event carries both).
+func ChargeRefundedEvent(eventID, chargeID, paymentIntent, currency string, amount, amountRefunded int64) []byte {
+	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2020-08-27","created":1700000000,"type":"charge.refunded","livemode":false,`+
+		`"data":{"object":{"id":%q,"object":"charge","amount":%d,"amount_refunded":%d,"currency":%q,"payment_intent":%q,"refunded":%t,"status":"succeeded"}}}`,
+		eventID, chargeID, amount, amountRefunded, currency, paymentIntent, amountRefunded == amount)
+}
+
+// DisputeEvent is the JSON of a charge.dispute.* event of type typ about a
+// dispute of amount on the payment intent's charge, with status
+// ("needs_response", "won", "lost", …).
+func DisputeEvent(eventID, typ, disputeID, paymentIntent, currency, status string, amount int64) []byte {
+	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2020-08-27","created":1700000000,"type":%q,"livemode":false,`+
+		`"data":{"object":{"id":%q,"object":"dispute","amount":%d,"charge":"ch_of_%s","currency":%q,"payment_intent":%q,"reason":"fraudulent","status":%q}}}`,
+		eventID, typ, disputeID, amount, paymentIntent, currency, paymentIntent, status)
 }
 
 // GatewayMetadata is the metadata the gateway gives a Checkout Session it
