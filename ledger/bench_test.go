@@ -204,3 +204,30 @@ func BenchmarkSettlePostgres(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSettleLatency measures one reserve + settle at a time: the time a
+// non-streamed request at c=1 waits for its durable debit (a write
+// transaction of its own: the usage row, the account, the key's totals and
+// the daily rollup, and their WAL frames).
+func BenchmarkSettleLatency(b *testing.B) {
+	ctx := context.Background()
+	s := openTest(b)
+	a := mustAccount(b, s, 1_000_000_000_000)
+	_, k, err := s.CreateKey(ctx, a.ID, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := s.Reserve(a.ID, 1000, 50_000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec := &UsageRecord{RequestID: NewRequestID(), KeyID: k.ID, Model: "gpt-4o-mini", Provider: "openai", UpstreamModel: "gpt-4o-mini",
+			UpstreamKeyID: "up_1", ClientFormat: "chat", Tokens: Tokens{Input: 1200, Output: 300}, Cost: 12_345, UsageSource: "upstream",
+			Status: 200, Outcome: "ok", Latency: time.Millisecond}
+		if err := h.Settle(ctx, rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
