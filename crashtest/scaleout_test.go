@@ -271,7 +271,10 @@ func TestThreeInstancesNeverOverdraw(t *testing.T) {
 	}
 	a, _ := s.GetAccount(context.Background(), acct)
 	t.Logf("statuses %v; %d served; balance left %s of %s", statuses, len(served), a.Balance, credit)
-	if len(served) < 10 || statuses[403] == 0 {
+	// at least the holds the credit covers at once (0.0018 / 0.0002 = 9);
+	// more only when some settle before the last reserves arrive, which is
+	// timing: with fast reserves all 300 can be decided before any settle
+	if len(served) < int(credit/200_000) || statuses[403] == 0 {
 		t.Errorf("statuses %v: want the balance to cover some requests and refuse others", statuses)
 	}
 }
