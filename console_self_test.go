@@ -114,6 +114,9 @@ func TestConsoleVerifyEmail(t *testing.T) {
 	resetConsoleLimits(t)
 	g, srv := startMailingGateway(t)
 	c := newConsoleClient(t)
+	if r := c.get("/console/signup"); r.status != 200 || !strings.Contains(r.body, "We will mail you a link to verify your email.") {
+		t.Fatalf("the sign-up form does not say a mail follows: %d\n%s", r.status, r.body)
+	}
 	acct := c.signUp(g, "vera@example.com")
 	m := srv.Wait(t, 1, 10*time.Second)[0]
 	if m.From != "no-reply@example.com" || m.Subject() != "Verify your email for modelgate console" {
@@ -389,6 +392,9 @@ func TestConsoleResetLinkFromCLI(t *testing.T) {
 		t.Fatal("a notice to verify without mail")
 	}
 	v := newConsoleClient(t)
+	if r := v.get("/console/signup"); r.status != 200 || strings.Contains(r.body, "mail you a link") {
+		t.Fatalf("the sign-up form without smtp promises a mail: %d", r.status)
+	}
 	f := v.get("/console/forgot")
 	if f.status != 200 || !strings.Contains(f.body, "sends no mail") || strings.Contains(f.body, `name="email"`) {
 		t.Fatalf("forgot without smtp: %d\n%s", f.status, f.body)

@@ -26,6 +26,9 @@ type ConsoleAuthPage struct {
 	ConsoleFrame
 	SignUp     bool // the sign-up form rather than the sign-in form
 	SignUpOpen bool // visitors may create accounts
+	// WillVerify says that a sign-up mails a link to verify the email
+	// (smtp configured, #20 item 7)
+	WillVerify bool
 	FormEmail  string
 }
 

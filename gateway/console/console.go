@@ -386,7 +386,8 @@ func (h *ConsoleHandler) authPage(c *consoleRequest, status int, signUp bool, em
 	}
 	c.frame.Error = problem
 	c.frame.CSRF = h.formToken(c)
-	p := &web.ConsoleAuthPage{ConsoleFrame: c.frame, SignUp: signUp, SignUpOpen: !h.SignUpOff, FormEmail: email}
+	p := &web.ConsoleAuthPage{ConsoleFrame: c.frame, SignUp: signUp, SignUpOpen: !h.SignUpOff, FormEmail: email,
+		WillVerify: signUp && h.app.Mailer() != nil}
 	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleAuth(b, p) })
 }
 
