@@ -456,11 +456,15 @@ func TestCLIAccountViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"account  " + ada, "ada@cli.example", "balance  " + bal.String(), "held     n/a", "state    active",
-		"plan     default", p.KeyID, p.Prefix, "laptop", "  3  ", spent.String()} {
-		if !strings.Contains(show, want) {
+	words := strings.Join(strings.Fields(show), " ") // the table's padding aside
+	for _, want := range []string{"account " + ada, "ada@cli.example", "balance " + bal.String(), "held n/a", "state active",
+		"plan default", "owed " + ledger.Money(0).String(), "spent this month " + spent.String(), p.KeyID, p.Prefix, "laptop", spent.String()} {
+		if !strings.Contains(words, want) {
 			t.Errorf("account show lacks %q:\n%s", want, show)
 		}
+	}
+	if !strings.Contains(show, "  3  ") {
+		t.Errorf("account show lacks the key's 3 requests:\n%s", show)
 	}
 	if again := run("account", "show", "--account", ada); again != show {
 		t.Errorf("account show --account ID differs from account show ID:\n%s", again)

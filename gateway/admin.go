@@ -437,9 +437,7 @@ func (a *AdminAPI) writeAccount(w http.ResponseWriter, r *http.Request, app *App
 	if err != nil {
 		return ledgerError(err)
 	}
-	return writeAdminJSON(w, status, adminAccount{ID: acct.ID, Email: acct.Email, Plan: acct.Plan, State: acct.State,
-		Balance: acct.Balance, Held: acct.Held, Owed: acct.Owed, SuspendedFor: acct.SuspendedFor, CreatedAt: acct.CreatedAt,
-		MonthSpend: acct.MonthSpend})
+	return writeAdminJSON(w, status, toAccountView(acct))
 }
 
 // decodeAdmin reads a JSON body (at most 64 KiB, no unknown fields).

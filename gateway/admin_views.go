@@ -62,7 +62,8 @@ type keySummary struct {
 }
 
 func toAccountView(a ledger.Account) adminAccount {
-	return adminAccount{ID: a.ID, Email: a.Email, Plan: a.Plan, State: a.State, Balance: a.Balance, Held: a.Held, CreatedAt: a.CreatedAt}
+	return adminAccount{ID: a.ID, Email: a.Email, Plan: a.Plan, State: a.State, Balance: a.Balance, Held: a.Held,
+		Owed: a.Owed, SuspendedFor: a.SuspendedFor, CreatedAt: a.CreatedAt, MonthSpend: a.MonthSpend}
 }
 
 func toKeySummary(k ledger.KeySummary) keySummary {

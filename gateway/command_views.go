@@ -163,13 +163,13 @@ func cmdAccountList(fl caddycmd.Flags) (int, error) {
 			return printViewJSON(out)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tEMAIL\tPLAN\tSTATE\tBALANCE\tHELD\tCREATED (UTC)")
+		fmt.Fprintln(tw, "ID\tEMAIL\tPLAN\tSTATE\tBALANCE\tHELD\tOWED\tCREATED (UTC)")
 		for _, a := range page.Accounts {
 			email := a.Email
 			if email == "" {
 				email = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, email, a.Plan, a.State, a.Balance, viewHeld(a, s), viewTime(a.CreatedAt))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, email, a.Plan, a.State, a.Balance, viewHeld(a, s), a.Owed, viewTime(a.CreatedAt))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -212,8 +212,13 @@ func cmdAccountShow(fl caddycmd.Flags, id string) (int, error) {
 		if email == "" {
 			email = "-"
 		}
-		for _, row := range [][2]string{{"account", a.ID}, {"email", email}, {"plan", a.Plan}, {"state", string(a.State)},
-			{"balance", a.Balance.String()}, {"held", viewHeld(a, s)}, {"created", viewTime(a.CreatedAt) + " UTC"}, {"keys", strconv.Itoa(len(keys))}} {
+		state := string(a.State)
+		if a.SuspendedFor != "" {
+			state += " (for debt)"
+		}
+		for _, row := range [][2]string{{"account", a.ID}, {"email", email}, {"plan", a.Plan}, {"state", state},
+			{"balance", a.Balance.String()}, {"held", viewHeld(a, s)}, {"owed", a.Owed.String()}, {"spent this month", a.MonthSpend.String()},
+			{"created", viewTime(a.CreatedAt) + " UTC"}, {"keys", strconv.Itoa(len(keys))}} {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
 		if err := tw.Flush(); err != nil {

@@ -104,7 +104,7 @@ func (s *Store) ListAccounts(ctx context.Context, q AccountQuery) (AccountPage, 
 	if s.pg != nil {
 		held = "held"
 	}
-	query := `SELECT id, email, plan, state, balance, created_at, ` + held + ` FROM accounts WHERE 1 = 1`
+	query := `SELECT id, email, plan, state, balance, created_at, ` + held + `, owed, suspended_for, spend_month, month_spend FROM accounts WHERE 1 = 1`
 	var args []any
 	if q.Email != "" {
 		query += ` AND email LIKE ? ESCAPE '!'`
@@ -141,6 +141,7 @@ func (s *Store) ListAccounts(ctx context.Context, q AccountQuery) (AccountPage, 
 	defer rows.Close()
 	page := AccountPage{Accounts: []Account{}}
 	var lastMS int64
+	month := monthOf(s.now())
 	for rows.Next() {
 		if len(page.Accounts) == limit {
 			last := page.Accounts[limit-1]
@@ -149,10 +150,13 @@ func (s *Store) ListAccounts(ctx context.Context, q AccountQuery) (AccountPage, 
 		}
 		var a Account
 		var state string
-		if err := rows.Scan(&a.ID, &a.Email, &a.Plan, &state, &a.Balance, &lastMS, &a.Held); err != nil {
+		var spend monthSpend
+		if err := rows.Scan(&a.ID, &a.Email, &a.Plan, &state, &a.Balance, &lastMS, &a.Held, &a.Owed, &a.SuspendedFor,
+			&spend.month, &spend.spend); err != nil {
 			return AccountPage{}, fmt.Errorf("ledger: list accounts: %w", err)
 		}
 		a.State = State(state)
+		a.MonthSpend = spend.in(month)
 		a.CreatedAt = fromMilli(sql.NullInt64{Int64: lastMS, Valid: true})
 		page.Accounts = append(page.Accounts, a)
 	}

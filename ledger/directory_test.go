@@ -207,6 +207,52 @@ func testListAccounts(t *testing.T, b backend) {
 	}
 }
 
+// TestListAccountsMoney: a listed account says what GetAccount says of its
+// debt, the suspension for it and its month's spend (#20).
+func TestListAccountsMoney(t *testing.T) { backends(t, testListAccountsMoney) }
+
+func testListAccountsMoney(t *testing.T, b backend) {
+	ctx := context.Background()
+	s := b.open(t)
+	a := mustAccount(t, s, 1000)
+	_, k, err := s.CreateKey(ctx, a.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Reserve(a.ID, 1, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Settle(ctx, usage("req-list-money", k.ID, 400)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplyMoney(ctx, MoneyChange{AccountID: a.ID, Kind: KindAdjustment, Amount: -2000, Reference: "fee-list",
+		Reason: "fee", AllowOwed: true}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.GetAccount(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Owed == 0 || want.SuspendedFor != SuspendedForDebt || want.MonthSpend == 0 {
+		t.Fatalf("the account to list: %+v", want)
+	}
+	page, err := s.ListAccounts(ctx, AccountQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range page.Accounts {
+		if got.ID == a.ID {
+			if got.Owed != want.Owed || got.SuspendedFor != want.SuspendedFor || got.MonthSpend != want.MonthSpend ||
+				got.Balance != want.Balance || got.State != want.State {
+				t.Fatalf("listed %+v, GetAccount %+v", got, want)
+			}
+			return
+		}
+	}
+	t.Fatal("the account is not listed")
+}
+
 func TestAccountCursorRoundTrip(t *testing.T) {
 	for _, c := range []struct {
 		ms int64
