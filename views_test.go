@@ -107,7 +107,8 @@ func checkExport(t *testing.T, g *testGateway, acct string, rows []map[string]st
 		charged += c
 		if r["request_id"] != u.RequestID || r["key_id"] != u.KeyID || r["key_prefix"] != prefix || r["model"] != u.Model ||
 			r["input_tokens"] != strconv.FormatInt(u.Tokens.Input, 10) || r["output_tokens"] != strconv.FormatInt(u.Tokens.Output, 10) ||
-			r["created_at"] != u.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") {
+			r["created_at"] != u.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") ||
+			r["tier_bps"] != strconv.Itoa(u.TierBps) || r["discount"] != u.Discount.String() {
 			t.Errorf("row %d: %v, stored %+v", i, r, u)
 		}
 	}

@@ -217,7 +217,7 @@ func (a *AdminAPI) exportUsage(w http.ResponseWriter, r *http.Request, app *App)
 var usageCSVHeader = []string{"created_at", "request_id", "key_id", "key_prefix", "key_label", "model", "provider",
 	"upstream_model", "client_format", "stream", "status", "outcome", "usage_source", "input_tokens", "output_tokens",
 	"cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "web_searches", "web_fetches", "generated_images",
-	"hosted_cost", "discount_bps", "cost", "charged", "uncollected", "latency_ms", "ttft_ms"}
+	"hosted_cost", "discount_bps", "tier_bps", "discount", "cost", "charged", "uncollected", "latency_ms", "ttft_ms"}
 
 // writeUsageCSV writes the header line, then each usage row of the account
 // in [from, to), oldest first, as the ledger reads them: never all in
@@ -243,7 +243,8 @@ func writeUsageCSV(ctx context.Context, w io.Writer, s *ledger.Store, accountID 
 			strconv.FormatBool(u.Stream), strconv.Itoa(u.Status), u.Outcome, u.UsageSource,
 			itoa(u.Tokens.Input), itoa(u.Tokens.Output), itoa(u.Tokens.CacheRead), itoa(u.Tokens.CacheWrite),
 			itoa(u.Tokens.Reasoning), itoa(u.Hosted.WebSearch), itoa(u.Hosted.WebFetch), itoa(u.Hosted.ImageGeneration),
-			u.HostedCost.String(), strconv.Itoa(u.DiscountBps), u.Cost.String(), u.Charged.String(), u.Uncollected().String(),
+			u.HostedCost.String(), strconv.Itoa(u.DiscountBps), strconv.Itoa(u.TierBps), u.Discount.String(),
+			u.Cost.String(), u.Charged.String(), u.Uncollected().String(),
 			ms(u.Latency), ms(u.TTFT))
 		rows++
 		return cw.Write(rec)
