@@ -316,6 +316,8 @@ UPDATE accounts SET month_spend = m.spent FROM (
 	GROUP BY account_id
 ) AS m WHERE accounts.id = m.account_id;
 `,
+	// 5: the account listings' index, as SQLite's migration 10.
+	accountsCreatedIndex,
 }
 
 // pgMigrationLock is the advisory lock key that serializes migrations of

@@ -248,7 +248,14 @@ UPDATE accounts SET month_spend = m.spent FROM (
 	GROUP BY account_id
 ) AS m WHERE accounts.id = m.account_id;
 `,
+	// 10: account listings page in creation order (ListAccounts, #20): an
+	// index on it, so that a page reads its rows instead of sorting every
+	// matching account.
+	accountsCreatedIndex,
 }
+
+// accountsCreatedIndex is SQLite's migration 10 and PostgreSQL's 5.
+const accountsCreatedIndex = `CREATE INDEX IF NOT EXISTS accounts_created ON accounts (created_at, id);`
 
 // moneyMigration is SQLite's migration 7 and, but for its types,
 // PostgreSQL's migration 2 (#20): the credits table becomes the account's

@@ -3,7 +3,9 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -250,10 +252,13 @@ func testMonthSpendMigration(t *testing.T, b backend) {
 		`ALTER TABLE usage_daily DROP COLUMN discount`,
 		`ALTER TABLE accounts DROP COLUMN spend_month`, `ALTER TABLE accounts DROP COLUMN month_spend`,
 	}
+	// and of the migrations after it, which must apply again
+	undo = append(undo, `DROP INDEX accounts_created`)
+	isMonthSpend := func(m string) bool { return strings.Contains(m, "ADD COLUMN month_spend") }
 	if b.pg {
-		undo = append(undo, `UPDATE ledger_schema SET version = version - 1`)
+		undo = append(undo, `UPDATE ledger_schema SET version = `+strconv.Itoa(slices.IndexFunc(pgMigrations, isMonthSpend)))
 	} else {
-		undo = append(undo, `PRAGMA user_version = `+strconv.Itoa(len(migrations)-1))
+		undo = append(undo, `PRAGMA user_version = `+strconv.Itoa(slices.IndexFunc(migrations, isMonthSpend)))
 	}
 	for _, q := range undo {
 		if _, err := raw.Exec(q); err != nil {
