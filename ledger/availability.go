@@ -199,10 +199,10 @@ func (st *availStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		}
 	}
 	var err error
-	if st.minutes, err = prepareMulti(ctx, conn, availRowCols, upsert("availability_minutes", "minute")); err != nil {
+	if st.minutes, err = prepareMulti(ctx, conn, availRowCols, upsert("availability_minutes", "minute"), ""); err != nil {
 		return err
 	}
-	if st.days, err = prepareMulti(ctx, conn, availRowCols, upsert("availability_daily", "day")); err != nil {
+	if st.days, err = prepareMulti(ctx, conn, availRowCols, upsert("availability_daily", "day"), ""); err != nil {
 		return err
 	}
 	queries := []string{
