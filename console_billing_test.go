@@ -5,19 +5,15 @@ import (
 	"encoding/csv"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/modelgate/modelgate/ledger"
-	"github.com/modelgate/modelgate/web/webtest"
 )
 
 // billingRow matches a row of the billing table: its kind and amount cell.
@@ -159,13 +155,9 @@ func TestConsoleBilling(t *testing.T) {
 // window: the owed alert, the history table and its download link
 // (screenshots console-billing.png, console-billing-phone.png) (#20).
 func TestConsoleBillingInBrowser(t *testing.T) {
-	chromium, err := webtest.Find()
-	if err != nil {
-		t.Skipf("skipping browser test: %v (install the Debian package chromium, or set MODELGATE_CHROMIUM)", err)
-	}
+	b := newConsoleBrowser(t)
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite, globalLog: true})
-	shots := webtest.ScreenshotDir(t)
 	acct := newConsoleClient(t).signUp(g, "browser-billing@example.com")
 	ctx := context.Background()
 	if _, err := g.store.Credit(ctx, ledger.CreditRequest{AccountID: acct, Amount: 25 * ledger.NanosPerUnit, Reference: "stripe:cs_bb",
@@ -182,39 +174,9 @@ func TestConsoleBillingInBrowser(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("force-device-scale-factor", "1"))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancelTimeout()
-	run := func(step string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(100)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
-		})
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return strings.Join(strings.Fields(s), " ")
-	}
+	bctx, run := b.ctx, b.run
+	shot := b.shot
+	text := b.words
 	signIn := []chromedp.Action[chromedp.Void]{
 		chromedp.Navigate(gatewayAddr + "/console/signin"),
 		chromedp.WaitVisible(chromedp.CSS(`#email`)),
@@ -257,8 +219,7 @@ func TestConsoleBillingInBrowser(t *testing.T) {
 		shot("console-billing-phone.png"),
 	)
 	// the page is no wider than the phone: the table scrolls in its box
-	var width string
-	width, err = chromedp.Run(bctx, chromedp.Evaluate[string](`String(document.documentElement.scrollWidth)`))
+	width, err := chromedp.Run(bctx, chromedp.Evaluate[string](`String(document.documentElement.scrollWidth)`))
 	if err == nil && width != "390" {
 		t.Errorf("the billing page on a phone is %s px wide", width)
 	}

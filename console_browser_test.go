@@ -3,8 +3,6 @@ package modelgate
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/modelgate/modelgate/ledger"
-	"github.com/modelgate/modelgate/web/webtest"
 )
 
 // TestConsoleInBrowser drives the console and the lookup page in headless
@@ -27,47 +24,13 @@ import (
 // Screenshots of each page are saved (MODELGATE_SCREENSHOTS). Nothing
 // logged during the run holds the key, the password or the session.
 func TestConsoleInBrowser(t *testing.T) {
-	chromium, err := webtest.Find()
-	if err != nil {
-		t.Skipf("skipping browser test: %v (install the Debian package chromium, or set MODELGATE_CHROMIUM)", err)
-	}
+	b := newConsoleBrowser(t)
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite, globalLog: true})
-	shots := webtest.ScreenshotDir(t)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("force-device-scale-factor", "1"))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-	run := func(step string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(100)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
-		})
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
+	ctx, run := b.ctx, b.run
+	shot := b.shot
+	text := b.text
 	page := func() string {
 		t.Helper()
 		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))

@@ -2,8 +2,6 @@ package modelgate
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +9,6 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-
-	"github.com/modelgate/modelgate/web/webtest"
 )
 
 // TestConsoleSelfServiceInBrowser drives the self-service pages in headless
@@ -23,47 +19,13 @@ import (
 // ask for a reset link, follow it and set a new password, find the link
 // used. Screenshots of each page are saved (MODELGATE_SCREENSHOTS).
 func TestConsoleSelfServiceInBrowser(t *testing.T) {
-	chromium, err := webtest.Find()
-	if err != nil {
-		t.Skipf("skipping browser test: %v (install the Debian package chromium, or set MODELGATE_CHROMIUM)", err)
-	}
+	b := newConsoleBrowser(t)
 	resetConsoleLimits(t)
 	g, srv := startMailingGatewayAt(t, gatewayAddr)
-	shots := webtest.ScreenshotDir(t)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("force-device-scale-factor", "1"))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-	run := func(step string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(100)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
-		})
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return strings.Join(strings.Fields(s), " ")
-	}
+	ctx, run := b.ctx, b.run
+	shot := b.shot
+	text := b.words
 	has := func(sel string) bool {
 		t.Helper()
 		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))

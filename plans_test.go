@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/chromedp/cdproto/cdp"
@@ -23,7 +22,6 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/modelgate/modelgate/ledger"
-	"github.com/modelgate/modelgate/web/webtest"
 )
 
 // requestIDs matches the request IDs that Anthropic error bodies carry.
@@ -350,37 +348,11 @@ func TestConsoleVolumeTier(t *testing.T) {
 // discounts, the month's spend and the tiers (screenshot
 // console-usage-tiers.png, MODELGATE_SCREENSHOTS).
 func TestConsoleVolumeTierInBrowser(t *testing.T) {
-	chromium, err := webtest.Find()
-	if err != nil {
-		t.Skipf("skipping browser test: %v (install the Debian package chromium, or set MODELGATE_CHROMIUM)", err)
-	}
+	b := newConsoleBrowser(t)
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite, extra: volumePlan})
-	shots := webtest.ScreenshotDir(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("force-device-scale-factor", "1"))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-	run := func(step string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
+	ctx, run := b.ctx, b.run
+	text := b.text
 	run("sign up",
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
@@ -426,7 +398,7 @@ func TestConsoleVolumeTierInBrowser(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return os.WriteFile(filepath.Join(shots, "console-usage-tiers.png"), png, 0o644)
+			return os.WriteFile(filepath.Join(b.shots, "console-usage-tiers.png"), png, 0o644)
 		}),
 	)
 	for sel, want := range map[string]string{
