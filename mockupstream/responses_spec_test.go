@@ -1,77 +1,20 @@
 package mockupstream
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/modelgate/modelgate/internal/openaispec"
 )
 
-// The mock's Responses answers follow OpenAI's published OpenAPI schemas,
-// the part of them that formats/responses vendors (see its
-// testdata/openapi/README.md).
-const responsesSpec = "../formats/responses/testdata/openapi/openai-responses.schema.json"
-
-// responsesSchemas are the Response schema and the ResponseStreamEvent
-// union, compiled once.
-var responsesSchemas = sync.OnceValues(func() (map[string]*jsonschema.Schema, error) {
-	f, err := os.Open(responsesSpec)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	doc, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	const url = "https://mockupstream.test/openai-responses.schema.json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, err
-	}
-	out := map[string]*jsonschema.Schema{}
-	for _, name := range []string{"Response", "ResponseStreamEvent"} {
-		if out[name], err = c.Compile(url + "#/components/schemas/" + name); err != nil {
-			return nil, err
-		}
-	}
-	// each member of the event union under its type, for failures that
-	// name what an event lacks
-	schemas := doc.(map[string]any)["components"].(map[string]any)["schemas"].(map[string]any)
-	for _, m := range schemas["ResponseStreamEvent"].(map[string]any)["anyOf"].([]any) {
-		ref := m.(map[string]any)["$ref"].(string)
-		ev := schemas[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
-		typ := ev["properties"].(map[string]any)["type"].(map[string]any)["enum"].([]any)[0].(string)
-		if out["event: "+typ], err = c.Compile(url + ref); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-})
-
 // checkResponsesSpec fails the test when v is not an instance of the named
-// schema.
+// schema of OpenAI's published description (see internal/openaispec): the
+// mock's Responses answers follow it.
 func checkResponsesSpec(t *testing.T, schema string, v []byte) {
 	t.Helper()
-	schemas, err := responsesSchemas()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(v))
-	if err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, v)
-	}
-	sch := schemas[schema]
-	if sch == nil {
-		t.Fatalf("no schema %s for\n%s", schema, v)
-	}
-	if err := sch.Validate(inst); err != nil {
-		t.Errorf("not a valid %s: %v\n%s", schema, err, v)
+	if msg := openaispec.Problem(schema, v); msg != "" {
+		t.Errorf("not a valid %s: %s\n%s", schema, msg, v)
 	}
 }
 
