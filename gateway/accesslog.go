@@ -39,9 +39,10 @@ type httpAppModule struct{}
 // CaddyModule returns the http app's module ID.
 func (httpAppModule) CaddyModule() caddy.ModuleInfo { return caddy.ModuleInfo{ID: "http"} }
 
-// accessLogger is the logger Caddy's http app writes access log lines
-// with in ctx's config (http.log.access, before per-host names).
-func accessLogger(ctx caddy.Context) *zap.Logger {
+// AccessLogger is the logger Caddy's http app writes access log lines
+// with in ctx's config (http.log.access, before per-host names), for
+// scrubAccessLog and ScrubQueryParam.
+func AccessLogger(ctx caddy.Context) *zap.Logger {
 	return ctx.Logger(httpAppModule{}).Named("log.access")
 }
 
@@ -53,10 +54,6 @@ func accessLogger(ctx caddy.Context) *zap.Logger {
 func ScrubQueryParam(w http.ResponseWriter, r *http.Request, accessLog *zap.Logger, param string) func() {
 	return scrubAccessLog(w, r, accessLog, param, false, nil)
 }
-
-// AccessLogger is the logger Caddy's http app writes access log lines with
-// in ctx's config, for ScrubQueryParam.
-func AccessLogger(ctx caddy.Context) *zap.Logger { return accessLogger(ctx) }
 
 // scrubAccessLog takes over the access log line of r when the line would
 // hold a secret: ?param= in its URI or, with apiKeys, an API key header: it

@@ -74,7 +74,7 @@ func (APIHandler) CaddyModule() caddy.ModuleInfo {
 // Provision finds the modelgate app.
 func (h *APIHandler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	h.accessLog = accessLogger(ctx)
+	h.accessLog = AccessLogger(ctx)
 	app, err := AppFor(ctx, "modelgate_api")
 	if err != nil {
 		return err

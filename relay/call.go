@@ -635,17 +635,24 @@ type meteredStream struct {
 	kaTimer   *time.Timer
 }
 
+// fill makes out hold client bytes not yet sent, reading and translating
+// upstream events as needed; false once the stream has ended and all of it
+// was sent.
+func (s *meteredStream) fill() bool {
+	for s.off == len(s.out) {
+		if s.ended {
+			return false
+		}
+		s.out, s.off = s.out[:0], 0
+		s.step()
+	}
+	return true
+}
+
 // writeTo writes the stream to the client, flushing after each upstream
 // event's bytes, until it ends or a write fails (the client left).
 func (s *meteredStream) writeTo(w io.Writer, f *http.ResponseController) {
-	for {
-		for s.off == len(s.out) {
-			if s.ended {
-				return
-			}
-			s.out, s.off = s.out[:0], 0
-			s.step()
-		}
+	for s.fill() {
 		if _, err := w.Write(s.out[s.off:]); err != nil {
 			return
 		}
@@ -659,12 +666,8 @@ func (s *meteredStream) writeTo(w io.Writer, f *http.ResponseController) {
 // Read returns the next client bytes, at most one upstream event's worth,
 // so that every event is flushed as it arrives.
 func (s *meteredStream) Read(p []byte) (int, error) {
-	for s.off == len(s.out) {
-		if s.ended {
-			return 0, io.EOF
-		}
-		s.out, s.off = s.out[:0], 0
-		s.step()
+	if !s.fill() {
+		return 0, io.EOF
 	}
 	n := copy(p, s.out[s.off:])
 	s.off += n
