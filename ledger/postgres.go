@@ -8,9 +8,12 @@ package ledger
 // least(max, balance − held), refused below min: however many instances
 // race on one account, their holds never exceed its balance. Reserves are
 // grouped as settles are: one goroutine per store (reserver) takes every
-// reserve waiting and makes them in one transaction of two round trips
-// (the accounts locked in id order, then their held raised once each and
-// the holds inserted), committed asynchronously. Each Store
+// reserve waiting and makes them in one statement, mg_reserve (the
+// accounts locked and read in id order, then their held raised once each
+// and the holds inserted), committed asynchronously: the accounts' locks
+// are held only while the server runs it, never across a round trip.
+// The reserver and the writer keep a connection each, set to plan their
+// statements once (force_generic_plan). Each Store
 // registers a row in instances with a lease (the database's clock) that it
 // renews every Lease/3, one statement for all its holds. Every instance
 // reaps about once a second: it deletes the instances whose lease has run
@@ -19,11 +22,14 @@ package ledger
 // instance's holds come back within Lease and a second.
 //
 // Settles. The writer goroutine (writer.go) groups settles and releases
-// as it does for SQLite; a batch is one transaction of two round trips in
-// the common case: the batch's holds deleted (RETURNING the amounts still
-// held) and its usage rows inserted (unnest arrays, one statement), then
-// the debits and releases per account, the key totals and the daily
-// rollups (one statement each) and COMMIT. A settle whose hold was reaped
+// as it does for SQLite; a batch is one transaction of three round trips
+// in the common case: the batch's holds deleted (RETURNING the amounts
+// still held); its usage rows copied in (COPY); then the accounts locked
+// in id order, the debits and releases per account, the key totals and
+// the daily rollups (one statement each) and COMMIT. The accounts are
+// locked last, after the holds (the order the reaper, releases and
+// mg_extend take them in too), so that reserves on them wait only for the
+// last round trip and the commit. A settle whose hold was reaped
 // before it (its instance lost the lease) is a lapsed settle: its cost is
 // taken from the account's available balance, never below zero, and its
 // row is marked hold_lapsed; the reaper already gave the hold's amount
@@ -622,7 +628,7 @@ func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error 
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		if *conn == nil {
-			c, err := p.pool.Acquire(ctx)
+			c, err := p.acquireOwn(ctx)
 			if err != nil {
 				return err
 			}
@@ -630,7 +636,7 @@ func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error 
 		}
 		err := p.reserveTx(ctx, (*conn).Conn(), group)
 		if err != nil {
-			(*conn).Release() // the pool drops it if it is broken or in a transaction
+			dropOwn(*conn)
 			*conn = nil
 			return err
 		}
@@ -643,100 +649,33 @@ func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error 
 	}
 }
 
-// reserveTx is the group's transaction: lease and accounts (locked in id
-// order, read with their month's spend), then each account's held raised
-// by its grants and the holds inserted. Every request gets its status.
+// reserveTx makes the group's reserves in one statement (mg_reserve, one
+// round trip: the accounts are locked only while the server runs it).
+// Every request gets its status.
 func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reserveReq) error {
-	ids := make([]string, 0, len(group))
-	for _, r := range group {
-		if !slices.Contains(ids, r.acct.id) {
-			ids = append(ids, r.acct.id)
-		}
+	n := len(group)
+	holds, accts := make([]int64, n), make([]string, n)
+	mins, maxs := make([]int64, n), make([]int64, n)
+	for i, r := range group {
+		holds[i], accts[i], mins[i], maxs[i] = randomHoldID(), r.acct.id, int64(r.min), int64(r.max)
 	}
-	slices.Sort(ids)
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue("SET LOCAL synchronous_commit = off")
-	b.Queue(`SELECT count(*) FROM instances WHERE id = $1 AND lease_until > clock_timestamp()`, p.id)
-	b.Queue(`SELECT id, balance - held, spend_month, month_spend FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
-	br := conn.SendBatch(ctx, b)
-	_, err := br.Exec()
-	if err == nil {
-		_, err = br.Exec()
-	}
-	var live int64
-	if err == nil {
-		err = br.QueryRow().Scan(&live)
-	}
-	avail := make(map[string]int64, len(ids))
-	spends := make(map[string]monthSpend, len(ids))
-	if err == nil {
-		var rows pgx.Rows
-		rows, err = br.Query()
-		if err == nil {
-			var id string
-			var a int64
-			var sp monthSpend
-			_, err = pgx.ForEachRow(rows, []any{&id, &a, &sp.month, &sp.spend}, func() error {
-				avail[id], spends[id] = a, sp
-				return nil
-			})
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	var status, months []int32
+	var granted, spends []int64
+	err := conn.QueryRow(ctx, `SELECT status, granted, months, spends FROM mg_reserve($1, $2, $3, $4, $5)`,
+		p.id, holds, accts, mins, maxs).Scan(&status, &granted, &months, &spends)
 	if err != nil {
 		return err
 	}
-	if live == 0 {
-		for _, r := range group {
-			r.status = 3
-		}
-		_, err := conn.Exec(ctx, "ROLLBACK")
-		return err
+	if len(status) != n || len(granted) != n || len(months) != n || len(spends) != n {
+		return fmt.Errorf("mg_reserve answered %d results for %d reserves", len(status), n)
 	}
-	added := make(map[string]int64, len(ids))
-	var holdIDs, amounts []int64
-	var accts []string
-	for _, r := range group {
-		a, ok := avail[r.acct.id]
-		if !ok {
-			r.status = 1
-			continue
-		}
-		grant := min(int64(r.max), a)
-		if grant <= 0 || grant < int64(r.min) {
-			r.status = 2
-			continue
-		}
-		avail[r.acct.id] = a - grant
-		added[r.acct.id] += grant
-		r.status, r.amount, r.hold, r.spend = 0, Money(grant), randomHoldID(), spends[r.acct.id]
-		holdIDs, amounts, accts = append(holdIDs, r.hold), append(amounts, grant), append(accts, r.acct.id)
-	}
-	b = &pgx.Batch{}
-	if len(holdIDs) > 0 {
-		ups := make([]int64, len(ids))
-		for i, id := range ids {
-			ups[i] = added[id]
-		}
-		b.Queue(`UPDATE accounts SET held = accounts.held + v.add FROM unnest($1::text[], $2::bigint[]) AS v(id, add)
-			WHERE accounts.id = v.id AND v.add > 0`, ids, ups)
-		b.Queue(`INSERT INTO holds (id, account_id, instance_id, amount) SELECT v.id, v.account, $4, v.amount
-			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS v(id, account, amount)`, holdIDs, accts, amounts, p.id)
-	}
-	b.Queue("COMMIT")
-	br = conn.SendBatch(ctx, b)
-	for range b.Len() {
-		if _, err = br.Exec(); err != nil {
-			break
+	for i, r := range group {
+		r.status = int(status[i])
+		if r.status == 0 {
+			r.amount, r.hold, r.spend = Money(granted[i]), holds[i], monthSpend{month: months[i], spend: Money(spends[i])}
 		}
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil
 }
 
 // randomHoldID returns a random positive hold id (ids are chosen here, so
@@ -861,7 +800,6 @@ type pgBatch struct {
 	holdIDs []int64
 	held    map[int64]int64 // hold id → amount its row still held
 	avail   map[string]int64
-	need    []string
 
 	// usage rows, one slice per column (usageInsertColumns, hold_id, hold_lapsed)
 	txt                           [8][]string // request_id … client_format
@@ -896,7 +834,6 @@ func (b *pgBatch) reset() {
 	b.holdIDs = b.holdIDs[:0]
 	clear(b.held)
 	clear(b.avail)
-	b.need = b.need[:0]
 	for i := range b.txt {
 		b.txt[i] = b.txt[i][:0]
 	}
@@ -967,7 +904,47 @@ func (b *pgBatch) rowArgs() []any {
 	return append(args, b.tier, b.discountAmt, b.holdID, b.lapsed)
 }
 
-const pgInsertUsage = `INSERT INTO usage (` + usageInsertColumns + `, hold_id, hold_lapsed)
+// usageCopyColumns are the columns of rowArgs, in order, for COPY.
+var usageCopyColumns = func() []string {
+	var cols []string
+	for _, c := range strings.Split(usageInsertColumns, ",") {
+		cols = append(cols, strings.TrimSpace(c))
+	}
+	return append(cols, "hold_id", "hold_lapsed")
+}()
+
+// copyRows is the batch's usage rows as a pgx.CopyFromSource: row i is
+// element i of each of rowArgs' columns.
+type copyRows struct {
+	cols []any
+	i, n int
+	row  []any
+}
+
+func (r *copyRows) Next() bool { r.i++; return r.i <= r.n }
+func (r *copyRows) Err() error { return nil }
+
+func (r *copyRows) Values() ([]any, error) {
+	r.row = r.row[:0]
+	for _, col := range r.cols {
+		var v any
+		switch c := col.(type) {
+		case []string:
+			v = c[r.i-1]
+		case []int64:
+			v = c[r.i-1]
+		case []bool:
+			v = c[r.i-1]
+		default:
+			return nil, fmt.Errorf("usage column of type %T", col)
+		}
+		r.row = append(r.row, v)
+	}
+	return r.row, nil
+}
+
+// pgInsertNewUsage inserts the rows that are not there yet (see batchTx).
+const pgInsertNewUsage = `INSERT INTO usage (` + usageInsertColumns + `, hold_id, hold_lapsed)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 		$9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
 		$15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::boolean[], $20::text[], $21::bigint[], $22::text[],
@@ -992,7 +969,13 @@ func (p *pgEngine) runBatch(batch []*command) (err error) {
 		s.stats.failures.Add(1)
 		return fmt.Errorf("%w: begin: %w", errTransaction, err)
 	}
-	if err := p.batchTx(ctx, conn, batch); err != nil {
+	err = p.batchTx(ctx, conn, batch, false)
+	if errors.Is(err, errRowsExist) {
+		if _, err = conn.Exec(ctx, "ROLLBACK"); err == nil {
+			err = p.batchTx(ctx, conn, batch, true)
+		}
+	}
+	if err != nil {
 		s.stats.failures.Add(1)
 		if conn.PgConn().TxStatus() != 'I' {
 			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
@@ -1023,7 +1006,7 @@ func (p *pgEngine) runBatch(batch []*command) (err error) {
 // goroutine.
 func (p *pgEngine) writerConn(ctx context.Context) (*pgx.Conn, error) {
 	if p.wconn == nil {
-		c, err := p.pool.Acquire(ctx)
+		c, err := p.acquireOwn(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -1032,17 +1015,53 @@ func (p *pgEngine) writerConn(ctx context.Context) (*pgx.Conn, error) {
 	return p.wconn.Conn(), nil
 }
 
-// dropWriterConn gives the writer's connection back after a failure (the
-// pool closes it if it is broken or still in a transaction).
+// dropWriterConn closes the writer's connection after a failure.
 func (p *pgEngine) dropWriterConn() {
 	if p.wconn != nil {
-		p.wconn.Release()
+		dropOwn(p.wconn)
 		p.wconn = nil
 	}
 }
 
+// acquireOwn takes a connection from the pool for the writer or the
+// reserver to keep, set to plan its statements once: they run the same few
+// statements thousands of times a second, whose plans do not depend on
+// the values, and PostgreSQL would otherwise plan each of the first
+// executions and keep re-checking.
+func (p *pgEngine) acquireOwn(ctx context.Context) (*pgxpool.Conn, error) {
+	c, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		dropOwn(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// dropOwn closes a connection of acquireOwn's, so that the pool does not
+// hand its setting to other work.
+func dropOwn(c *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = c.Conn().Close(ctx)
+	cancel()
+	c.Release()
+}
+
+// errRowsExist: a usage row of the batch was there already.
+var errRowsExist = errors.New("usage rows exist")
+
 // batchTx runs the batch's transaction on conn (see the file's comment).
-func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command) error {
+// The usage rows go in with COPY, which fails (errRowsExist, the
+// transaction left to roll back) if one of their request ids has a row: a
+// settle tried again after a commit whose outcome it could not learn. The
+// batch is then run again with existing set, where the rows are inserted
+// ON CONFLICT DO NOTHING and the ones not inserted are looked at
+// (resolveDuplicates). COPY is the common case: it costs PostgreSQL a
+// fraction of an INSERT of the same rows from 33 unnested arrays (whose
+// per-array work and memory dominated the writer's backend).
+func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command, existing bool) error {
 	b := &p.batch
 	b.reset()
 	for _, c := range batch {
@@ -1052,31 +1071,21 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		}
 	}
 
-	// 1: begin, delete the holds, insert the rows as if every hold covered its charge
-	accts := make([]string, 0, len(batch))
-	for _, c := range batch {
-		if !slices.Contains(accts, c.hold.acct.id) {
-			accts = append(accts, c.hold.acct.id)
-		}
-	}
-	slices.Sort(accts)
+	// 1: begin, delete the holds, insert the rows as if every hold covered
+	// its charge. The accounts are not locked yet: holds before accounts,
+	// as the reaper, releases and mg_extend take them, and the accounts'
+	// row locks, which every reserve on them waits for, are held only
+	// through the last round trip.
 	pb := &pgx.Batch{}
 	pb.Queue("BEGIN")
-	// the accounts first, in one order for every instance and the reserves
-	pb.Queue(`SELECT count(*) FROM (SELECT 1 FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS locked`, accts)
 	pb.Queue(`DELETE FROM holds WHERE id = ANY($1) RETURNING id, amount`, b.holdIDs)
-	if len(b.settles) > 0 {
-		pb.Queue(pgInsertUsage, b.rowArgs()...)
+	if len(b.settles) > 0 && existing {
+		pb.Queue(pgInsertNewUsage, b.rowArgs()...)
 	}
 	br := conn.SendBatch(ctx, pb)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
 		return fmt.Errorf("%w: begin: %w", errTransaction, err)
-	}
-	var locked int64
-	if err := br.QueryRow().Scan(&locked); err != nil {
-		br.Close()
-		return fmt.Errorf("settle: %w", err)
 	}
 	rows, err := br.Query()
 	if err == nil {
@@ -1086,7 +1095,7 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 			return nil
 		})
 	}
-	if err == nil && len(b.settles) > 0 {
+	if err == nil && len(b.settles) > 0 && existing {
 		rows, err = br.Query()
 		if err == nil {
 			var req string
@@ -1100,9 +1109,29 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && len(b.settles) > 0 && !existing {
+		_, err = conn.CopyFrom(ctx, pgx.Identifier{"usage"}, usageCopyColumns, &copyRows{cols: b.rowArgs(), n: len(b.settles)})
+		if err == nil {
+			for _, c := range b.settles {
+				b.inserted[c.rec.RequestID] = c.hold.id
+			}
+		}
+	}
+	var pe *pgconn.PgError
+	if !existing && errors.As(err, &pe) && pe.Code == "23505" && pe.TableName == "usage" { // unique_violation
+		return errRowsExist
+	}
 	if err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
+
+	accts := make([]string, 0, len(batch))
+	for _, c := range batch {
+		if !slices.Contains(accts, c.hold.acct.id) {
+			accts = append(accts, c.hold.acct.id)
+		}
+	}
+	slices.Sort(accts)
 
 	// 2: what each settle is charged, and which rows are not ours
 	var fix, dups []*command
@@ -1121,14 +1150,11 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		}
 		if !live || held < int64(r.Charged) {
 			r.HoldLapsed = !live
-			if !slices.Contains(b.need, r.AccountID) {
-				b.need = append(b.need, r.AccountID)
-			}
 			fix = append(fix, c)
 		}
 	}
 	if len(fix) > 0 {
-		if err := p.fixCharges(ctx, conn, fix); err != nil {
+		if err := p.fixCharges(ctx, conn, accts, fix); err != nil {
 			return err
 		}
 	}
@@ -1180,6 +1206,8 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		}
 	}
 	pb = &pgx.Batch{}
+	// the accounts, in one order for every instance and the reserves
+	pb.Queue(`SELECT count(*) FROM (SELECT 1 FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS locked`, accts)
 	if len(b.debit)+len(b.release) > 0 {
 		ids := make([]string, 0, len(b.release)+len(b.debit))
 		for id := range b.release {
@@ -1288,11 +1316,12 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 
 // fixCharges charges the settles whose hold lapsed, or covers less than
 // their charge, from their accounts' available balances (never below
-// zero), and corrects their rows.
-func (p *pgEngine) fixCharges(ctx context.Context, conn *pgx.Conn, fix []*command) error {
+// zero), and corrects their rows. It locks all the batch's accounts
+// (accts, sorted), not only those it reads: a lock order that skipped
+// some and took them later could deadlock with a reserve.
+func (p *pgEngine) fixCharges(ctx context.Context, conn *pgx.Conn, accts []string, fix []*command) error {
 	b := &p.batch
-	slices.Sort(b.need)
-	rows, err := conn.Query(ctx, `SELECT id, balance - held FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, b.need)
+	rows, err := conn.Query(ctx, `SELECT id, balance - held FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, accts)
 	if err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}

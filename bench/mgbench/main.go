@@ -48,6 +48,7 @@ func main() {
 	profile := flag.String("profile", "", "write a CPU profile of the gateway during the c=50 phase to this file")
 	soak := flag.Duration("soak", 0, "instead of the benchmark, run mixed load this long and print RSS and goroutines")
 	postgres := flag.String("postgres", os.Getenv("MODELGATE_BENCH_POSTGRES"), "also measure a gateway on this PostgreSQL ledger (an empty database or schema: postgres://…)")
+	onlyPostgres := flag.Bool("only-postgres", false, "with -postgres: measure only the floor and the gateway on PostgreSQL at c=50 (quicker, for work on that ledger)")
 	flag.Parse()
 
 	env, err := setup(*caddyBin, *outDir, *postgres)
@@ -56,9 +57,12 @@ func main() {
 		os.Exit(1)
 	}
 	defer env.close()
-	if *soak > 0 {
+	switch {
+	case *soak > 0:
 		err = env.soak(*soak)
-	} else {
+	case *onlyPostgres && env.pgT != nil:
+		err = env.benchPostgres(*dur)
+	default:
 		err = env.bench(*dur, *latN, *streams, *rssStreams, *profile)
 	}
 	if err != nil {
@@ -265,7 +269,7 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	translated := chat(e.gwAnthropic, "Hello there, how are you today?", false)
 	const rounds = 4
 	var fOK, pOK, gOK, tOK, qOK int64
-	var fCPU, pCPU, gCPU, tCPU, qCPU time.Duration
+	var fCPU, pCPU, gCPU, tCPU, qCPU, sCPU time.Duration
 	var profDone chan error
 	for i := range rounds {
 		c0 := e.floor.cpu()
@@ -288,9 +292,9 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 			if i == 0 {
 				throughput(c50, e.pgT, plain, 50, time.Second) // warm up
 			}
-			c0 = e.pg.cpu()
+			c0, s0 := e.pg.cpu(), postgresCPU()
 			n, _ = throughput(c50, e.pgT, plain, 50, d/rounds)
-			qOK, qCPU = qOK+n, qCPU+e.pg.cpu()-c0
+			qOK, qCPU, sCPU = qOK+n, qCPU+e.pg.cpu()-c0, sCPU+postgresCPU()-s0
 		}
 	}
 	if profDone != nil {
@@ -314,7 +318,8 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		qRPS, qPer := float64(qOK)/d.Seconds(), qCPU/time.Duration(max(qOK, 1))
 		rows = append(rows,
 			row{"requests/s, c=50, PostgreSQL ledger (same machine)", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", qRPS), ratio(qRPS, fRPS), "≥ 0.80×", check(qRPS >= 0.8*fRPS)},
-			row{"CPU per request, PostgreSQL ledger (the gateway's own; PostgreSQL's not counted)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(qPer)/1e3), ratio(float64(qPer), float64(fPer)), "", nil})
+			row{"CPU per request, PostgreSQL ledger (the gateway's own; PostgreSQL's not counted)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(qPer)/1e3), ratio(float64(qPer), float64(fPer)), "", nil},
+			postgresRow(sCPU, qOK))
 	}
 	rows = append(rows,
 		row{"requests/s, c=50, vs the floor with modelgate's pool", fmt.Sprintf("%.0f", pRPS), fmt.Sprintf("%.0f", gRPS), ratio(gRPS, pRPS), "≥ 0.90×", check(gRPS >= 0.9*pRPS)},
@@ -433,6 +438,48 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 
 	e.print(rows)
 	return nil
+}
+
+// benchPostgres measures the floor and the gateway on PostgreSQL only, at
+// c=50 in interleaved rounds, and checks the ledger after.
+func (e *env) benchPostgres(d time.Duration) error {
+	c50 := newClient(64)
+	plain := chat("gpt-4o-mini", "Hello there, how are you today?", false)
+	throughput(c50, e.floorT, plain, 50, time.Second)
+	throughput(c50, e.pgT, plain, 50, time.Second)
+	const rounds = 4
+	var fOK, qOK int64
+	var fCPU, qCPU, sCPU time.Duration
+	for range rounds {
+		c0 := e.floor.cpu()
+		n, _ := throughput(c50, e.floorT, plain, 50, d/rounds)
+		fOK, fCPU = fOK+n, fCPU+e.floor.cpu()-c0
+		c0, s0 := e.pg.cpu(), postgresCPU()
+		n, _ = throughput(c50, e.pgT, plain, 50, d/rounds)
+		qOK, qCPU, sCPU = qOK+n, qCPU+e.pg.cpu()-c0, sCPU+postgresCPU()-s0
+	}
+	fRPS, qRPS := float64(fOK)/d.Seconds(), float64(qOK)/d.Seconds()
+	fPer, qPer := fCPU/time.Duration(max(fOK, 1)), qCPU/time.Duration(max(qOK, 1))
+	rows := []row{
+		{"requests/s, c=50, PostgreSQL ledger (same machine)", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", qRPS), ratio(qRPS, fRPS), "≥ 0.80×", check(qRPS >= 0.8*fRPS)},
+		{"CPU per request, PostgreSQL ledger (the gateway's own; PostgreSQL's not counted)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(qPer)/1e3), ratio(float64(qPer), float64(fPer)), "", nil},
+		postgresRow(sCPU, qOK),
+	}
+	e.pg.stop()
+	lost, audit, err := lostDebits(ledger.Options{Postgres: e.pgDSN}, e.pgAccount, e.pgKey, e.pgT.answered.Load())
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"lost debits, PostgreSQL ledger", "", fmt.Sprint(lost), "", "0", check(lost == 0)},
+		row{"balance vs credits − debits, PostgreSQL ledger", "", audit, "", "equal", check(audit == "equal")})
+	e.print(rows)
+	return nil
+}
+
+// postgresRow is the row of PostgreSQL's own CPU per request (0 when the
+// server is on another machine).
+func postgresRow(cpu time.Duration, requests int64) row {
+	return row{"PostgreSQL's own CPU per request (its processes on this machine)", "", fmt.Sprintf("%.0f µs", float64(cpu/time.Duration(max(requests, 1)))/1e3), "", "", nil}
 }
 
 // metric reads one unlabelled sample from the gateway's metrics.

@@ -71,7 +71,26 @@ func (p *proc) stop() {
 
 // cpu returns the process's user + system CPU time so far.
 func (p *proc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	return pidCPU(strconv.Itoa(p.cmd.Process.Pid))
+}
+
+// postgresCPU is the CPU time of every process on this machine named
+// postgres (the server's backends and its background workers) that is
+// still running: a PostgreSQL server on the same machine as the bench.
+func postgresCPU() time.Duration {
+	dirs, _ := os.ReadDir("/proc")
+	var t time.Duration
+	for _, d := range dirs {
+		if comm, err := os.ReadFile("/proc/" + d.Name() + "/comm"); err == nil && string(comm) == "postgres\n" {
+			t += pidCPU(d.Name())
+		}
+	}
+	return t
+}
+
+// pidCPU is a process's user and system CPU time.
+func pidCPU(pid string) time.Duration {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0
 	}
