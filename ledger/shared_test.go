@@ -316,6 +316,86 @@ func TestSharedSettleTriedAgain(t *testing.T) {
 	mustAudit(t, s)
 }
 
+// TestSharedSettleTriedAgainInABatch: a settle tried again in the same
+// batch as new settles makes the batch's COPY of usage rows fail; the batch
+// is run again with the rows inserted one by one where absent, so the new
+// settles are debited once each and the one tried again not a second time.
+func TestSharedSettleTriedAgainInABatch(t *testing.T) {
+	ctx := context.Background()
+	var hold atomic.Bool
+	release := make(chan struct{})
+	batches := make(chan int, 16)
+	s := backend{pg: true}.open(t, func(o *Options) {
+		o.OnCommit = func(n int, _ time.Duration) {
+			batches <- n
+			if hold.CompareAndSwap(true, false) {
+				<-release // the writer waits here while the next batch queues
+			}
+		}
+	})
+	a := mustAccount(t, s, 10_000)
+	reserve := func() *Hold {
+		h, err := s.Reserve(a.ID, 100, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h := reserve()
+	if err := h.Settle(ctx, usage("once", "", 60)); err != nil {
+		t.Fatal(err)
+	}
+	<-batches
+	// as if that attempt had returned an error: the hold is open again
+	h.acct.mu.Lock()
+	h.state = holdOpen
+	h.acct.mu.Unlock()
+	s.openHolds.Add(1)
+	s.outstanding.Add(int64(h.amount))
+
+	holds := []*Hold{reserve(), h, reserve(), reserve()}
+	recs := []*UsageRecord{usage("filler", "", 10), usage("once", "", 60), usage("new-1", "", 20), usage("new-2", "", 30)}
+	errs := make([]error, len(holds))
+	var wg sync.WaitGroup
+	hold.Store(true)
+	settle := func(i int) {
+		defer wg.Done()
+		errs[i] = holds[i].Settle(ctx, recs[i])
+	}
+	wg.Add(1)
+	go settle(0) // its batch's commit holds the writer
+	if n := <-batches; n != 1 {
+		t.Fatalf("the filler's batch had %d commands", n)
+	}
+	for i := 1; i < len(holds); i++ {
+		wg.Add(1)
+		go settle(i)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(s.cmds) < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d settles queued, want 3", len(s.cmds))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if n := <-batches; n != 3 {
+		t.Fatalf("the three settles went in a batch of %d", n)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("settle %s: %v", recs[i].RequestID, err)
+		}
+	}
+	if recs[1].Charged != 60 || recs[2].Charged != 20 || recs[3].Charged != 30 {
+		t.Fatalf("charged %d, %d, %d", recs[1].Charged, recs[2].Charged, recs[3].Charged)
+	}
+	if got := balanceOf(t, s, a.ID); got.Balance != 10_000-60-10-20-30 || got.Held != 0 {
+		t.Fatalf("account %+v", got)
+	}
+	mustAudit(t, s)
+}
+
 // TestSharedChangesSeen: a change made through one store (or by SQL, or
 // by the CLI) reaches another store's caches within a second, through
 // LISTEN/NOTIFY, or through the poll when no notification came.
