@@ -45,7 +45,7 @@ func main() {
 	latN := flag.Int("n", 2000, "requests per target in the c=1 latency phase")
 	streams := flag.Int("streams", 512, "concurrent streams in the stall phase")
 	rssStreams := flag.Int("rss-streams", 200, "open streams in the memory phase")
-	profile := flag.String("profile", "", "write a CPU profile of the gateway during the c=50 phase to this file")
+	profile := flag.String("profile", "", "write a CPU profile of the gateway (with -only-postgres: the one on PostgreSQL) during the c=50 phase to this file")
 	soak := flag.Duration("soak", 0, "instead of the benchmark, run mixed load this long and print RSS and goroutines")
 	postgres := flag.String("postgres", os.Getenv("MODELGATE_BENCH_POSTGRES"), "also measure a gateway on this PostgreSQL ledger (an empty database or schema: postgres://…)")
 	onlyPostgres := flag.Bool("only-postgres", false, "with -postgres: measure only the floor and the gateway on PostgreSQL at c=50 (quicker, for work on that ledger)")
@@ -61,7 +61,7 @@ func main() {
 	case *soak > 0:
 		err = env.soak(*soak)
 	case *onlyPostgres && env.pgT != nil:
-		err = env.benchPostgres(*dur)
+		err = env.benchPostgres(*dur, *profile)
 	default:
 		err = env.bench(*dur, *latN, *streams, *rssStreams, *profile)
 	}
@@ -79,7 +79,7 @@ type env struct {
 	direct, floorT, pooledT  *target
 	gwT                      *target
 	gwAnthropic, gwGemini    string // models routed to those upstream formats
-	adminURL                 string
+	adminURL, pgAdminURL     string // the gateways' admin endpoints (pprof, metrics)
 	mockURL, floorURL, gwURL string
 	pooledURL                string
 
@@ -192,7 +192,9 @@ http://127.0.0.1:%d {
 		e.pgAccount, e.pgKey = pgAccount, pgKey
 		pgPort := freePort()
 		os.Setenv("MGBENCH_POSTGRES", pgDSN)
-		if e.pg, err = startCaddy(bin, dir, "gateway-postgres", gwCfg("admin off", "ledger postgres {env.MGBENCH_POSTGRES}", pgPort), fmt.Sprintf("http://127.0.0.1:%d/", pgPort)); err != nil {
+		pgAdmin := freePort()
+		e.pgAdminURL = fmt.Sprintf("http://127.0.0.1:%d", pgAdmin)
+		if e.pg, err = startCaddy(bin, dir, "gateway-postgres", gwCfg(fmt.Sprintf("admin 127.0.0.1:%d", pgAdmin), "ledger postgres {env.MGBENCH_POSTGRES}", pgPort), fmt.Sprintf("http://127.0.0.1:%d/", pgPort)); err != nil {
 			e.close()
 			return nil, err
 		}
@@ -280,7 +282,7 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		pOK, pCPU = pOK+n, pCPU+e.pooled.cpu()-c0
 		if i == rounds-1 && profile != "" {
 			profDone = make(chan error, 1)
-			go func() { profDone <- e.cpuProfile(profile, d/rounds-500*time.Millisecond) }()
+			go func() { profDone <- cpuProfile(e.adminURL, profile, d/rounds-500*time.Millisecond) }()
 		}
 		c0 = e.gw.cpu()
 		n, _ = throughput(c50, e.gwT, plain, 50, d/rounds)
@@ -442,7 +444,7 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 
 // benchPostgres measures the floor and the gateway on PostgreSQL only, at
 // c=50 in interleaved rounds, and checks the ledger after.
-func (e *env) benchPostgres(d time.Duration) error {
+func (e *env) benchPostgres(d time.Duration, profile string) error {
 	c50 := newClient(64)
 	plain := chat("gpt-4o-mini", "Hello there, how are you today?", false)
 	throughput(c50, e.floorT, plain, 50, time.Second)
@@ -450,13 +452,23 @@ func (e *env) benchPostgres(d time.Duration) error {
 	const rounds = 4
 	var fOK, qOK int64
 	var fCPU, qCPU, sCPU time.Duration
-	for range rounds {
+	var profDone chan error
+	for i := range rounds {
 		c0 := e.floor.cpu()
 		n, _ := throughput(c50, e.floorT, plain, 50, d/rounds)
 		fOK, fCPU = fOK+n, fCPU+e.floor.cpu()-c0
+		if i == rounds-1 && profile != "" {
+			profDone = make(chan error, 1)
+			go func() { profDone <- cpuProfile(e.pgAdminURL, profile, d/rounds-500*time.Millisecond) }()
+		}
 		c0, s0 := e.pg.cpu(), postgresCPU()
 		n, _ = throughput(c50, e.pgT, plain, 50, d/rounds)
 		qOK, qCPU, sCPU = qOK+n, qCPU+e.pg.cpu()-c0, sCPU+postgresCPU()-s0
+	}
+	if profDone != nil {
+		if err := <-profDone; err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+		}
 	}
 	fRPS, qRPS := float64(fOK)/d.Seconds(), float64(qOK)/d.Seconds()
 	fPer, qPer := fCPU/time.Duration(max(fOK, 1)), qCPU/time.Duration(max(qOK, 1))
@@ -500,9 +512,9 @@ func (e *env) metric(name string) float64 {
 	return 0
 }
 
-// cpuProfile fetches a CPU profile of the gateway from Caddy's admin pprof.
-func (e *env) cpuProfile(file string, d time.Duration) error {
-	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", e.adminURL, max(1, int(d.Seconds()))))
+// cpuProfile fetches a CPU profile of a gateway from Caddy's admin pprof.
+func cpuProfile(adminURL, file string, d time.Duration) error {
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", adminURL, max(1, int(d.Seconds()))))
 	if err != nil {
 		return err
 	}
