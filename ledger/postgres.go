@@ -1033,7 +1033,9 @@ func (p *pgEngine) acquireOwn(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+	var pe *pgconn.PgError
+	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil &&
+		!(errors.As(err, &pe) && pe.Code == "42704") { // before PostgreSQL 12 there is no such setting
 		dropOwn(c)
 		return nil, err
 	}
