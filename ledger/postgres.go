@@ -121,7 +121,7 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 		opts.PollInterval = defaultPgPollInterval
 	}
 	if opts.CommitDelay == 0 {
-		opts.CommitDelay = defaultCommitDelay
+		opts.CommitDelay = defaultPgCommitDelay
 	}
 	if opts.CommitSiblings <= 0 {
 		opts.CommitSiblings = defaultCommitSiblings
