@@ -589,7 +589,7 @@ func (p *pgEngine) reserver() {
 	var conn *pgxpool.Conn
 	defer func() {
 		if conn != nil {
-			conn.Release()
+			dropOwn(conn)
 		}
 	}()
 	group := make([]*reserveReq, 0, maxReserveGroup)

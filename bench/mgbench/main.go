@@ -270,8 +270,9 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	// interleaved rounds so that drift on a shared machine hits all three
 	translated := chat(e.gwAnthropic, "Hello there, how are you today?", false)
 	const rounds = 4
-	var fOK, pOK, gOK, tOK, qOK int64
-	var fCPU, pCPU, gCPU, tCPU, qCPU, sCPU time.Duration
+	var fOK, pOK, gOK, tOK int64
+	var fCPU, pCPU, gCPU, tCPU time.Duration
+	var q postgresLoad
 	var profDone chan error
 	for i := range rounds {
 		c0 := e.floor.cpu()
@@ -294,9 +295,7 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 			if i == 0 {
 				throughput(c50, e.pgT, plain, 50, time.Second) // warm up
 			}
-			c0, s0 := e.pg.cpu(), postgresCPU()
-			n, _ = throughput(c50, e.pgT, plain, 50, d/rounds)
-			qOK, qCPU, sCPU = qOK+n, qCPU+e.pg.cpu()-c0, sCPU+postgresCPU()-s0
+			e.postgresRound(c50, plain, d/rounds, &q)
 		}
 	}
 	if profDone != nil {
@@ -317,11 +316,7 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		ratio(float64(tPer), float64(fPer)), "≤ 1.30×", check(float64(tPer) <= 1.30*float64(fPer))})
 	pRPS, pPer := float64(pOK)/d.Seconds(), pCPU/time.Duration(max(pOK, 1))
 	if e.pgT != nil {
-		qRPS, qPer := float64(qOK)/d.Seconds(), qCPU/time.Duration(max(qOK, 1))
-		rows = append(rows,
-			row{"requests/s, c=50, PostgreSQL ledger (same machine)", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", qRPS), ratio(qRPS, fRPS), "≥ 0.80×", check(qRPS >= 0.8*fRPS)},
-			row{"CPU per request, PostgreSQL ledger (the gateway's own; PostgreSQL's not counted)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(qPer)/1e3), ratio(float64(qPer), float64(fPer)), "", nil},
-			postgresRow(sCPU, qOK))
+		rows = append(rows, q.rows(fRPS, fPer, d)...)
 	}
 	rows = append(rows,
 		row{"requests/s, c=50, vs the floor with modelgate's pool", fmt.Sprintf("%.0f", pRPS), fmt.Sprintf("%.0f", gRPS), ratio(gRPS, pRPS), "≥ 0.90×", check(gRPS >= 0.9*pRPS)},
@@ -429,13 +424,11 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	rows = append(rows, row{"lost debits (200 answers − usage rows)", "", fmt.Sprint(lost), "", "0", check(lost == 0)},
 		row{"balance vs credits − debits", "", audit, "", "equal", check(audit == "equal")})
 	if e.pgT != nil {
-		e.pg.stop()
-		lost, audit, err := lostDebits(ledger.Options{Postgres: e.pgDSN}, e.pgAccount, e.pgKey, e.pgT.answered.Load())
+		pgRows, err := e.postgresLedgerRows()
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{"lost debits, PostgreSQL ledger", "", fmt.Sprint(lost), "", "0", check(lost == 0)},
-			row{"balance vs credits − debits, PostgreSQL ledger", "", audit, "", "equal", check(audit == "equal")})
+		rows = append(rows, pgRows...)
 	}
 
 	e.print(rows)
@@ -450,8 +443,9 @@ func (e *env) benchPostgres(d time.Duration, profile string) error {
 	throughput(c50, e.floorT, plain, 50, time.Second)
 	throughput(c50, e.pgT, plain, 50, time.Second)
 	const rounds = 4
-	var fOK, qOK int64
-	var fCPU, qCPU, sCPU time.Duration
+	var fOK int64
+	var fCPU time.Duration
+	var q postgresLoad
 	var profDone chan error
 	for i := range rounds {
 		c0 := e.floor.cpu()
@@ -461,37 +455,61 @@ func (e *env) benchPostgres(d time.Duration, profile string) error {
 			profDone = make(chan error, 1)
 			go func() { profDone <- cpuProfile(e.pgAdminURL, profile, d/rounds-500*time.Millisecond) }()
 		}
-		c0, s0 := e.pg.cpu(), postgresCPU()
-		n, _ = throughput(c50, e.pgT, plain, 50, d/rounds)
-		qOK, qCPU, sCPU = qOK+n, qCPU+e.pg.cpu()-c0, sCPU+postgresCPU()-s0
+		e.postgresRound(c50, plain, d/rounds, &q)
 	}
 	if profDone != nil {
 		if err := <-profDone; err != nil {
 			fmt.Fprintln(os.Stderr, "profile:", err)
 		}
 	}
-	fRPS, qRPS := float64(fOK)/d.Seconds(), float64(qOK)/d.Seconds()
-	fPer, qPer := fCPU/time.Duration(max(fOK, 1)), qCPU/time.Duration(max(qOK, 1))
-	rows := []row{
-		{"requests/s, c=50, PostgreSQL ledger (same machine)", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", qRPS), ratio(qRPS, fRPS), "≥ 0.80×", check(qRPS >= 0.8*fRPS)},
-		{"CPU per request, PostgreSQL ledger (the gateway's own; PostgreSQL's not counted)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(qPer)/1e3), ratio(float64(qPer), float64(fPer)), "", nil},
-		postgresRow(sCPU, qOK),
-	}
-	e.pg.stop()
-	lost, audit, err := lostDebits(ledger.Options{Postgres: e.pgDSN}, e.pgAccount, e.pgKey, e.pgT.answered.Load())
+	rows := q.rows(float64(fOK)/d.Seconds(), fCPU/time.Duration(max(fOK, 1)), d)
+	pgRows, err := e.postgresLedgerRows()
 	if err != nil {
 		return err
 	}
-	rows = append(rows, row{"lost debits, PostgreSQL ledger", "", fmt.Sprint(lost), "", "0", check(lost == 0)},
-		row{"balance vs credits − debits, PostgreSQL ledger", "", audit, "", "equal", check(audit == "equal")})
-	e.print(rows)
+	e.print(append(rows, pgRows...))
 	return nil
 }
 
-// postgresRow is the row of PostgreSQL's own CPU per request (0 when the
-// server is on another machine).
-func postgresRow(cpu time.Duration, requests int64) row {
-	return row{"PostgreSQL's own CPU per request (its processes on this machine)", "", fmt.Sprintf("%.0f µs", float64(cpu/time.Duration(max(requests, 1)))/1e3), "", "", nil}
+// postgresLoad sums the c=50 rounds on the gateway on PostgreSQL: answers,
+// the gateway's CPU, and the PostgreSQL server's (when it is on this machine).
+type postgresLoad struct {
+	ok          int64
+	cpu, server time.Duration
+}
+
+// postgresRound runs one round of d on the gateway on PostgreSQL.
+func (e *env) postgresRound(c *http.Client, r request, d time.Duration, q *postgresLoad) {
+	c0, s0 := e.pg.cpu(), postgresCPU()
+	n, _ := throughput(c, e.pgT, r, 50, d)
+	q.ok, q.cpu, q.server = q.ok+n, q.cpu+e.pg.cpu()-c0, q.server+postgresCPU()-s0
+}
+
+// rows are the table's PostgreSQL rows, against the floor's requests/s and
+// CPU per request over the same total time d.
+func (q postgresLoad) rows(fRPS float64, fPer, d time.Duration) []row {
+	qRPS := float64(q.ok) / d.Seconds()
+	per := func(t time.Duration) string {
+		return fmt.Sprintf("%.0f µs", float64(t/time.Duration(max(q.ok, 1)))/1e3)
+	}
+	return []row{
+		{"requests/s, c=50, PostgreSQL ledger (same machine)", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", qRPS), ratio(qRPS, fRPS), "≥ 0.80×", check(qRPS >= 0.8*fRPS)},
+		{"CPU per request, PostgreSQL ledger (the gateway's own; PostgreSQL's not counted)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), per(q.cpu),
+			ratio(float64(q.cpu/time.Duration(max(q.ok, 1))), float64(fPer)), "", nil},
+		{"PostgreSQL's own CPU per request (its processes on this machine)", "", per(q.server), "", "", nil},
+	}
+}
+
+// postgresLedgerRows stops the gateway on PostgreSQL and checks its ledger:
+// lost debits, and the balance against credits − debits.
+func (e *env) postgresLedgerRows() ([]row, error) {
+	e.pg.stop()
+	lost, audit, err := lostDebits(ledger.Options{Postgres: e.pgDSN}, e.pgAccount, e.pgKey, e.pgT.answered.Load())
+	if err != nil {
+		return nil, err
+	}
+	return []row{{"lost debits, PostgreSQL ledger", "", fmt.Sprint(lost), "", "0", check(lost == 0)},
+		{"balance vs credits − debits, PostgreSQL ledger", "", audit, "", "equal", check(audit == "equal")}}, nil
 }
 
 // metric reads one unlabelled sample from the gateway's metrics.
