@@ -53,6 +53,12 @@ type account struct {
 	plan    string
 	spend   monthSpend // the month's spend (spend.go)
 	debt    bool       // suspended for debt (#20)
+	// PostgreSQL (advance.go): this instance's advance on the account, its
+	// last reserve, and what the account had available after the last
+	// reserve that reached the database
+	adv         *advance
+	lastReserve time.Time
+	availSeen   Money
 }
 
 // loadAccount returns the cached account, reading it from the database on
@@ -305,8 +311,9 @@ type Hold struct {
 	// the month is checked only when MonthSpend is asked, so that a plan
 	// without volume tiers costs the hot path no clock reading.
 	spendMonth int32
-	id         int64 // PostgreSQL: the hold's row
+	id         int64 // PostgreSQL: the hold's row (its own id, for a hold carved from an advance)
 	spent      Money
+	adv        *advance // PostgreSQL: the advance the hold is carved from, if any (advance.go)
 }
 
 // Reserve reserves between min and max on the account, in one atomic step:
@@ -315,9 +322,25 @@ type Hold struct {
 // returns ErrInsufficientFunds. Suspended accounts are not refused here.
 //
 // With PostgreSQL the step is one statement against the balance and holds
-// every instance sees; an error that may pass (the database unreachable)
-// wraps ErrWriteFailed.
+// every instance sees, or, on an account this instance keeps busy, a hold
+// carved in memory from its advance on the account, itself a hold on that
+// balance (docs/design.md, "Advances on busy accounts"); an error that may
+// pass (the database unreachable) wraps ErrWriteFailed.
 func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
+	return s.reserve(accountID, min, max, false)
+}
+
+// ReserveWithMonthSpend is Reserve for a request whose price depends on
+// the hold's MonthSpend (a plan with volume tiers): with PostgreSQL the
+// hold is never carved from this instance's advance on the account
+// (docs/design.md, "Advances on busy accounts"), so its MonthSpend counts
+// every charge any instance had settled before it. With SQLite it is
+// Reserve.
+func (s *Store) ReserveWithMonthSpend(accountID string, min, max Money) (*Hold, error) {
+	return s.reserve(accountID, min, max, true)
+}
+
+func (s *Store) reserve(accountID string, min, max Money, fresh bool) (*Hold, error) {
 	if min < 0 || max < 0 {
 		return nil, fmt.Errorf("ledger: reserve: negative bounds")
 	}
@@ -329,7 +352,7 @@ func (s *Store) Reserve(accountID string, min, max Money) (*Hold, error) {
 		return nil, err
 	}
 	if s.pg != nil {
-		return s.pg.reserve(a, min, max)
+		return s.pg.reserve(a, min, max, fresh)
 	}
 	a.mu.Lock()
 	available := a.balance - a.held

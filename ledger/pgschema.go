@@ -406,6 +406,140 @@ BEGIN
 END
 $$;
 `,
+	// 7: advances (docs/design.md, "Advances on busy accounts"): a hold
+	// that an instance keeps on a busy account and grants its requests'
+	// holds from in memory. mg_reserve also grants, on request, an extra
+	// amount on the same hold (at most a 64th of what the account has
+	// available after the grant, advanceShare in advance.go), creating the
+	// hold or raising it if it exists, and returns what the account has
+	// available after; mg_take lowers advances by what their settles took.
+	// Both lock the advances before any account, as every writer of holds.
+	`
+DROP FUNCTION IF EXISTS mg_reserve(text, bigint[], text[], bigint[], bigint[]);
+
+-- mg_reserve is migration 6's, plus: for request i, after its grant g,
+-- up to p_extras[i] more (least(p_extras[i], available / 64)) on the same
+-- hold; hold p_holds[i] is inserted with g + the extra, or raised by them
+-- if it exists (an advance topped up). A request with p_maxs[i] = 0 asks
+-- for the extra only. It returns the extras and, per request, what the
+-- account had available after it.
+CREATE OR REPLACE FUNCTION mg_reserve(p_instance text, p_holds bigint[], p_accts text[], p_mins bigint[], p_maxs bigint[],
+	p_extras bigint[], OUT status integer[], OUT granted bigint[], OUT extras bigint[], OUT avails bigint[],
+	OUT months integer[], OUT spends bigint[])
+LANGUAGE plpgsql AS $$
+DECLARE
+	n integer := cardinality(p_holds);
+	ids text[];
+	a_avails bigint[];
+	a_months integer[];
+	a_spends bigint[];
+	j integer := 1;
+	r record;
+	cur text;
+	avail bigint;
+	added bigint := 0;
+	g bigint;
+	e bigint;
+BEGIN
+	PERFORM set_config('synchronous_commit', 'off', true);
+	status := array_fill(0, ARRAY[n]);
+	granted := array_fill(0::bigint, ARRAY[n]);
+	extras := array_fill(0::bigint, ARRAY[n]);
+	avails := array_fill(0::bigint, ARRAY[n]);
+	months := array_fill(0, ARRAY[n]);
+	spends := array_fill(0::bigint, ARRAY[n]);
+	IF NOT EXISTS (SELECT 1 FROM instances WHERE id = p_instance AND lease_until > clock_timestamp()) THEN
+		status := array_fill(3, ARRAY[n]);
+		RETURN;
+	END IF;
+	-- the advances to raise, before the accounts
+	PERFORM 1 FROM holds WHERE id IN (SELECT v.h FROM unnest(p_holds, p_extras) AS v(h, x) WHERE v.x > 0)
+		ORDER BY id FOR UPDATE;
+	SELECT array_agg(a.id ORDER BY a.id), array_agg(a.avail ORDER BY a.id),
+		array_agg(a.spend_month ORDER BY a.id), array_agg(a.month_spend ORDER BY a.id)
+		INTO ids, a_avails, a_months, a_spends
+		FROM (SELECT id, balance - held AS avail, spend_month, month_spend FROM accounts
+			WHERE id = ANY(p_accts) ORDER BY id FOR UPDATE) AS a;
+	FOR r IN SELECT v.acct, v.mn, v.mx, v.x, v.i FROM unnest(p_accts, p_mins, p_maxs, p_extras)
+		WITH ORDINALITY AS v(acct, mn, mx, x, i) ORDER BY v.acct, v.i
+	LOOP
+		IF cur IS DISTINCT FROM r.acct THEN
+			IF added > 0 THEN
+				UPDATE accounts SET held = held + added WHERE id = cur;
+			END IF;
+			cur := r.acct;
+			added := 0;
+			WHILE j <= coalesce(cardinality(ids), 0) AND ids[j] < cur LOOP
+				j := j + 1;
+			END LOOP;
+			avail := CASE WHEN ids[j] = cur THEN a_avails[j] END;
+		END IF;
+		IF avail IS NULL THEN
+			status[r.i] := 1;
+			CONTINUE;
+		END IF;
+		g := least(r.mx, avail);
+		IF (r.mx > 0 AND g <= 0) OR g < r.mn THEN
+			status[r.i] := 2;
+			avails[r.i] := avail;
+			CONTINUE;
+		END IF;
+		avail := avail - g;
+		e := greatest(least(r.x, avail / 64), 0);
+		avail := avail - e;
+		added := added + g + e;
+		granted[r.i] := g;
+		extras[r.i] := e;
+		avails[r.i] := avail;
+		months[r.i] := a_months[j];
+		spends[r.i] := a_spends[j];
+	END LOOP;
+	IF added > 0 THEN
+		UPDATE accounts SET held = held + added WHERE id = cur;
+	END IF;
+	INSERT INTO holds AS h (id, account_id, instance_id, amount)
+		SELECT v.h, v.acct, p_instance, v.g + v.e FROM unnest(p_holds, p_accts, granted, extras) AS v(h, acct, g, e)
+		WHERE v.g + v.e > 0
+		ON CONFLICT (id) DO UPDATE SET amount = h.amount + excluded.amount;
+END
+$$;
+
+-- mg_take lowers advance p_ids[i] by p_used[i], what its settles took,
+-- and returns what it took from each one there (advances locked in id
+-- order first).
+-- An advance gone (its instance's lease lapsed) or holding less (a raise
+-- lost with a crashed server) gives what it has; with p_strict it raises
+-- MG001 instead, and the caller's transaction is rolled back.
+CREATE OR REPLACE FUNCTION mg_take(p_ids bigint[], p_used bigint[], p_strict boolean)
+	RETURNS TABLE (advance bigint, taken bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+	i integer;
+	have bigint;
+	present boolean;
+BEGIN
+	PERFORM 1 FROM holds WHERE holds.id = ANY(p_ids) ORDER BY holds.id FOR UPDATE;
+	FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
+		SELECT holds.amount INTO have FROM holds WHERE holds.id = p_ids[i];
+		present := FOUND;
+		IF NOT present THEN
+			have := 0;
+		END IF;
+		IF p_strict AND have < p_used[i] THEN
+			RAISE EXCEPTION 'advance % holds % of the % its settles took', p_ids[i], have, p_used[i] USING ERRCODE = 'MG001';
+		END IF;
+		advance := p_ids[i];
+		taken := least(p_used[i], have);
+		IF taken > 0 THEN
+			UPDATE holds SET amount = holds.amount - taken WHERE holds.id = p_ids[i];
+		END IF;
+		IF present THEN
+			RETURN NEXT;
+		END IF;
+	END LOOP;
+END
+$$;
+`,
 }
 
 // pgMigrationLock is the advisory lock key that serializes migrations of

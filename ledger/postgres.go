@@ -100,10 +100,17 @@ type pgEngine struct {
 
 	reserves chan *reserveReq // to the reserver
 
+	// advances (advance.go): the live ones, and the retired ones whose row
+	// is still to be released
+	advMu   sync.Mutex
+	live    map[*advance]struct{}
+	retired []*advance
+
 	batch pgBatch       // the writer goroutine's scratch
 	wconn *pgxpool.Conn // the writer goroutine's connection, kept while it works
 
 	reaped, lapsed, leaseLost atomic.Uint64
+	dbReserves, carved        atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -170,7 +177,7 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 		agg:        newBatchAgg(),
 	}
 	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease,
-		reserves: make(chan *reserveReq, maxReserveGroup)}
+		reserves: make(chan *reserveReq, maxReserveGroup), live: map[*advance]struct{}{}}
 	s.pg = p
 	ok := false
 	defer func() {
@@ -242,6 +249,7 @@ func (p *pgEngine) leaseLoop() {
 			p.renew()
 		case <-reap.C:
 			p.reap()
+			p.tendAdvances()
 			p.retryReleases()
 		}
 	}
@@ -261,6 +269,7 @@ func (p *pgEngine) renew() {
 	}
 	if tag.RowsAffected() == 0 {
 		p.leaseLost.Add(1)
+		p.spoilAdvances()
 		p.s.log.Warn("ledger: this instance's lease had lapsed and its holds were released by another; their settles are charged to the available balances",
 			zap.String("instance", p.id))
 		if err := p.register(ctx); err != nil {
@@ -540,28 +549,43 @@ func pgRetryable(err error) (retry, known bool) {
 type reserveReq struct {
 	acct     *account
 	min, max Money
+	// adv, if set, is the advance the reserve makes or raises by up to ask
+	// (advance.go): the grant is carved from it
+	adv *advance
+	ask Money
 	// outputs
 	status int // 0 reserved, 1 no account, 2 not enough, 3 no lease
 	hold   int64
 	amount Money
+	extra  Money      // what the advance was raised by beyond amount
+	avail  Money      // what the account had available after
 	spend  monthSpend // the account's month's spend (spend.go)
 	err    error
-	done   chan struct{}
+	done   chan struct{} // nil for a top-up nobody waits for
 }
 
 // maxReserveGroup bounds the reserves made in one transaction.
 const maxReserveGroup = 256
 
-// reserve is Store.Reserve on PostgreSQL: it hands the request to the
-// reserver and waits.
-func (p *pgEngine) reserve(a *account, min, max Money) (*Hold, error) {
+// reserve is Store.Reserve on PostgreSQL: a hold carved from the
+// account's advance, or else the request handed to the reserver, waited
+// for. fresh (ReserveWithMonthSpend) skips the advances.
+func (p *pgEngine) reserve(a *account, min, max Money, fresh bool) (*Hold, error) {
 	s := p.s
 	done, err := s.beginRead()
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	r := &reserveReq{acct: a, min: min, max: max, done: make(chan struct{})}
+	var want *advance
+	var ask Money
+	if !fresh {
+		var h *Hold
+		if h, want, ask = p.fromAdvance(a, max); h != nil {
+			return h, nil
+		}
+	}
+	r := &reserveReq{acct: a, min: min, max: max, adv: want, ask: ask, done: make(chan struct{})}
 	select {
 	case p.reserves <- r:
 	case <-p.bgCtx.Done():
@@ -580,7 +604,11 @@ func (p *pgEngine) reserve(a *account, min, max Money) (*Hold, error) {
 	}
 	s.outstanding.Add(int64(r.amount))
 	s.openHolds.Add(1)
-	return &Hold{s: s, acct: a, amount: r.amount, id: r.hold, spendMonth: r.spend.month, spent: r.spend.spend}, nil
+	h := &Hold{s: s, acct: a, amount: r.amount, id: r.hold, adv: want, spendMonth: r.spend.month, spent: r.spend.spend}
+	if want != nil {
+		h.id = randomHoldID() // its own, for its usage row; r.hold is the advance's
+	}
+	return h, nil
 }
 
 // reserver makes the reserves waiting, in groups, on a connection of its own.
@@ -615,7 +643,10 @@ func (p *pgEngine) reserver() {
 			if err != nil {
 				r.err = err
 			}
-			close(r.done)
+			p.answered(r)
+			if r.done != nil {
+				close(r.done)
+			}
 		}
 		clear(group)
 	}
@@ -643,6 +674,9 @@ func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error 
 		if group[0].status != 3 || attempt > 0 {
 			return nil
 		}
+		// the lease lapsed: the advances' rows were released with it
+		p.leaseLost.Add(1)
+		p.spoilAdvances()
 		if err := p.register(ctx); err != nil {
 			return err
 		}
@@ -655,24 +689,29 @@ func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error 
 func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reserveReq) error {
 	n := len(group)
 	holds, accts := make([]int64, n), make([]string, n)
-	mins, maxs := make([]int64, n), make([]int64, n)
+	mins, maxs, asks := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, r := range group {
-		holds[i], accts[i], mins[i], maxs[i] = randomHoldID(), r.acct.id, int64(r.min), int64(r.max)
+		holds[i], accts[i], mins[i], maxs[i], asks[i] = randomHoldID(), r.acct.id, int64(r.min), int64(r.max), int64(r.ask)
+		if r.adv != nil {
+			holds[i] = r.adv.id
+		}
 	}
+	p.dbReserves.Add(uint64(n))
 	var status, months []int32
-	var granted, spends []int64
-	err := conn.QueryRow(ctx, `SELECT status, granted, months, spends FROM mg_reserve($1, $2, $3, $4, $5)`,
-		p.id, holds, accts, mins, maxs).Scan(&status, &granted, &months, &spends)
+	var granted, extras, avails, spends []int64
+	err := conn.QueryRow(ctx, `SELECT status, granted, extras, avails, months, spends FROM mg_reserve($1, $2, $3, $4, $5, $6)`,
+		p.id, holds, accts, mins, maxs, asks).Scan(&status, &granted, &extras, &avails, &months, &spends)
 	if err != nil {
 		return err
 	}
-	if len(status) != n || len(granted) != n || len(months) != n || len(spends) != n {
+	if len(status) != n || len(granted) != n || len(extras) != n || len(avails) != n || len(months) != n || len(spends) != n {
 		return fmt.Errorf("mg_reserve answered %d results for %d reserves", len(status), n)
 	}
 	for i, r := range group {
-		r.status = int(status[i])
+		r.status, r.avail = int(status[i]), Money(avails[i])
 		if r.status == 0 {
-			r.amount, r.hold, r.spend = Money(granted[i]), holds[i], monthSpend{month: months[i], spend: Money(spends[i])}
+			r.amount, r.extra, r.hold = Money(granted[i]), Money(extras[i]), holds[i]
+			r.spend = monthSpend{month: months[i], spend: Money(spends[i])}
 		}
 	}
 	return nil
@@ -690,6 +729,13 @@ func randomHoldID() int64 {
 // its row goes, with the writer's next batch; a failed release is tried
 // again by the lease loop (until then the amount stays held).
 func (p *pgEngine) release(h *Hold) {
+	if adv := h.adv; adv != nil {
+		// carved from an advance: the advance has it back
+		h.acct.mu.Lock()
+		adv.closeCarved(h, 0)
+		h.acct.mu.Unlock()
+		return
+	}
 	c := getCommand(cmdRelease)
 	defer putCommand(c)
 	c.hold = h
@@ -705,13 +751,18 @@ func (p *pgEngine) release(h *Hold) {
 }
 
 // extend is the over-hold step of a settle: up to extra more, as far as
-// the available balance goes. It returns what was added, or -1 if the
-// hold has lapsed.
+// the available balance goes, on the hold's row (its advance's, for a
+// hold carved from one). It returns what was added, or -1 if the row has
+// lapsed.
 func (p *pgEngine) extend(h *Hold, extra Money) (Money, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.s.opts.BusyTimeout+pgOpTimeout)
 	defer cancel()
+	id := h.id
+	if h.adv != nil {
+		id = h.adv.id
+	}
 	var g int64
-	if err := p.pool.QueryRow(ctx, `SELECT mg_extend($1, $2)`, h.id, int64(extra)).Scan(&g); err != nil {
+	if err := p.pool.QueryRow(ctx, `SELECT mg_extend($1, $2)`, id, int64(extra)).Scan(&g); err != nil {
 		return 0, err
 	}
 	return Money(g), nil
@@ -737,6 +788,17 @@ func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
 	}
 
 	rec.Charged, rec.OverHold, rec.HoldLapsed = rec.Cost, false, false
+	if adv := h.adv; adv != nil && rec.Cost > amount {
+		// first from what the advance has free, in memory
+		a.mu.Lock()
+		t := max(min(rec.Cost-h.amount, adv.free), 0)
+		adv.free -= t
+		h.amount += t
+		h.over = true
+		amount = h.amount
+		a.mu.Unlock()
+		s.outstanding.Add(int64(t))
+	}
 	if rec.Cost > amount {
 		g, err := p.extend(h, rec.Cost-amount)
 		if err != nil {
@@ -749,6 +811,9 @@ func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
 		a.mu.Lock()
 		if g > 0 {
 			h.amount += g
+			if h.adv != nil {
+				h.adv.amount += g
+			}
 			s.outstanding.Add(int64(g))
 		}
 		h.over = true
@@ -774,6 +839,9 @@ func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
 	if err == nil {
 		a.mu.Lock()
 		h.state = holdSettled
+		if h.adv != nil {
+			h.adv.closeCarved(h, c.covered)
+		}
 		a.mu.Unlock()
 		s.outstanding.Add(-int64(amount))
 		s.openHolds.Add(-1)
@@ -785,11 +853,14 @@ func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
 	}
 	a.mu.Lock()
 	h.state = holdReleased
+	if h.adv != nil {
+		h.adv.closeCarved(h, 0) // refused: nothing taken from the advance
+	}
 	a.mu.Unlock()
 	s.outstanding.Add(-int64(amount))
 	s.openHolds.Add(-1)
 	rec.Charged = 0
-	if !gone && !errors.Is(err, ErrClosed) {
+	if !gone && !errors.Is(err, ErrClosed) && h.adv == nil {
 		p.release(h)
 	}
 	return fmt.Errorf("ledger: settle request %s: %w", rec.RequestID, err)
@@ -819,6 +890,9 @@ type pgBatch struct {
 	settles  []*command       // the settles whose rows the INSERT carried, in order
 	inserted map[string]int64 // request id → hold id of the rows inserted
 
+	carved []*command      // the settles of holds carved from advances, in order
+	take   map[int64]int64 // advance → what its settles charged
+
 	debit, release map[string]int64
 	spend          map[string]monthSpend // what the debits add to each account's month (spend.go)
 	keys           map[string]keyAgg
@@ -830,8 +904,12 @@ func (b *pgBatch) reset() {
 		b.held, b.avail, b.inserted = map[int64]int64{}, map[string]int64{}, map[string]int64{}
 		b.debit, b.release, b.spend = map[string]int64{}, map[string]int64{}, map[string]monthSpend{}
 		b.keys, b.daily = map[string]keyAgg{}, map[dailyKey]dailyAgg{}
+		b.take = map[int64]int64{}
 	}
 	b.holdIDs = b.holdIDs[:0]
+	clear(b.take)
+	clear(b.carved)
+	b.carved = b.carved[:0]
 	clear(b.held)
 	clear(b.avail)
 	for i := range b.txt {
@@ -958,22 +1036,29 @@ func (p *pgEngine) runBatch(batch []*command) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgBatchTimeout)
 	defer cancel()
 	start := time.Now()
-	for _, c := range batch {
-		c.err, c.balance, c.n, c.earlier = nil, 0, 0, false
-		if c.rec != nil {
-			c.rec.Charged, c.rec.HoldLapsed = c.amount, false
-		}
-	}
+	resetOutputs(batch)
 	conn, err := p.writerConn(ctx)
 	if err != nil {
 		s.stats.failures.Add(1)
 		return fmt.Errorf("%w: begin: %w", errTransaction, err)
 	}
-	err = p.batchTx(ctx, conn, batch, false)
-	if errors.Is(err, errRowsExist) {
-		if _, err = conn.Exec(ctx, "ROLLBACK"); err == nil {
-			err = p.batchTx(ctx, conn, batch, true)
+	var mode batchMode
+attempts:
+	for {
+		err = p.batchTx(ctx, conn, batch, mode)
+		var pe *pgconn.PgError
+		switch {
+		case errors.Is(err, errRowsExist) && !mode.existing:
+			mode.existing = true
+		case errors.As(err, &pe) && pe.Code == "MG001" && !mode.careful: // an advance short or gone
+			mode.careful = true
+		default:
+			break attempts
 		}
+		if _, err = conn.Exec(ctx, "ROLLBACK"); err != nil {
+			break
+		}
+		resetOutputs(batch)
 	}
 	if err != nil {
 		s.stats.failures.Add(1)
@@ -1000,6 +1085,21 @@ func (p *pgEngine) runBatch(batch []*command) (err error) {
 	}
 	return nil
 }
+
+// resetOutputs clears what an attempt at the batch set on its commands.
+func resetOutputs(batch []*command) {
+	for _, c := range batch {
+		c.err, c.balance, c.n, c.earlier, c.covered = nil, 0, 0, false, 0
+		if c.rec != nil {
+			c.rec.Charged, c.rec.HoldLapsed = c.amount, false
+		}
+	}
+}
+
+// batchMode is how batchTx runs a batch: existing, after its COPY found a
+// usage row there already; careful, after its advances were found short
+// or gone (mg_take's MG001).
+type batchMode struct{ existing, careful bool }
 
 // writerConn returns the writer's own connection, so that the writer never
 // waits behind reserves for one of the pool's. It runs on the writer
@@ -1063,11 +1163,14 @@ var errRowsExist = errors.New("usage rows exist")
 // (resolveDuplicates). COPY is the common case: it costs PostgreSQL a
 // fraction of an INSERT of the same rows from 33 unnested arrays (whose
 // per-array work and memory dominated the writer's backend).
-func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command, existing bool) error {
+func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command, mode batchMode) error {
+	existing := mode.existing
 	b := &p.batch
 	b.reset()
 	for _, c := range batch {
-		b.holdIDs = append(b.holdIDs, c.hold.id)
+		if c.hold.adv == nil { // a hold carved from an advance has no row
+			b.holdIDs = append(b.holdIDs, c.hold.id)
+		}
 		if c.kind == cmdSettle {
 			b.addRow(c)
 		}
@@ -1137,6 +1240,7 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 
 	// 2: what each settle is charged, and which rows are not ours
 	var fix, dups []*command
+	b.carved = b.carved[:0]
 	for _, c := range batch {
 		held, live := b.held[c.hold.id]
 		if live {
@@ -1150,9 +1254,33 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 			dups = append(dups, c)
 			continue
 		}
+		if adv := c.hold.adv; adv != nil {
+			b.carved = append(b.carved, c)
+			if r.Charged > 0 {
+				b.take[adv.id] += int64(r.Charged)
+			}
+			continue
+		}
 		if !live || held < int64(r.Charged) {
 			r.HoldLapsed = !live
 			fix = append(fix, c)
+		}
+	}
+	// the advances, before the accounts: in the last round trip, where
+	// mg_take fails the transaction if one is short (the batch then runs
+	// again in careful mode); in careful mode, or when accounts are locked
+	// sooner (fixCharges), in a round trip of their own that takes what
+	// each has and charges the rest to the available balances
+	careful := len(b.take) > 0 && (mode.careful || len(fix) > 0)
+	if careful {
+		var err error
+		if fix, err = p.takeCarefully(ctx, conn, fix); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range b.carved {
+			c.covered = c.rec.Charged
+			b.release[c.hold.acct.id] += int64(c.covered)
 		}
 	}
 	if len(fix) > 0 {
@@ -1208,6 +1336,10 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		}
 	}
 	pb = &pgx.Batch{}
+	if len(b.take) > 0 && !careful {
+		ids, used := b.takes()
+		pb.Queue(`SELECT count(*) FROM mg_take($1, $2, true)`, ids, used)
+	}
 	// the accounts, in one order for every instance and the reserves
 	pb.Queue(`SELECT count(*) FROM (SELECT 1 FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS locked`, accts)
 	if len(b.debit)+len(b.release) > 0 {
@@ -1316,6 +1448,71 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 	return nil
 }
 
+// takes lists the advances to lower and by how much, in id order.
+func (b *pgBatch) takes() (ids, used []int64) {
+	ids = make([]int64, 0, len(b.take))
+	for id := range b.take {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	used = make([]int64, len(ids))
+	for i, id := range ids {
+		used[i] = b.take[id]
+	}
+	return ids, used
+}
+
+// takeCarefully lowers the batch's advances by what they have of what
+// their settles charged (mg_take, not strict), and gives each carved
+// settle, in order, its part: a settle whose advance is gone is lapsed,
+// and one whose part falls short joins fix, to be charged the rest from
+// the available balance. An advance found short or gone is spoiled: this
+// instance's idea of it was wrong (its lease lapsed, or a raise was lost
+// with a crashed server).
+func (p *pgEngine) takeCarefully(ctx context.Context, conn *pgx.Conn, fix []*command) ([]*command, error) {
+	b := &p.batch
+	ids, used := b.takes()
+	rows, err := conn.Query(ctx, `SELECT advance, taken FROM mg_take($1, $2, false)`, ids, used)
+	if err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
+	}
+	have := make(map[int64]int64, len(ids))
+	var id, taken int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &taken}, func() error {
+		have[id] = taken
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
+	}
+	for i, id := range ids {
+		if have[id] < used[i] {
+			for _, c := range b.carved {
+				if c.hold.adv.id == id {
+					p.spoil(c.hold.adv)
+					break
+				}
+			}
+		}
+	}
+	for _, c := range b.carved {
+		r := c.rec
+		if r.Charged == 0 {
+			continue
+		}
+		left, live := have[c.hold.adv.id]
+		t := min(int64(r.Charged), left)
+		have[c.hold.adv.id] = left - t
+		c.covered = Money(t)
+		b.held[c.hold.id] = t
+		b.release[c.hold.acct.id] += t
+		if !live || t < int64(r.Charged) {
+			r.HoldLapsed = !live
+			fix = append(fix, c)
+		}
+	}
+	return fix, nil
+}
+
 // fixCharges charges the settles whose hold lapsed, or covers less than
 // their charge, from their accounts' available balances (never below
 // zero), and corrects their rows. It locks all the batch's accounts
@@ -1396,6 +1593,9 @@ func (p *pgEngine) resolveDuplicates(ctx context.Context, conn *pgx.Conn, dups [
 		if ok && f.hold == c.hold.id {
 			c.rec.Charged, c.rec.OverHold, c.rec.HoldLapsed = Money(f.charged), f.over, f.lapsed
 			c.earlier = true // no effect in this batch
+			if c.hold.adv != nil && !f.lapsed {
+				c.covered = Money(f.charged) // what that attempt took from the advance, as near as the row says
+			}
 			continue
 		}
 		c.err = fmt.Errorf("ledger: usage row for request %q exists: %w", c.rec.RequestID, ErrDuplicate)

@@ -65,7 +65,9 @@ func (m *monthSpend) add(month int32, charged Money) {
 // the figure a plan's volume tiers read (docs/billing.md, "Plan discounts
 // and volume tiers"). The count is the one the reserve read (with
 // PostgreSQL every instance's, from the account row in the reserve's own
-// transaction); the month is the ledger clock's when MonthSpend is called,
+// transaction, for a hold of ReserveWithMonthSpend; a hold of Reserve may
+// be carved from this instance's advance on the account, whose count is
+// the one its last top-up read plus this instance's settles since); the month is the ledger clock's when MonthSpend is called,
 // so a count of an earlier month reads as zero. Call it once, when the
 // hold is taken: it reads the clock.
 func (h *Hold) MonthSpend() Money {

@@ -223,6 +223,9 @@ type Stats struct {
 	Reaped    uint64 // holds of lapsed instances this store released
 	Lapsed    uint64 // this store's settles whose hold had lapsed (HoldLapsed)
 	LeaseLost uint64 // times this store found its own lease lapsed
+	// Reserves made in the database (top-ups of advances included), and
+	// holds carved from this store's advances in memory (advance.go).
+	DatabaseReserves, CarvedHolds uint64
 }
 
 // Stats returns a snapshot of the writer's counters.
@@ -237,6 +240,7 @@ func (s *Store) Stats() Stats {
 	}
 	if s.pg != nil {
 		st.Reaped, st.Lapsed, st.LeaseLost = s.pg.reaped.Load(), s.pg.lapsed.Load(), s.pg.leaseLost.Load()
+		st.DatabaseReserves, st.CarvedHolds = s.pg.dbReserves.Load(), s.pg.carved.Load()
 	}
 	return st
 }

@@ -235,7 +235,8 @@ func (m Mismatch) String() string {
 // adjustments and debt payments, each with its signed change of the
 // balance), what it owes as the Σ of the history's owed changes (#20), its
 // month's spend as Σcharged of its rows of that month (spend.go), every
-// key's running totals and every daily rollup row from the usage rows, and
+// key's running totals and every daily rollup row from the usage rows
+// (with PostgreSQL also what each account holds, from its holds' rows), and
 // reports each figure that differs from the stored one. Empty means consistent.
 // It reads from one snapshot.
 func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
@@ -297,6 +298,31 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 	}
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("ledger: audit balances: %w", err)
+	}
+
+	if s.pg != nil {
+		// what each account holds is the sum of its holds' rows, every
+		// instance's requests and advances
+		rows, err = conn.QueryContext(ctx, `
+			SELECT a.id, a.held, coalesce(h.s, 0)::bigint
+			FROM accounts a LEFT JOIN (SELECT account_id, sum(amount) AS s FROM holds GROUP BY account_id) h ON h.account_id = a.id
+			WHERE a.held <> coalesce(h.s, 0)
+			ORDER BY a.id`)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: audit holds: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			var stored, re int64
+			if err := rows.Scan(&id, &stored, &re); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("ledger: audit holds: %w", err)
+			}
+			out = append(out, Mismatch{AccountID: id, Column: "accounts.held", Stored: stored, Recomputed: re})
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("ledger: audit holds: %w", err)
+		}
 	}
 
 	rows, err = conn.QueryContext(ctx, `

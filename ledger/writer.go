@@ -63,6 +63,7 @@ type command struct {
 	balance Money
 	n       int64 // an incident id; PostgreSQL: 1 once a committed batch deleted the hold's row
 	earlier bool  // PostgreSQL: an earlier attempt of this settle committed
+	covered Money // PostgreSQL: what a settle of a hold carved from an advance took from the advance's row
 
 	done chan struct{}
 }

@@ -70,7 +70,13 @@ type billSpec struct {
 // openBill reserves the request's hold. A balance that does not cover
 // spec.min is the client's 403 (in its format, by the caller).
 func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
-	hold, err := s.Store.Reserve(spec.principal.AccountID, spec.min, spec.max)
+	tiered := spec.principal.Plan != nil && len(spec.principal.Plan.Tiers) > 0
+	reserve := s.Store.Reserve
+	if tiered {
+		// the tier reads the month's spend: counted on every instance
+		reserve = s.Store.ReserveWithMonthSpend
+	}
+	hold, err := reserve(spec.principal.AccountID, spec.min, spec.max)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInsufficientFunds) {
 			return nil, &formats.Error{Kind: formats.KindInsufficientQuota,
@@ -86,9 +92,9 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 		return nil, formats.NewError(formats.KindInternal, "The gateway could not reserve funds for this request; try again.")
 	}
 	tier := 0
-	if p := spec.principal.Plan; p != nil && len(p.Tiers) > 0 {
+	if tiered {
 		// the month's spend is read only for a plan with tiers
-		tier = p.TierBps(hold.MonthSpend())
+		tier = spec.principal.Plan.TierBps(hold.MonthSpend())
 	}
 	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,
 		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate,
