@@ -140,7 +140,7 @@ func (adv *advance) topUp(now time.Time) Money {
 // sendTopUp hands a top-up to the reserver without waiting for it; when
 // the reserver is busy with a full queue, the next hold carved tries again.
 func (p *pgEngine) sendTopUp(adv *advance, extra Money) {
-	r := &reserveReq{acct: adv.acct, adv: adv, extra: extra}
+	r := &reserveReq{acct: adv.acct, adv: adv, ask: extra}
 	select {
 	case p.reserves <- r:
 	default:

@@ -193,14 +193,17 @@ func BenchmarkSettlePostgres(b *testing.B) {
 			elapsed := time.Since(start)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "debits/s")
-			var tx, cmds uint64
+			var tx, cmds, reserves uint64
 			for _, s := range stores {
 				st := s.Stats()
-				tx, cmds = tx+st.Transactions, cmds+st.Commands
+				tx, cmds, reserves = tx+st.Transactions, cmds+st.Commands, reserves+st.DatabaseReserves
 			}
 			if tx > 0 {
 				b.ReportMetric(float64(cmds)/float64(tx), "cmds/tx")
 			}
+			// the reserves that reached the database, per debit (the rest
+			// were carved from advances)
+			b.ReportMetric(float64(reserves)/float64(b.N), "db-reserves/op")
 		})
 	}
 }
