@@ -19,10 +19,11 @@ package ledger
 // and when this instance's lease lapsed.
 //
 // What stays true: an advance is part of the account's held, so the
-// holds of all instances never exceed the balance; an advance is at most
-// a 64th of what the account had available when it was granted (mg_reserve
-// enforces it), so other instances can still reserve nearly all of the
-// rest, and an account near empty has no advances and gets exact holds;
+// holds of all instances never exceed the balance; an advance's row is at
+// most a 64th of what the account had available beside it when last
+// raised (mg_reserve enforces it), so other instances can still reserve
+// nearly all of the rest, and an account near empty has no advances (a
+// raise that can add nothing retires it) and gets exact holds;
 // a settle whose advance is gone or short (lapsed, or a raise lost with
 // a crashed server) is charged to the available balance like any lapsed
 // settle (the batch runs again carefully, see pgEngine.batchTx). What
@@ -36,8 +37,8 @@ import (
 )
 
 const (
-	// advanceShare: an advance is at most this fraction (1/64) of what the
-	// account has available after it (mg_reserve's "/ 64").
+	// advanceShare: an advance's row is at most this fraction (1/64) of
+	// what the account has available beside it (mg_reserve's "/ 64").
 	advanceShare = 64
 	// advanceFirst is a new advance's size, in requests of the size of the
 	// one that asks for it; it doubles at each top-up that comes within

@@ -342,6 +342,6 @@ func TestAdvancesNeverOverdraw(t *testing.T) {
 	if n := count(t, raw, fmt.Sprintf(`SELECT count(*) FROM usage WHERE account_id = '%s'`, a.ID)); n != settles.Load() {
 		t.Fatalf("%d usage rows for %d settles", n, settles.Load())
 	}
-	t.Logf("%d settles, %d holds carved", settles.Load(), carved)
+	t.Logf("%d settles, %d holds carved, %s left", settles.Load(), carved, got.Balance)
 	mustAudit(t, stores[0])
 }

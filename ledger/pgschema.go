@@ -409,8 +409,8 @@ $$;
 	// 7: advances (docs/design.md, "Advances on busy accounts"): a hold
 	// that an instance keeps on a busy account and grants its requests'
 	// holds from in memory. mg_reserve also grants, on request, an extra
-	// amount on the same hold (at most a 64th of what the account has
-	// available after the grant, advanceShare in advance.go), creating the
+	// amount on the same hold (the whole hold at most a 64th of what the
+	// account has available beside it, advanceShare in advance.go), creating the
 	// hold or raising it if it exists, and returns what the account has
 	// available after; mg_take lowers advances by what their settles took.
 	// Both lock the advances before any account, as every writer of holds.
@@ -418,11 +418,12 @@ $$;
 DROP FUNCTION IF EXISTS mg_reserve(text, bigint[], text[], bigint[], bigint[]);
 
 -- mg_reserve is migration 6's, plus: for request i, after its grant g,
--- up to p_extras[i] more (least(p_extras[i], available / 64)) on the same
--- hold; hold p_holds[i] is inserted with g + the extra, or raised by them
--- if it exists (an advance topped up). A request with p_maxs[i] = 0 asks
--- for the extra only. It returns the extras and, per request, what the
--- account had available after it.
+-- up to p_extras[i] more on the same hold, as far as the hold stays at
+-- most a 64th of what the account has available beside it; hold
+-- p_holds[i] is inserted with g + the extra, or raised by them if it
+-- exists (an advance topped up). A request with p_maxs[i] = 0 asks for the
+-- extra only. It returns the extras and, per request, what the account had
+-- available after it.
 CREATE OR REPLACE FUNCTION mg_reserve(p_instance text, p_holds bigint[], p_accts text[], p_mins bigint[], p_maxs bigint[],
 	p_extras bigint[], OUT status integer[], OUT granted bigint[], OUT extras bigint[], OUT avails bigint[],
 	OUT months integer[], OUT spends bigint[])
@@ -440,6 +441,7 @@ DECLARE
 	added bigint := 0;
 	g bigint;
 	e bigint;
+	adv bigint;
 BEGIN
 	PERFORM set_config('synchronous_commit', 'off', true);
 	status := array_fill(0, ARRAY[n]);
@@ -485,7 +487,11 @@ BEGIN
 			CONTINUE;
 		END IF;
 		avail := avail - g;
-		e := greatest(least(r.x, avail / 64), 0);
+		e := 0;
+		IF r.x > 0 THEN
+			SELECT h.amount INTO adv FROM holds h WHERE h.id = p_holds[r.i];
+			e := greatest(least(r.x, avail / 64 - coalesce(adv, 0) - g), 0);
+		END IF;
 		avail := avail - e;
 		added := added + g + e;
 		granted[r.i] := g;
