@@ -179,6 +179,9 @@ func (p *pgEngine) advanced(r *reserveReq, err error) {
 	a, adv := r.acct, r.adv
 	a.mu.Lock()
 	adv.topping = false
+	if adv.retiring && adv.open == 0 {
+		p.wakeTend()
+	}
 	if err != nil || r.status != 0 {
 		a.mu.Unlock()
 		// refused or not known: a row the reserve may have written is
@@ -213,12 +216,16 @@ func (p *pgEngine) retire(adv *advance) {
 	}
 	was := adv.retiring
 	adv.retiring = true
+	empty := adv.open == 0 && !adv.topping
 	a.mu.Unlock()
 	if !was {
 		p.advMu.Lock()
 		delete(p.live, adv)
 		p.retired = append(p.retired, adv)
 		p.advMu.Unlock()
+		if empty {
+			p.wakeTend()
+		}
 	}
 }
 
@@ -234,12 +241,26 @@ func (p *pgEngine) spoil(adv *advance) {
 
 // closeCarved ends a hold carved from an advance, which took taken from
 // the advance's row (0 for a release): the rest of the hold is free again.
-// Caller holds the account's mu.
-func (adv *advance) closeCarved(h *Hold, taken Money) {
+// When it was the last open hold of a retired advance, the lease loop is
+// woken to release the row. Caller holds the account's mu.
+func (p *pgEngine) closeCarved(h *Hold, taken Money) {
+	adv := h.adv
 	adv.open--
 	adv.amount -= taken
 	if !adv.bad {
 		adv.free += h.amount - taken
+	}
+	if adv.retiring && adv.open == 0 {
+		p.wakeTend()
+	}
+}
+
+// wakeTend has the lease loop run tendAdvances now, so that a retired
+// advance's row is released as soon as it can be, not at the next tick.
+func (p *pgEngine) wakeTend() {
+	select {
+	case p.tend <- struct{}{}:
+	default:
 	}
 }
 

@@ -105,6 +105,7 @@ type pgEngine struct {
 	advMu   sync.Mutex
 	live    map[*advance]struct{}
 	retired []*advance
+	tend    chan struct{} // wakes the lease loop to release retired advances
 
 	batch pgBatch       // the writer goroutine's scratch
 	wconn *pgxpool.Conn // the writer goroutine's connection, kept while it works
@@ -177,7 +178,7 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 		agg:        newBatchAgg(),
 	}
 	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease,
-		reserves: make(chan *reserveReq, maxReserveGroup), live: map[*advance]struct{}{}}
+		reserves: make(chan *reserveReq, maxReserveGroup), live: map[*advance]struct{}{}, tend: make(chan struct{}, 1)}
 	s.pg = p
 	ok := false
 	defer func() {
@@ -251,6 +252,8 @@ func (p *pgEngine) leaseLoop() {
 			p.reap()
 			p.tendAdvances()
 			p.retryReleases()
+		case <-p.tend:
+			p.tendAdvances()
 		}
 	}
 }
@@ -732,7 +735,7 @@ func (p *pgEngine) release(h *Hold) {
 	if adv := h.adv; adv != nil {
 		// carved from an advance: the advance has it back
 		h.acct.mu.Lock()
-		adv.closeCarved(h, 0)
+		p.closeCarved(h, 0)
 		h.acct.mu.Unlock()
 		return
 	}
@@ -840,7 +843,7 @@ func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
 		a.mu.Lock()
 		h.state = holdSettled
 		if h.adv != nil {
-			h.adv.closeCarved(h, c.covered)
+			p.closeCarved(h, c.covered)
 		}
 		a.mu.Unlock()
 		s.outstanding.Add(-int64(amount))
@@ -854,7 +857,7 @@ func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
 	a.mu.Lock()
 	h.state = holdReleased
 	if h.adv != nil {
-		h.adv.closeCarved(h, 0) // refused: nothing taken from the advance
+		p.closeCarved(h, 0) // refused: nothing taken from the advance
 	}
 	a.mu.Unlock()
 	s.outstanding.Add(-int64(amount))
