@@ -11,7 +11,7 @@ package ledger
 // instance's lease. The account's next holds on this instance are carved
 // from the advance in memory (each is its own Hold, with its own id on
 // its usage row), with no round trip; a settle lowers the advance by what
-// it charged, in the settle's batch (mg_take), and a release gives the
+// it charged, in the settle's batch (pgTakeStrict), and a release gives the
 // hold back to the advance in memory. The advance is topped up in the
 // background when half of it is granted, growing while it empties fast,
 // and given back (its row released) once unused for advanceIdle, when the
@@ -46,8 +46,11 @@ const (
 	advanceFirst = 16
 	advanceMost  = 1024
 	advanceFast  = time.Second
-	// advanceBusy: two reserves on an account this close make it busy.
-	advanceBusy = 50 * time.Millisecond
+	// advanceBusy: two reserves on an account this close make it busy. An
+	// advance costs one write more than exact holds (its release, once
+	// idle), and saves a reserve's transaction per request after the first
+	// two: worth it from about one request a second.
+	advanceBusy = time.Second
 	// advanceIdle: an advance unused this long is given back.
 	advanceIdle = 2 * time.Second
 )

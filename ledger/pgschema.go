@@ -511,12 +511,13 @@ END
 $$;
 
 -- mg_take lowers advance p_ids[i] by p_used[i], what its settles took,
--- and returns what it took from each one there (advances locked in id
--- order first).
--- An advance gone (its instance's lease lapsed) or holding less (a raise
--- lost with a crashed server) gives what it has; with p_strict it raises
--- MG001 instead, and the caller's transaction is rolled back.
-CREATE OR REPLACE FUNCTION mg_take(p_ids bigint[], p_used bigint[], p_strict boolean)
+-- as far as it holds that much, and returns what it took from each one
+-- there (advances locked in id order first): an advance gone (its
+-- instance's lease lapsed) or holding less (a raise lost with a crashed
+-- server) gives what it has. It is the careful path; a batch's usual one
+-- is one UPDATE that calls mg_short when an advance is short or gone
+-- (pgTakeStrict in postgres.go).
+CREATE OR REPLACE FUNCTION mg_take(p_ids bigint[], p_used bigint[])
 	RETURNS TABLE (advance bigint, taken bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -531,9 +532,6 @@ BEGIN
 		IF NOT present THEN
 			have := 0;
 		END IF;
-		IF p_strict AND have < p_used[i] THEN
-			RAISE EXCEPTION 'advance % holds % of the % its settles took', p_ids[i], have, p_used[i] USING ERRCODE = 'MG001';
-		END IF;
 		advance := p_ids[i];
 		taken := least(p_used[i], have);
 		IF taken > 0 THEN
@@ -543,6 +541,14 @@ BEGIN
 			RETURN NEXT;
 		END IF;
 	END LOOP;
+END
+$$;
+
+-- mg_short fails the transaction: an advance was short or gone.
+CREATE OR REPLACE FUNCTION mg_short() RETURNS integer
+LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'an advance holds less than its settles took' USING ERRCODE = 'MG001';
 END
 $$;
 `,

@@ -1270,7 +1270,7 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		}
 	}
 	// the advances, before the accounts: in the last round trip, where
-	// mg_take fails the transaction if one is short (the batch then runs
+	// pgTakeStrict fails the transaction if one is short (the batch then runs
 	// again in careful mode); in careful mode, or when accounts are locked
 	// sooner (fixCharges), in a round trip of their own that takes what
 	// each has and charges the rest to the available balances
@@ -1341,7 +1341,7 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 	pb = &pgx.Batch{}
 	if len(b.take) > 0 && !careful {
 		ids, used := b.takes()
-		pb.Queue(`SELECT count(*) FROM mg_take($1, $2, true)`, ids, used)
+		pb.Queue(pgTakeStrict, ids, used)
 	}
 	// the accounts, in one order for every instance and the reserves
 	pb.Queue(`SELECT count(*) FROM (SELECT 1 FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS locked`, accts)
@@ -1451,6 +1451,15 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 	return nil
 }
 
+// pgTakeStrict lowers the advances $1 by what their settles took ($2), in
+// one statement; if one holds less or is gone it fails the transaction
+// (mg_short's MG001) and the batch runs again in careful mode. The ids are
+// sorted, so the rows are locked in id order, as mg_reserve locks them.
+const pgTakeStrict = `WITH u AS (
+		UPDATE holds SET amount = holds.amount - v.used FROM unnest($1::bigint[], $2::bigint[]) AS v(id, used)
+		WHERE holds.id = v.id AND holds.amount >= v.used RETURNING 1)
+	SELECT CASE WHEN count(*) = cardinality($1::bigint[]) THEN 0 ELSE mg_short() END FROM u`
+
 // takes lists the advances to lower and by how much, in id order.
 func (b *pgBatch) takes() (ids, used []int64) {
 	ids = make([]int64, 0, len(b.take))
@@ -1466,7 +1475,7 @@ func (b *pgBatch) takes() (ids, used []int64) {
 }
 
 // takeCarefully lowers the batch's advances by what they have of what
-// their settles charged (mg_take, not strict), and gives each carved
+// their settles charged (mg_take), and gives each carved
 // settle, in order, its part: a settle whose advance is gone is lapsed,
 // and one whose part falls short joins fix, to be charged the rest from
 // the available balance. An advance found short or gone is spoiled: this
@@ -1475,7 +1484,7 @@ func (b *pgBatch) takes() (ids, used []int64) {
 func (p *pgEngine) takeCarefully(ctx context.Context, conn *pgx.Conn, fix []*command) ([]*command, error) {
 	b := &p.batch
 	ids, used := b.takes()
-	rows, err := conn.Query(ctx, `SELECT advance, taken FROM mg_take($1, $2, false)`, ids, used)
+	rows, err := conn.Query(ctx, `SELECT advance, taken FROM mg_take($1, $2)`, ids, used)
 	if err != nil {
 		return nil, fmt.Errorf("settle: %w", err)
 	}
