@@ -137,25 +137,32 @@ func TestAdvanceCarvesHolds(t *testing.T) {
 	mustAudit(t, s)
 }
 
-// TestAdvanceIdleGivenBack: an advance unused for advanceIdle is given back
-// by the lease loop, with nobody asking.
+// TestAdvanceIdleGivenBack: advances unused for advanceIdle are given back
+// by the lease loop, with nobody asking, the advances of many accounts
+// going quiet at once included.
 func TestAdvanceIdleGivenBack(t *testing.T) {
 	db, stores := openShared(t, 1)
 	s := stores[0]
-	a := mustAccount(t, s, 1_000_000_000)
-	busy(t, s, a.ID, 10, 1000, 300)
-	if heldRows(t, db, a.ID) == 0 {
-		t.Fatal("no advance was made")
+	raw := backend{pg: true}.raw(t, db)
+	accts := make([]Account, 50)
+	for i := range accts {
+		accts[i] = mustAccount(t, s, 1_000_000_000)
+		busy(t, s, accts[i].ID, 3, 1000, 300)
+	}
+	if n := count(t, raw, `SELECT count(*) FROM holds`); n != int64(len(accts)) {
+		t.Fatalf("%d advances for %d busy accounts", n, len(accts))
 	}
 	deadline := time.Now().Add(advanceIdle + 3*time.Second)
-	for heldRows(t, db, a.ID) != 0 {
+	for count(t, raw, `SELECT count(*) FROM holds`) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the idle advance was not given back: held %s", balanceOf(t, s, a.ID).Held)
+			t.Fatalf("idle advances were not given back: %d left", count(t, raw, `SELECT count(*) FROM holds`))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if got := balanceOf(t, s, a.ID); got.Held != 0 || got.Balance != 1_000_000_000-10*300 {
-		t.Fatalf("%+v", got)
+	for _, a := range accts {
+		if got := balanceOf(t, s, a.ID); got.Held != 0 || got.Balance != 1_000_000_000-3*300 {
+			t.Fatalf("%+v", got)
+		}
 	}
 	mustAudit(t, s)
 }
