@@ -1186,7 +1186,9 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 	// through the last round trip.
 	pb := &pgx.Batch{}
 	pb.Queue("BEGIN")
-	pb.Queue(`DELETE FROM holds WHERE id = ANY($1) RETURNING id, amount`, b.holdIDs)
+	if len(b.holdIDs) > 0 { // none when every settle's hold was carved from an advance
+		pb.Queue(`DELETE FROM holds WHERE id = ANY($1) RETURNING id, amount`, b.holdIDs)
+	}
 	if len(b.settles) > 0 && existing {
 		pb.Queue(pgInsertNewUsage, b.rowArgs()...)
 	}
@@ -1195,15 +1197,19 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		br.Close()
 		return fmt.Errorf("%w: begin: %w", errTransaction, err)
 	}
-	rows, err := br.Query()
-	if err == nil {
-		var id, amount int64
-		_, err = pgx.ForEachRow(rows, []any{&id, &amount}, func() error {
-			b.held[id] = amount
-			return nil
-		})
+	var err error
+	if len(b.holdIDs) > 0 {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			var id, amount int64
+			_, err = pgx.ForEachRow(rows, []any{&id, &amount}, func() error {
+				b.held[id] = amount
+				return nil
+			})
+		}
 	}
 	if err == nil && len(b.settles) > 0 && existing {
+		var rows pgx.Rows
 		rows, err = br.Query()
 		if err == nil {
 			var req string
