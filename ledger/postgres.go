@@ -1101,7 +1101,7 @@ func resetOutputs(batch []*command) {
 
 // batchMode is how batchTx runs a batch: existing, after its COPY found a
 // usage row there already; careful, after its advances were found short
-// or gone (mg_take's MG001).
+// or gone (pgTakeStrict's MG001).
 type batchMode struct{ existing, careful bool }
 
 // writerConn returns the writer's own connection, so that the writer never
