@@ -74,6 +74,13 @@ func NewMetrics(reg prometheus.Registerer, store *ledger.Store, extra ...prometh
 			Help: "Bills of answers already made that the ledger has not taken yet (their holds stay reserved)."}, func() float64 { return float64(pendingSettles.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "holds_outstanding_nanos",
 			Help: "Money reserved by requests in flight, in nanos."}, func() float64 { return float64(store.Outstanding()) }),
+		// PostgreSQL ledger only (0 on SQLite): docs/design.md, "Advances on busy accounts"
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "ledger_database_reserves_total",
+			Help: "PostgreSQL ledger: reserves made in the database, raises of advances included."}, func() float64 { return float64(store.Stats().DatabaseReserves) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "ledger_advance_holds_total",
+			Help: "PostgreSQL ledger: holds carved in memory from this instance's advances on busy accounts."}, func() float64 { return float64(store.Stats().CarvedHolds) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "ledger_lapsed_settles_total",
+			Help: "PostgreSQL ledger: settles whose hold had lapsed with this instance's lease, charged to the available balance."}, func() float64 { return float64(store.Stats().Lapsed) }),
 	}
 	collectors = append(collectors, extra...)
 	for _, c := range collectors {
