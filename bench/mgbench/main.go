@@ -270,27 +270,17 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	// interleaved rounds so that drift on a shared machine hits all three
 	translated := chat(e.gwAnthropic, "Hello there, how are you today?", false)
 	const rounds = 4
-	var fOK, pOK, gOK, tOK int64
-	var fCPU, pCPU, gCPU, tCPU time.Duration
+	var f, pooled, g, tr tally
 	var q postgresLoad
 	var profDone chan error
 	for i := range rounds {
-		c0 := e.floor.cpu()
-		n, _ := throughput(c50, e.floorT, plain, 50, d/rounds)
-		fOK, fCPU = fOK+n, fCPU+e.floor.cpu()-c0
-		c0 = e.pooled.cpu()
-		n, _ = throughput(c50, e.pooledT, plain, 50, d/rounds)
-		pOK, pCPU = pOK+n, pCPU+e.pooled.cpu()-c0
-		if i == rounds-1 && profile != "" {
-			profDone = make(chan error, 1)
-			go func() { profDone <- cpuProfile(e.adminURL, profile, d/rounds-500*time.Millisecond) }()
+		f.round(c50, e.floor, e.floorT, plain, d/rounds)
+		pooled.round(c50, e.pooled, e.pooledT, plain, d/rounds)
+		if i == rounds-1 {
+			profDone = startProfile(e.adminURL, profile, d/rounds)
 		}
-		c0 = e.gw.cpu()
-		n, _ = throughput(c50, e.gwT, plain, 50, d/rounds)
-		gOK, gCPU = gOK+n, gCPU+e.gw.cpu()-c0
-		c0 = e.gw.cpu()
-		n, _ = throughput(c50, e.gwT, translated, 50, d/rounds)
-		tOK, tCPU = tOK+n, tCPU+e.gw.cpu()-c0
+		g.round(c50, e.gw, e.gwT, plain, d/rounds)
+		tr.round(c50, e.gw, e.gwT, translated, d/rounds)
 		if e.pgT != nil {
 			if i == 0 {
 				throughput(c50, e.pgT, plain, 50, time.Second) // warm up
@@ -298,23 +288,19 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 			e.postgresRound(c50, plain, d/rounds, &q)
 		}
 	}
-	if profDone != nil {
-		if err := <-profDone; err != nil {
-			fmt.Fprintln(os.Stderr, "profile:", err)
-		}
-	}
+	waitProfile(profDone)
 	// The targets are issue #23's, against both floors: CPU per request
 	// ≤ 1.10× passing through and ≤ 1.30× translating, throughput ≥ 0.90×
 	// (≥ 0.80× on PostgreSQL), added p50 ≤ 0.15 ms and time to first token
 	// ≤ 0.10 ms, memory per open stream no more than the floor's.
-	fRPS, gRPS := float64(fOK)/d.Seconds(), float64(gOK)/d.Seconds()
+	fRPS, gRPS := f.rps(d), g.rps(d)
 	rows = append(rows, row{"requests/s, c=50, non-stream", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", gRPS), ratio(gRPS, fRPS), "≥ 0.90×", check(gRPS >= 0.9*fRPS)})
-	fPer, gPer, tPer := fCPU/time.Duration(max(fOK, 1)), gCPU/time.Duration(max(gOK, 1)), tCPU/time.Duration(max(tOK, 1))
+	fPer, gPer, tPer := f.per(), g.per(), tr.per()
 	rows = append(rows, row{"CPU per request, pass-through (chat → OpenAI)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(gPer)/1e3),
 		ratio(float64(gPer), float64(fPer)), "≤ 1.10×", check(float64(gPer) <= 1.10*float64(fPer))})
 	rows = append(rows, row{"CPU per request, translated (chat → Anthropic)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), fmt.Sprintf("%.0f µs", float64(tPer)/1e3),
 		ratio(float64(tPer), float64(fPer)), "≤ 1.30×", check(float64(tPer) <= 1.30*float64(fPer))})
-	pRPS, pPer := float64(pOK)/d.Seconds(), pCPU/time.Duration(max(pOK, 1))
+	pRPS, pPer := pooled.rps(d), pooled.per()
 	if e.pgT != nil {
 		rows = append(rows, q.rows(fRPS, fPer, d)...)
 	}
@@ -443,26 +429,18 @@ func (e *env) benchPostgres(d time.Duration, profile string) error {
 	throughput(c50, e.floorT, plain, 50, time.Second)
 	throughput(c50, e.pgT, plain, 50, time.Second)
 	const rounds = 4
-	var fOK int64
-	var fCPU time.Duration
+	var f tally
 	var q postgresLoad
 	var profDone chan error
 	for i := range rounds {
-		c0 := e.floor.cpu()
-		n, _ := throughput(c50, e.floorT, plain, 50, d/rounds)
-		fOK, fCPU = fOK+n, fCPU+e.floor.cpu()-c0
-		if i == rounds-1 && profile != "" {
-			profDone = make(chan error, 1)
-			go func() { profDone <- cpuProfile(e.pgAdminURL, profile, d/rounds-500*time.Millisecond) }()
+		f.round(c50, e.floor, e.floorT, plain, d/rounds)
+		if i == rounds-1 {
+			profDone = startProfile(e.pgAdminURL, profile, d/rounds)
 		}
 		e.postgresRound(c50, plain, d/rounds, &q)
 	}
-	if profDone != nil {
-		if err := <-profDone; err != nil {
-			fmt.Fprintln(os.Stderr, "profile:", err)
-		}
-	}
-	rows := q.rows(float64(fOK)/d.Seconds(), fCPU/time.Duration(max(fOK, 1)), d)
+	waitProfile(profDone)
+	rows := q.rows(f.rps(d), f.per(), d)
 	pgRows, err := e.postgresLedgerRows()
 	if err != nil {
 		return err
@@ -471,31 +449,73 @@ func (e *env) benchPostgres(d time.Duration, profile string) error {
 	return nil
 }
 
+// tally sums c=50 rounds on one target: the answers, and the CPU the
+// process serving it spent.
+type tally struct {
+	ok  int64
+	cpu time.Duration
+}
+
+// round runs one c=50 round of d on t, served by p, and adds it up.
+func (tl *tally) round(c *http.Client, p *proc, t *target, r request, d time.Duration) {
+	c0 := p.cpu()
+	n, _ := throughput(c, t, r, 50, d)
+	tl.ok, tl.cpu = tl.ok+n, tl.cpu+p.cpu()-c0
+}
+
+// rps is the answers per second over the rounds' total time d.
+func (tl tally) rps(d time.Duration) float64 { return float64(tl.ok) / d.Seconds() }
+
+// per is the CPU per answer.
+func (tl tally) per() time.Duration { return tl.cpu / time.Duration(max(tl.ok, 1)) }
+
+// startProfile, when profile names a file, starts a CPU profile of the
+// gateway whose admin endpoint is admin, for most of the next round of d;
+// waitProfile waits for it.
+func startProfile(admin, profile string, d time.Duration) chan error {
+	if profile == "" {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- cpuProfile(admin, profile, d-500*time.Millisecond) }()
+	return done
+}
+
+// waitProfile waits for the profile startProfile started, if any.
+func waitProfile(done chan error) {
+	if done == nil {
+		return
+	}
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+	}
+}
+
 // postgresLoad sums the c=50 rounds on the gateway on PostgreSQL: answers,
 // the gateway's CPU, and the PostgreSQL server's (when it is on this machine).
 type postgresLoad struct {
-	ok          int64
-	cpu, server time.Duration
+	tally
+	server time.Duration
 }
 
 // postgresRound runs one round of d on the gateway on PostgreSQL.
 func (e *env) postgresRound(c *http.Client, r request, d time.Duration, q *postgresLoad) {
-	c0, s0 := e.pg.cpu(), postgresCPU()
-	n, _ := throughput(c, e.pgT, r, 50, d)
-	q.ok, q.cpu, q.server = q.ok+n, q.cpu+e.pg.cpu()-c0, q.server+postgresCPU()-s0
+	s0 := postgresCPU()
+	q.round(c, e.pg, e.pgT, r, d)
+	q.server += postgresCPU() - s0
 }
 
 // rows are the table's PostgreSQL rows, against the floor's requests/s and
 // CPU per request over the same total time d.
 func (q postgresLoad) rows(fRPS float64, fPer, d time.Duration) []row {
-	qRPS := float64(q.ok) / d.Seconds()
+	qRPS := q.rps(d)
 	per := func(t time.Duration) string {
 		return fmt.Sprintf("%.0f µs", float64(t/time.Duration(max(q.ok, 1)))/1e3)
 	}
 	return []row{
 		{"requests/s, c=50, PostgreSQL ledger (same machine)", fmt.Sprintf("%.0f", fRPS), fmt.Sprintf("%.0f", qRPS), ratio(qRPS, fRPS), "≥ 0.80×", check(qRPS >= 0.8*fRPS)},
 		{"CPU per request, PostgreSQL ledger (the gateway's own; PostgreSQL's not counted)", fmt.Sprintf("%.0f µs", float64(fPer)/1e3), per(q.cpu),
-			ratio(float64(q.cpu/time.Duration(max(q.ok, 1))), float64(fPer)), "", nil},
+			ratio(float64(q.per()), float64(fPer)), "", nil},
 		{"PostgreSQL's own CPU per request (its processes on this machine)", "", per(q.server), "", "", nil},
 	}
 }
