@@ -28,9 +28,8 @@ package ledger
 // a crashed server) is charged to the available balance like any lapsed
 // settle (the batch runs again carefully, see pgEngine.batchTx). What
 // changes: the account's held includes the advances' unused part, and a
-// hold from an advance carries the month's spend as of the advance's last
-// top-up plus this instance's settles since (ReserveWithMonthSpend never
-// uses an advance).
+// hold from an advance carries the month's spend as the advance's last
+// raise read it (ReserveWithMonthSpend never uses an advance).
 
 import (
 	"context"
@@ -61,17 +60,17 @@ const (
 type advance struct {
 	acct *account
 	id   int64 // its holds row
-	// amount is what its row holds as this instance knows it: free plus
-	// the amounts of the holds carved from it that are open.
-	amount Money
-	free   Money
-	open   int32
+	// free is what it can still grant (its row holds free plus the open
+	// carved holds' amounts, as this instance knows them), open how many
+	// carved holds are open.
+	free Money
+	open int32
 	// unit is the max of the request that asked for it, size what a top-up
 	// brings free back to.
 	unit, size Money
 	lastUse    time.Time // the last hold carved from it
 	lastTopUp  time.Time
-	spend      monthSpend // the account's month's spend, as the last top-up read it plus this instance's settles
+	spend      monthSpend // the account's month's spend, as its last raise read it
 	// topping: a reserve that raises it is on its way (one at a time);
 	// retiring: it grants no more and its row is released once no hold
 	// carved from it is open; bad: a settle found its row gone or short,
@@ -172,28 +171,27 @@ func (p *pgEngine) answered(r *reserveReq) {
 		}
 	}
 	if r.adv != nil {
-		p.advanced(r, r.err)
+		p.advanced(r)
 	}
 }
 
 // advanced applies a reserve's answer to its advance (on the reserver
 // goroutine): what was granted on its row, or, when the reserve failed or
 // the account could give no extra, its retirement.
-func (p *pgEngine) advanced(r *reserveReq, err error) {
+func (p *pgEngine) advanced(r *reserveReq) {
 	a, adv := r.acct, r.adv
 	a.mu.Lock()
 	adv.topping = false
 	if adv.retiring && adv.open == 0 {
 		p.wakeTend()
 	}
-	if err != nil || r.status != 0 {
+	if r.err != nil || r.status != 0 {
 		a.mu.Unlock()
 		// refused or not known: a row the reserve may have written is
 		// released with the advance (a refused one wrote none)
 		p.retire(adv)
 		return
 	}
-	adv.amount += r.amount + r.extra
 	if !adv.bad {
 		adv.free += r.extra
 	}
@@ -250,7 +248,6 @@ func (p *pgEngine) spoil(adv *advance) {
 func (p *pgEngine) closeCarved(h *Hold, taken Money) {
 	adv := h.adv
 	adv.open--
-	adv.amount -= taken
 	if !adv.bad {
 		adv.free += h.amount - taken
 	}

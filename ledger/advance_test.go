@@ -269,6 +269,11 @@ func TestAdvanceShort(t *testing.T) {
 	if _, err := raw.Exec(`UPDATE holds SET amount = 100 WHERE id = $1`, h.adv.id); err != nil {
 		t.Fatal(err)
 	}
+	// the audit sees held and the hold rows disagree
+	ms, err := s.Audit(ctx)
+	if err != nil || len(ms) != 1 || ms[0].Column != "accounts.held" || ms[0].AccountID != a.ID || ms[0].Recomputed != heldRows(t, db, a.ID) {
+		t.Fatalf("audit of a held that its hold rows do not add up to: %v, %v", ms, err)
+	}
 	if _, err := raw.Exec(`UPDATE accounts SET held = (SELECT sum(amount) FROM holds WHERE account_id = $1) WHERE id = $1`, a.ID); err != nil {
 		t.Fatal(err)
 	}

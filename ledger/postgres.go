@@ -814,9 +814,6 @@ func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
 		a.mu.Lock()
 		if g > 0 {
 			h.amount += g
-			if h.adv != nil {
-				h.adv.amount += g
-			}
 			s.outstanding.Add(int64(g))
 		}
 		h.over = true

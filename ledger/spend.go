@@ -67,8 +67,8 @@ func (m *monthSpend) add(month int32, charged Money) {
 // PostgreSQL every instance's, from the account row in the reserve's own
 // transaction, for a hold of ReserveWithMonthSpend; a hold of Reserve may
 // be carved from this instance's advance on the account, whose count is
-// the one its last top-up read plus this instance's settles since); the month is the ledger clock's when MonthSpend is called,
-// so a count of an earlier month reads as zero. Call it once, when the
+// the one the advance's last raise read); the month is the ledger clock's
+// when MonthSpend is called, so a count of an earlier month reads as zero. Call it once, when the
 // hold is taken: it reads the clock.
 func (h *Hold) MonthSpend() Money {
 	return monthSpend{h.spendMonth, h.spent}.in(monthOf(h.s.now()))

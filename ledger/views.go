@@ -266,6 +266,32 @@ type auditRows interface {
 	Err() error
 }
 
+// auditAccounts runs an audit query whose rows are (account id, stored
+// figure, recomputed figure) and adds to out a mismatch of column for each
+// row where the two differ; what names the check in errors.
+func auditAccounts(ctx context.Context, query func(ctx context.Context, query string) (auditRows, error),
+	out []Mismatch, what, column, q string) ([]Mismatch, error) {
+	rows, err := query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: audit %s: %w", what, err)
+	}
+	for rows.Next() {
+		var id string
+		var stored, re int64
+		if err := rows.Scan(&id, &stored, &re); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("ledger: audit %s: %w", what, err)
+		}
+		if stored != re {
+			out = append(out, Mismatch{AccountID: id, Column: column, Stored: stored, Recomputed: re})
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("ledger: audit %s: %w", what, err)
+	}
+	return out, nil
+}
+
 // audit is Audit's queries, run by query on one snapshot.
 func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query string) (auditRows, error)) ([]Mismatch, error) {
 	conn := struct {
@@ -303,29 +329,16 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 	if s.pg != nil {
 		// what each account holds is the sum of its holds' rows, every
 		// instance's requests and advances
-		rows, err = conn.QueryContext(ctx, `
+		if out, err = auditAccounts(ctx, query, out, "holds", "accounts.held", `
 			SELECT a.id, a.held, coalesce(h.s, 0)::bigint
 			FROM accounts a LEFT JOIN (SELECT account_id, sum(amount) AS s FROM holds GROUP BY account_id) h ON h.account_id = a.id
 			WHERE a.held <> coalesce(h.s, 0)
-			ORDER BY a.id`)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: audit holds: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			var stored, re int64
-			if err := rows.Scan(&id, &stored, &re); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("ledger: audit holds: %w", err)
-			}
-			out = append(out, Mismatch{AccountID: id, Column: "accounts.held", Stored: stored, Recomputed: re})
-		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("ledger: audit holds: %w", err)
+			ORDER BY a.id`); err != nil {
+			return nil, err
 		}
 	}
 
-	rows, err = conn.QueryContext(ctx, `
+	if out, err = auditAccounts(ctx, query, out, "month spend", "accounts.month_spend", `
 		WITH u AS (
 			SELECT account_id, CAST(replace(substr(`+s.utcDay("created_at")+`, 1, 7), '-', '') AS INTEGER) AS month,
 				sum(charged) AS s
@@ -333,23 +346,8 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 		)
 		SELECT a.id, a.month_spend, coalesce(u.s, 0)
 		FROM accounts a LEFT JOIN u ON u.account_id = a.id AND u.month = a.spend_month
-		ORDER BY a.id`)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: audit month spend: %w", err)
-	}
-	for rows.Next() {
-		var id string
-		var stored, re int64
-		if err := rows.Scan(&id, &stored, &re); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("ledger: audit month spend: %w", err)
-		}
-		if stored != re {
-			out = append(out, Mismatch{AccountID: id, Column: "accounts.month_spend", Stored: stored, Recomputed: re})
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("ledger: audit month spend: %w", err)
+		ORDER BY a.id`); err != nil {
+		return nil, err
 	}
 
 	rows, err = conn.QueryContext(ctx, `
