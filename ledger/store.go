@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/modelgate/modelgate/internal/filelock"
+	"github.com/modelgate/modelgate/internal/walvfs"
 )
 
 // Errors returned (possibly wrapped) by the Store. Test with errors.Is.
@@ -407,7 +408,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}()
 
 	syncPragma := "synchronous(" + strings.ToUpper(syncMode) + ")"
+	if err := walvfs.Register(); err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
 	wq := url.Values{}
+	// The writer writes each commit's log frames with one write call
+	// (internal/walvfs); it never spills pages to the log before a commit,
+	// which that needs (and the batches fit its cache).
+	wq.Add("vfs", walvfs.Name)
+	wq.Add("_pragma", "cache_spill(false)")
 	wq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Add("_pragma", syncPragma)

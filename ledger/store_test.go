@@ -602,6 +602,112 @@ func testSettleExactlyOnce(t *testing.T, b backend) {
 	mustAudit(t, s)
 }
 
+// TestDuplicatesInABatch: settles committed in one batch, several usage
+// rows per statement, where some request ids are taken (by an earlier
+// settle, or twice in the batch): exactly those settles fail with
+// ErrDuplicate and debit nothing, the others are charged, one row each.
+func TestDuplicatesInABatch(t *testing.T) { backends(t, testDuplicatesInABatch) }
+
+func testDuplicatesInABatch(t *testing.T, b backend) {
+	ctx := context.Background()
+	var hold atomic.Bool
+	release := make(chan struct{})
+	batches := make(chan int, 16)
+	path := b.db(t)
+	s := b.openAt(t, path, func(o *Options) {
+		o.OnCommit = func(n int, _ time.Duration) {
+			batches <- n
+			if hold.CompareAndSwap(true, false) {
+				<-release // the writer waits here while the next batch queues
+			}
+		}
+	})
+	a := mustAccount(t, s, 100_000)
+	_, k, err := s.CreateKey(ctx, a.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(batches) > 0 {
+		<-batches
+	}
+	reserve := func() *Hold {
+		t.Helper()
+		h, err := s.Reserve(a.ID, 1000, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, id := range []string{"old-1", "old-2"} {
+		if err := reserve().Settle(ctx, usage(id, k.ID, 7)); err != nil {
+			t.Fatal(err)
+		}
+		<-batches
+	}
+
+	// queued in this order behind a filler's commit: two chunks of four rows
+	ids := []string{"new-1", "old-1", "twin", "new-2", "twin", "old-2", "new-3", "new-4"}
+	dup := map[int]bool{1: true, 4: true, 5: true}
+	holds := make([]*Hold, len(ids))
+	for i := range holds {
+		holds[i] = reserve()
+	}
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	hold.Store(true)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := reserve().Settle(ctx, usage("filler", k.ID, 1)); err != nil {
+			t.Error(err)
+		}
+	}()
+	if n := <-batches; n != 1 {
+		t.Fatalf("the filler's batch had %d commands", n)
+	}
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = holds[i].Settle(ctx, usage(id, k.ID, Money(10*(i+1))))
+		}()
+		for deadline := time.Now().Add(5 * time.Second); len(s.cmds) < i+1; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d settles queued, want %d", len(s.cmds), i+1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if n := <-batches; n != len(ids) {
+		t.Fatalf("the settles went in a batch of %d, want %d", n, len(ids))
+	}
+	var charged Money
+	for i, err := range errs {
+		if dup[i] != errors.Is(err, ErrDuplicate) {
+			t.Errorf("settle %d (%s): %v", i, ids[i], err)
+		}
+		if err == nil {
+			charged += Money(10 * (i + 1))
+		}
+	}
+	if want := Money(100_000 - 7 - 7 - 1 - charged); balanceOf(t, s, a.ID).Balance != want {
+		t.Fatalf("balance %d, want %d", balanceOf(t, s, a.ID).Balance, want)
+	}
+	if got := balanceOf(t, s, a.ID).Held; got != 0 || s.Outstanding() != 0 {
+		t.Fatalf("held %d, outstanding %d", got, s.Outstanding())
+	}
+	db := b.raw(t, path)
+	if n := count(t, db, "SELECT count(*) FROM usage"); n != 8 {
+		t.Fatalf("usage rows = %d, want 8", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM usage WHERE request_id = 'twin' AND charged = 30"); n != 1 {
+		t.Fatalf("the twin's row is not the first's (%d rows)", n)
+	}
+	mustAudit(t, s)
+}
+
 func TestOverHold(t *testing.T) { backends(t, testOverHold) }
 
 func testOverHold(t *testing.T, b backend) {
