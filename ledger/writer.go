@@ -197,8 +197,10 @@ const (
 	reloadKeysQuery     = `SELECT id, account_id, label, prefix, hash, deleted_at FROM keys`
 )
 
-// chunkSizes are the row counts each multi-row statement is prepared for.
-var chunkSizes = [...]int{64, 16, 4, 1}
+// chunkSizes are the row counts each multi-row statement is prepared for:
+// powers of two, so that n rows take at most one statement per bit of n
+// below 64 (a batch of ten: 8 + 2, not 4 + 4 + 1 + 1).
+var chunkSizes = [...]int{64, 32, 16, 8, 4, 2, 1}
 
 // multiStmt is one statement prepared for several row counts, so that a
 // batch's n rows take a few executions instead of n.
