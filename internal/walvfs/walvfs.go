@@ -22,7 +22,8 @@
 // before its commit (PRAGMA cache_spill = OFF) may be buffered safely: a
 // spilled, uncommitted frame left in the buffer after a rollback could
 // otherwise be written after another process reused its place in the log.
-// Open the writer connection with both (see Register).
+// Open a writing connection with both: file:…?vfs=modelgate-wal and
+// _pragma=cache_spill(false), after Register.
 package walvfs
 
 import (
