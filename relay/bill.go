@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/ledger"
@@ -231,15 +232,18 @@ func (b *Bill) settle(rec *ledger.UsageRecord, collect bool) error {
 		return err
 	}
 	b.report.setSettled(rec)
-	Debugf(b.logger, "settled",
-		zap.String("request_id", rec.RequestID),
-		zap.String("key_id", rec.KeyID),
-		zap.String("model", rec.Model),
-		zap.String("upstream_key", rec.UpstreamKeyID),
-		zap.Int64("input_tokens", rec.Tokens.Input),
-		zap.Int64("output_tokens", rec.Tokens.Output),
-		zap.String("charged", rec.Charged.String()),
-		zap.String("outcome", rec.Outcome))
+	// checked here, not in Debugf: the fields (and the amount's text) are
+	// built only when debug logging is on, not on every request (#23)
+	if c := b.logger.Check(zapcore.DebugLevel, "settled"); c != nil {
+		c.Write(zap.String("request_id", rec.RequestID),
+			zap.String("key_id", rec.KeyID),
+			zap.String("model", rec.Model),
+			zap.String("upstream_key", rec.UpstreamKeyID),
+			zap.Int64("input_tokens", rec.Tokens.Input),
+			zap.Int64("output_tokens", rec.Tokens.Output),
+			zap.String("charged", rec.Charged.String()),
+			zap.String("outcome", rec.Outcome))
+	}
 	return nil
 }
 
@@ -324,9 +328,10 @@ func (s *Service) settleRetrying(logger *zap.Logger, hold *ledger.Hold, rec *led
 	start := time.Now()
 	wait := settleRetryFirst
 	for tries := 1; ; tries++ {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		err := hold.Settle(ctx, rec)
-		cancel()
+		// no deadline: the ledger awaits every settle it has queued, so
+		// that a bill is never abandoned half-way (a timer per request
+		// bought nothing, #23)
+		err := hold.Settle(context.Background(), rec)
 		if err == nil {
 			s.Metrics.Settled(rec)
 			if rec.OverHold {

@@ -23,10 +23,9 @@ import (
 
 // Limits of one call.
 const (
-	settleTimeout   = 30 * time.Second // how long a settle may wait for the ledger
-	MaxErrorBody    = 1 << 20          // upstream error bodies read at most
-	maxResponseBody = 64 << 20         // non-streamed upstream answers read at most
-	maxStreamEvent  = 8 << 20          // one upstream SSE event at most
+	MaxErrorBody    = 1 << 20  // upstream error bodies read at most
+	maxResponseBody = 64 << 20 // non-streamed upstream answers read at most
+	maxStreamEvent  = 8 << 20  // one upstream SSE event at most
 	UserAgent       = "modelgate/1"
 )
 
