@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/walvfs"
 )
 
 func testPath(t testing.TB) string {
@@ -1521,5 +1523,27 @@ func testUsageRowHostedTools(t *testing.T, b backend) {
 	}
 	if bal, _ := s.GetAccount(ctx, a.ID); bal.Balance != 1_000_000_000-70_000_000 {
 		t.Fatalf("balance %s", bal.Balance)
+	}
+}
+
+// TestWriterOpensThroughWALVFS: the writer connection writes through
+// internal/walvfs, which needs it never to spill pages to the log before a
+// commit (docs/design.md, "The SQLite write path").
+func TestWriterOpensThroughWALVFS(t *testing.T) {
+	s := openTest(t)
+	var spill int
+	if err := s.wconn.QueryRowContext(context.Background(), "PRAGMA cache_spill").Scan(&spill); err != nil {
+		t.Fatal(err)
+	}
+	if spill != 0 {
+		t.Fatalf("the writer's cache_spill is %d, want 0 (off)", spill)
+	}
+	before, open := walvfs.Writes()
+	if open == 0 {
+		t.Fatal("no WAL file is open through walvfs")
+	}
+	mustAccount(t, s, 100)
+	if after, _ := walvfs.Writes(); after <= before {
+		t.Fatalf("a commit wrote nothing through walvfs (%d, then %d write calls)", before, after)
 	}
 }
