@@ -288,7 +288,23 @@ CREATE INDEX credits_history ON credits (account_id, id);
 CREATE INDEX credits_payment ON credits (payment) WHERE payment <> '';
 `
 
-// migrate brings the schema up to date on conn (the writer connection).
+// migrateFile brings the schema of the database at dsn up to date, on a
+// connection of its own that it closes.
+func migrateFile(ctx context.Context, dsn string) error {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	defer conn.Close()
+	return migrate(ctx, conn)
+}
+
+// migrate brings the schema up to date on conn.
 // Each migration runs in its own IMMEDIATE transaction together with its
 // user_version bump, so concurrent openers of the same file cannot apply one twice.
 func migrate(ctx context.Context, conn *sql.Conn) error {

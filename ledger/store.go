@@ -412,15 +412,22 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	wq := url.Values{}
-	// The writer writes each commit's log frames with one write call
-	// (internal/walvfs); it never spills pages to the log before a commit,
-	// which that needs (and the batches fit its cache).
-	wq.Add("vfs", walvfs.Name)
-	wq.Add("_pragma", "cache_spill(false)")
 	wq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Add("_pragma", syncPragma)
 	wq.Add("_pragma", "foreign_keys(1)")
+	// Migrations first, on a connection of their own through the default
+	// VFS: one may change more pages than a cache holds, which SQLite then
+	// spills to the log before the commit, and the writer's VFS must never
+	// see that (internal/walvfs).
+	if err := migrateFile(ctx, dsn(abs, wq)); err != nil {
+		return nil, err
+	}
+	// The writer writes each commit's log frames with one write call
+	// (internal/walvfs); it never spills pages to the log before a commit,
+	// which that needs (its batches fit its cache).
+	wq.Add("vfs", walvfs.Name)
+	wq.Add("_pragma", "cache_spill(false)")
 	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writerCacheKiB))
 	// Multi-row statements keep a statement journal; keep it in memory.
 	wq.Add("_pragma", "temp_store(MEMORY)")
@@ -437,9 +444,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.wconn, err = s.wdb.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", abs, err)
-	}
-	if err := migrate(ctx, s.wconn); err != nil {
-		return nil, err
 	}
 	if err := s.st.prepare(ctx, s.wconn); err != nil {
 		return nil, err
