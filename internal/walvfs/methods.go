@@ -9,8 +9,8 @@ import (
 
 // A C function pointer in modernc.org/sqlite's structures holds a Go func
 // value: setFunc stores one, fn reads one back to call it. The field is a
-// uintptr, which the garbage collector does not follow: a closure stored
-// there is kept alive in funcs.
+// uintptr, which the garbage collector does not follow: whatever is stored
+// there is also kept in funcs.
 func setFunc[F any](field *uintptr, f F) {
 	funcs = append(funcs, f)
 	*(*F)(unsafe.Pointer(field)) = f
@@ -21,104 +21,78 @@ var funcs []any
 func fn[F any](p uintptr) F { return *(*F)(unsafe.Pointer(&p)) }
 
 type (
-	openFunc  = func(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlags uintptr) int32
-	closeFunc = func(tls *libc.TLS, pFile uintptr) int32
-	rwFunc    = func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32
-	sizeFunc  = func(tls *libc.TLS, pFile uintptr, size int64) int32
-	intFunc   = func(tls *libc.TLS, pFile uintptr, arg int32) int32
-	outFunc   = func(tls *libc.TLS, pFile, pOut uintptr) int32
-	ctrlFunc  = func(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32
+	openFunc = func(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlags uintptr) int32
+	fileFunc = func(tls *libc.TLS, pFile uintptr) int32
+	rwFunc   = func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32
+	sizeFunc = func(tls *libc.TLS, pFile uintptr, size int64) int32
+	intFunc  = func(tls *libc.TLS, pFile uintptr, arg int32) int32
+	outFunc  = func(tls *libc.TLS, pFile, pOut uintptr) int32
+	ctrlFunc = func(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32
 )
-
-func callOpen(p uintptr) openFunc   { return fn[openFunc](p) }
-func callWrite(p uintptr) rwFunc    { return fn[rwFunc](p) }
-func callClose(p uintptr) closeFunc { return fn[closeFunc](p) }
 
 // setMethods fills a WAL file's methods (version 1: SQLite maps and locks
 // shared memory through the database file, never through its log). Each
-// writes what waits in the buffer before it goes to the default VFS's.
+// but xWrite, xSectorSize and xDeviceCharacteristics writes what waits in
+// the buffer before it calls the default VFS's.
 func setMethods() {
 	methods.FiVersion = 1
-	setFunc(&methods.FxClose, closeFunc(xClose))
-	setFunc(&methods.FxRead, rwFunc(func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32 {
-		f, rc := flushed(tls, pFile)
-		if rc != sqlite3.SQLITE_OK {
-			return rc
-		}
-		return fn[rwFunc](f.m.FxRead)(tls, f.inner, zBuf, amt, off)
-	}))
+	setFunc(&methods.FxClose, fileFunc(xClose))
 	setFunc(&methods.FxWrite, rwFunc(func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32 {
 		return lookup(pFile).write(tls, zBuf, amt, off)
 	}))
+	setFunc(&methods.FxRead, rwFunc(func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32 {
+		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[rwFunc](f.m.FxRead)(tls, f.inner, zBuf, amt, off) })
+	}))
 	setFunc(&methods.FxTruncate, sizeFunc(func(tls *libc.TLS, pFile uintptr, size int64) int32 {
-		f, rc := flushed(tls, pFile)
-		if rc != sqlite3.SQLITE_OK {
+		return flushFirst(tls, pFile, func(f *walFile) int32 {
+			rc := fn[sizeFunc](f.m.FxTruncate)(tls, f.inner, size)
+			if rc == sqlite3.SQLITE_OK {
+				f.end = min(f.end, size)
+			}
 			return rc
-		}
-		if rc = fn[sizeFunc](f.m.FxTruncate)(tls, f.inner, size); rc == sqlite3.SQLITE_OK {
-			f.end = min(f.end, size)
-		}
-		return rc
+		})
 	}))
-	for _, m := range []struct {
-		field *uintptr
-		inner func(*sqlite3.Tsqlite3_io_methods) uintptr
-	}{
-		{&methods.FxSync, func(m *sqlite3.Tsqlite3_io_methods) uintptr { return m.FxSync }},
-		{&methods.FxLock, func(m *sqlite3.Tsqlite3_io_methods) uintptr { return m.FxLock }},
-		{&methods.FxUnlock, func(m *sqlite3.Tsqlite3_io_methods) uintptr { return m.FxUnlock }},
-	} {
-		inner := m.inner
-		setFunc(m.field, intFunc(func(tls *libc.TLS, pFile uintptr, arg int32) int32 {
-			f, rc := flushed(tls, pFile)
-			if rc != sqlite3.SQLITE_OK {
-				return rc
-			}
-			return fn[intFunc](inner(f.m))(tls, f.inner, arg)
-		}))
-	}
-	for _, m := range []struct {
-		field *uintptr
-		inner func(*sqlite3.Tsqlite3_io_methods) uintptr
-	}{
-		{&methods.FxFileSize, func(m *sqlite3.Tsqlite3_io_methods) uintptr { return m.FxFileSize }},
-		{&methods.FxCheckReservedLock, func(m *sqlite3.Tsqlite3_io_methods) uintptr { return m.FxCheckReservedLock }},
-	} {
-		inner := m.inner
-		setFunc(m.field, outFunc(func(tls *libc.TLS, pFile, pOut uintptr) int32 {
-			f, rc := flushed(tls, pFile)
-			if rc != sqlite3.SQLITE_OK {
-				return rc
-			}
-			return fn[outFunc](inner(f.m))(tls, f.inner, pOut)
-		}))
-	}
+	setFunc(&methods.FxSync, intFunc(func(tls *libc.TLS, pFile uintptr, flags int32) int32 {
+		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[intFunc](f.m.FxSync)(tls, f.inner, flags) })
+	}))
+	setFunc(&methods.FxLock, intFunc(func(tls *libc.TLS, pFile uintptr, lock int32) int32 {
+		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[intFunc](f.m.FxLock)(tls, f.inner, lock) })
+	}))
+	setFunc(&methods.FxUnlock, intFunc(func(tls *libc.TLS, pFile uintptr, lock int32) int32 {
+		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[intFunc](f.m.FxUnlock)(tls, f.inner, lock) })
+	}))
+	setFunc(&methods.FxFileSize, outFunc(func(tls *libc.TLS, pFile, pSize uintptr) int32 {
+		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[outFunc](f.m.FxFileSize)(tls, f.inner, pSize) })
+	}))
+	setFunc(&methods.FxCheckReservedLock, outFunc(func(tls *libc.TLS, pFile, pResOut uintptr) int32 {
+		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[outFunc](f.m.FxCheckReservedLock)(tls, f.inner, pResOut) })
+	}))
 	setFunc(&methods.FxFileControl, ctrlFunc(func(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
-		f, rc := flushed(tls, pFile)
-		if rc != sqlite3.SQLITE_OK {
-			return rc
-		}
-		return fn[ctrlFunc](f.m.FxFileControl)(tls, f.inner, op, pArg)
+		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[ctrlFunc](f.m.FxFileControl)(tls, f.inner, op, pArg) })
 	}))
-	setFunc(&methods.FxSectorSize, closeFunc(func(tls *libc.TLS, pFile uintptr) int32 {
+	setFunc(&methods.FxSectorSize, fileFunc(func(tls *libc.TLS, pFile uintptr) int32 {
 		f := lookup(pFile)
-		return fn[closeFunc](f.m.FxSectorSize)(tls, f.inner)
+		return fn[fileFunc](f.m.FxSectorSize)(tls, f.inner)
 	}))
-	setFunc(&methods.FxDeviceCharacteristics, closeFunc(func(tls *libc.TLS, pFile uintptr) int32 {
+	setFunc(&methods.FxDeviceCharacteristics, fileFunc(func(tls *libc.TLS, pFile uintptr) int32 {
 		f := lookup(pFile)
-		return fn[closeFunc](f.m.FxDeviceCharacteristics)(tls, f.inner)
+		return fn[fileFunc](f.m.FxDeviceCharacteristics)(tls, f.inner)
 	}))
 }
 
-// flushed is the file at pFile with its buffer written.
-func flushed(tls *libc.TLS, pFile uintptr) (*walFile, int32) {
+// flushFirst writes the buffer of the file at pFile, then calls call.
+func flushFirst(tls *libc.TLS, pFile uintptr, call func(*walFile) int32) int32 {
 	f := lookup(pFile)
-	return f, f.flush(tls)
+	if rc := f.flush(tls); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return call(f)
 }
 
 func xClose(tls *libc.TLS, pFile uintptr) int32 {
-	f, rc := flushed(tls, pFile)
-	if crc := callClose(f.m.FxClose)(tls, f.inner); rc == sqlite3.SQLITE_OK {
+	f := lookup(pFile)
+	rc := f.flush(tls)
+	if crc := fn[fileFunc](f.m.FxClose)(tls, f.inner); rc == sqlite3.SQLITE_OK {
 		rc = crc
 	}
 	mu.Lock()

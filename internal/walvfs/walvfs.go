@@ -111,21 +111,22 @@ type walFile struct {
 	end     int64 // the end of the log as this connection wrote it
 	commitH bool  // the last write was the header of a frame that ends a transaction
 	writes  int64 // write calls made to the file (tests)
+	name    string
 }
 
 func xOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlags uintptr) int32 {
 	if flags&sqlite3.SQLITE_OPEN_WAL == 0 {
 		// any other file is the default VFS's own, at the same address
-		return callOpen(base.FxOpen)(tls, basePtr, zName, pFile, flags, pOutFlags)
+		return fn[openFunc](base.FxOpen)(tls, basePtr, zName, pFile, flags, pOutFlags)
 	}
 	file := (*sqlite3.Tsqlite3_file)(ptr(pFile))
 	file.FpMethods = 0
 	inner := pFile + fileHeader
-	if rc := callOpen(base.FxOpen)(tls, basePtr, zName, inner, flags, pOutFlags); rc != sqlite3.SQLITE_OK {
+	if rc := fn[openFunc](base.FxOpen)(tls, basePtr, zName, inner, flags, pOutFlags); rc != sqlite3.SQLITE_OK {
 		return rc
 	}
 	f := &walFile{inner: inner, m: (*sqlite3.Tsqlite3_io_methods)(ptr((*sqlite3.Tsqlite3_file)(ptr(inner)).FpMethods)),
-		buf: make([]byte, maxBuffer)}
+		buf: make([]byte, maxBuffer), name: libc.GoString(zName)}
 	f.pin.Pin(&f.buf[0])
 	mu.Lock()
 	files[pFile] = f
@@ -156,7 +157,7 @@ func (f *walFile) write(tls *libc.TLS, zBuf uintptr, amt int32, off int64) int32
 		}
 		f.commitH = false
 		f.writes++
-		rc := callWrite(f.m.FxWrite)(tls, f.inner, zBuf, amt, off)
+		rc := fn[rwFunc](f.m.FxWrite)(tls, f.inner, zBuf, amt, off)
 		if rc == sqlite3.SQLITE_OK {
 			f.end = max(f.end, off+int64(n))
 		}
@@ -195,18 +196,22 @@ func (f *walFile) flush(tls *libc.TLS) int32 {
 	n := f.n
 	f.n = 0
 	f.writes++
-	return callWrite(f.m.FxWrite)(tls, f.inner, uintptr(unsafe.Pointer(&f.buf[0])), int32(n), f.off)
+	return fn[rwFunc](f.m.FxWrite)(tls, f.inner, uintptr(unsafe.Pointer(&f.buf[0])), int32(n), f.off)
 }
 
-// Writes reports the write calls made to the WAL files open through the
-// VFS, and the files (tests).
-func Writes() (writes int64, open int) {
+// Writes reports the write calls made to the log of the database file at
+// path (as SQLite names it) through the VFS, and whether it is open
+// (tests).
+func Writes(path string) (writes int64, open bool) {
 	mu.RLock()
 	defer mu.RUnlock()
 	for _, f := range files {
-		writes += f.writes
+		if f.name == path+"-wal" {
+			writes += f.writes
+			open = true
+		}
 	}
-	return writes, len(files)
+	return writes, open
 }
 
 // ptr turns an address in C memory (never Go's heap) into a pointer.
