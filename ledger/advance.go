@@ -273,10 +273,11 @@ func (p *pgEngine) wakeTend() {
 // the other failed releases.
 func (p *pgEngine) tendAdvances() {
 	now := time.Now()
+	idleFor := time.Duration(p.idle.Load())
 	for _, adv := range p.liveAdvances() {
 		a := adv.acct
 		a.mu.Lock()
-		idle := !adv.topping && now.Sub(adv.lastUse) >= advanceIdle
+		idle := !adv.topping && now.Sub(adv.lastUse) >= idleFor
 		a.mu.Unlock()
 		if idle {
 			p.retire(adv)

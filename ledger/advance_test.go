@@ -144,6 +144,11 @@ func TestAdvanceIdleGivenBack(t *testing.T) {
 	db, stores := openShared(t, 1)
 	s := stores[0]
 	raw := backend{pg: true}.raw(t, db)
+	// Making fifty advances one after another may take longer than
+	// advanceIdle on a slow machine (CI under -race did): the first ones
+	// would be given back before the last is made. Idle is an hour while
+	// they are made, and advanceIdle again once all fifty stand.
+	s.pg.idle.Store(int64(time.Hour))
 	accts := make([]Account, 50)
 	for i := range accts {
 		accts[i] = mustAccount(t, s, 1_000_000_000)
@@ -152,6 +157,7 @@ func TestAdvanceIdleGivenBack(t *testing.T) {
 	if n := count(t, raw, `SELECT count(*) FROM holds`); n != int64(len(accts)) {
 		t.Fatalf("%d advances for %d busy accounts", n, len(accts))
 	}
+	s.pg.idle.Store(int64(advanceIdle))
 	deadline := time.Now().Add(advanceIdle + 3*time.Second)
 	for count(t, raw, `SELECT count(*) FROM holds`) != 0 {
 		if time.Now().After(deadline) {

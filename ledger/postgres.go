@@ -106,6 +106,9 @@ type pgEngine struct {
 	live    map[*advance]struct{}
 	retired []*advance
 	tend    chan struct{} // wakes the lease loop to release retired advances
+	// idle is advanceIdle in nanoseconds (a test lengthens it while it
+	// sets up more advances than it can make within advanceIdle)
+	idle atomic.Int64
 
 	batch pgBatch       // the writer goroutine's scratch
 	wconn *pgxpool.Conn // the writer goroutine's connection, kept while it works
@@ -179,6 +182,7 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	}
 	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease,
 		reserves: make(chan *reserveReq, maxReserveGroup), live: map[*advance]struct{}{}, tend: make(chan struct{}, 1)}
+	p.idle.Store(int64(advanceIdle))
 	s.pg = p
 	ok := false
 	defer func() {
