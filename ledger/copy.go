@@ -82,6 +82,10 @@ func Copy(ctx context.Context, dst, src *Store) (CopyReport, error) {
 	if dst == src {
 		return rep, errors.New("ledger: copy: the source is the destination")
 	}
+	// the source's rollups include every row (rollup.go)
+	if err := src.catchUp(ctx); err != nil {
+		return rep, err
+	}
 	srcDone, err := src.beginRead()
 	if err != nil {
 		return rep, err

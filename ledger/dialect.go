@@ -83,6 +83,31 @@ func (s *Store) usageSelect() string {
 	return "id, " + usageInsertColumns
 }
 
+// rolledUsage is the condition on usage rows that selects the ones the
+// derived tables (usage_daily, the keys' totals, usage_by_key) include:
+// every row on PostgreSQL, the rows up to usage_rollup.rolled on SQLite
+// (rollup.go).
+func (s *Store) rolledUsage() string {
+	if s.pg != nil {
+		return "true"
+	}
+	return "id <= (SELECT rolled FROM usage_rollup)"
+}
+
+// keyUsageQuery is the query of the usage rows of one key of one account
+// that match cond (a condition on created_at and id, "" or starting with
+// " AND "), in order, at most a limit of them; its arguments are the key
+// id, the account id, cond's, then the limit. SQLite reads them through
+// usage_by_key: its callers call catchUp first.
+func (s *Store) keyUsageQuery(cond, order string) string {
+	if s.pg != nil {
+		return `SELECT ` + s.usageSelect() + ` FROM usage WHERE key_id = ? AND account_id = ?` + cond +
+			` ORDER BY ` + order + ` LIMIT ?`
+	}
+	return `SELECT ` + s.usageSelect() + ` FROM usage WHERE id IN (SELECT id FROM usage_by_key
+		WHERE key_id = ? AND account_id = ?` + cond + ` ORDER BY ` + order + ` LIMIT ?) ORDER BY ` + order
+}
+
 // flag scans a boolean column stored as SQLite's 0/1 INTEGER or as
 // PostgreSQL's boolean.
 type flag bool

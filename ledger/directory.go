@@ -237,6 +237,9 @@ type KeySummary struct {
 // first, with their running totals (kept on the key rows: one indexed read).
 // An unknown account is ErrNotFound.
 func (s *Store) ListKeySummaries(ctx context.Context, accountID string) ([]KeySummary, error) {
+	if err := s.catchUp(ctx); err != nil {
+		return nil, err
+	}
 	done, err := s.beginRead()
 	if err != nil {
 		return nil, err
@@ -303,6 +306,9 @@ func (s *Store) EachUsage(ctx context.Context, accountID string, from, to time.T
 
 // eachUsage is EachUsage with the sources' chunk size.
 func (s *Store) eachUsage(ctx context.Context, accountID string, keys []string, from, to time.Time, chunk int, fn func(*UsageRecord) error) error {
+	if err := s.catchUp(ctx); err != nil {
+		return err
+	}
 	var h usageHeap
 	for _, k := range keys {
 		src := &usageSource{key: k}
@@ -394,13 +400,13 @@ func (s *Store) readUsageChunk(ctx context.Context, accountID string, src *usage
 		return err
 	}
 	defer done()
-	q := `SELECT ` + s.usageSelect() + ` FROM usage WHERE key_id = ? AND account_id = ? AND (created_at, id) > (?, ?)`
+	cond := ` AND (created_at, id) > (?, ?)`
 	args := []any{src.key, accountID, src.afterMS, src.afterID}
 	if !to.IsZero() {
-		q += ` AND created_at < ?`
+		cond += ` AND created_at < ?`
 		args = append(args, to.UnixMilli())
 	}
-	rows, err := s.queryUsage(ctx, q+` ORDER BY created_at, id LIMIT ?`, append(args, chunk)...)
+	rows, err := s.queryUsage(ctx, s.keyUsageQuery(cond, "created_at, id"), append(args, chunk)...)
 	if err != nil {
 		return fmt.Errorf("ledger: usage: %w", err)
 	}

@@ -262,6 +262,9 @@ func scanKey(sc interface{ Scan(...any) error }) (Key, error) {
 
 // ListKeys lists an account's keys, deleted ones included, oldest first.
 func (s *Store) ListKeys(ctx context.Context, accountID string) ([]Key, error) {
+	if err := s.catchUp(ctx); err != nil {
+		return nil, err
+	}
 	done, err := s.beginRead()
 	if err != nil {
 		return nil, err
@@ -296,6 +299,9 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]Key, error) {
 
 // KeyByID reads one key (ErrNotFound if unknown).
 func (s *Store) KeyByID(ctx context.Context, keyID string) (Key, error) {
+	if err := s.catchUp(ctx); err != nil {
+		return Key{}, err
+	}
 	done, err := s.beginRead()
 	if err != nil {
 		return Key{}, err
@@ -320,6 +326,9 @@ type KeyUsage struct {
 
 // KeyUsage reads a key's running totals, kept on the key row (O(1)).
 func (s *Store) KeyUsage(ctx context.Context, keyID string) (KeyUsage, error) {
+	if err := s.catchUp(ctx); err != nil {
+		return KeyUsage{}, err
+	}
 	done, err := s.beginRead()
 	if err != nil {
 		return KeyUsage{}, err

@@ -25,6 +25,9 @@ import (
 // (account_id, created_at) cost ~40% of the writer's throughput. Account-wide
 // listings merge the per-key index ranges of the account's keys instead
 // (UsageRows), and account totals come from accounts.balance and usage_daily.
+// After migration 11 that index is the table usage_by_key, filled with the
+// keys' totals and usage_daily by the rollup (rollup.go), in large groups:
+// a settle writes its usage row and its account's balance, nothing else.
 var migrations = []string{
 	// 1: initial schema.
 	`
@@ -252,6 +255,27 @@ UPDATE accounts SET month_spend = m.spent FROM (
 	// index on it, so that a page reads its rows instead of sorting every
 	// matching account.
 	accountsCreatedIndex,
+	// 11: what is derived from usage rows is written in large groups off
+	// the settle path (rollup.go, #23): usage_by_key replaces the usage_key
+	// index, and usage_rollup.rolled is the last usage row whose effects
+	// are in usage_daily, the keys' totals and usage_by_key.
+	`
+CREATE TABLE usage_by_key (
+	key_id     TEXT NOT NULL,
+	account_id TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	id         INTEGER NOT NULL,
+	PRIMARY KEY (key_id, account_id, created_at, id)
+) WITHOUT ROWID;
+INSERT INTO usage_by_key (key_id, account_id, created_at, id)
+	SELECT key_id, account_id, created_at, id FROM usage ORDER BY 1, 2, 3, 4;
+DROP INDEX usage_key;
+CREATE TABLE usage_rollup (
+	one    INTEGER PRIMARY KEY CHECK (one = 1),
+	rolled INTEGER NOT NULL
+);
+INSERT INTO usage_rollup (one, rolled) SELECT 1, coalesce(max(id), 0) FROM usage;
+`,
 }
 
 // accountsCreatedIndex is SQLite's migration 10 and PostgreSQL's 5.

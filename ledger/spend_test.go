@@ -254,6 +254,9 @@ func testMonthSpendMigration(t *testing.T, b backend) {
 	}
 	// and of the migrations after it, which must apply again
 	undo = append(undo, `DROP INDEX accounts_created`)
+	if !b.pg {
+		undo = append(undo, `DROP TABLE usage_by_key`, `DROP TABLE usage_rollup`, `CREATE INDEX usage_key ON usage (key_id, created_at)`)
+	}
 	isMonthSpend := func(m string) bool { return strings.Contains(m, "ADD COLUMN month_spend") }
 	if b.pg {
 		undo = append(undo, `UPDATE ledger_schema SET version = `+strconv.Itoa(slices.IndexFunc(pgMigrations, isMonthSpend)))

@@ -133,6 +133,10 @@ type Options struct {
 	// reports (Hold.MonthSpend) and the time of a usage row that has
 	// none. Default time.Now; tests set it to cross a month boundary.
 	Now func() time.Time
+
+	// rollupEvery is how often at most the writer rolls up (rollup.go);
+	// default rollupEvery. Tests lengthen it to see the tail, or shorten it.
+	rollupEvery time.Duration
 }
 
 const (
@@ -201,9 +205,13 @@ type Store struct {
 	// writer-goroutine state
 	dataVersion int64
 	agg         batchAgg
+	// the rollup's (rollup.go)
+	tail       tail
+	lastRollup time.Time
 
 	stats struct {
 		transactions, commands, failures, reloads atomic.Uint64
+		rolledUp, rolledFromRows                  atomic.Uint64
 		maxBatch                                  atomic.Int64
 		commitNanos                               atomic.Int64
 	}
@@ -220,6 +228,7 @@ type Stats struct {
 	Reloads      uint64        // reloads after a change by another process (PostgreSQL: also each change notified)
 	MaxBatch     int           // largest batch committed so far
 	CommitTime   time.Duration // total time spent in committed write transactions
+	RolledUp     uint64        // SQLite: usage rows rolled up into the derived tables (rollup.go)
 	// PostgreSQL only (#19):
 	Reaped    uint64 // holds of lapsed instances this store released
 	Lapsed    uint64 // this store's settles whose hold had lapsed (HoldLapsed)
@@ -236,6 +245,7 @@ func (s *Store) Stats() Stats {
 		Commands:     s.stats.commands.Load(),
 		Failures:     s.stats.failures.Load(),
 		Reloads:      s.stats.reloads.Load(),
+		RolledUp:     s.stats.rolledUp.Load(),
 		MaxBatch:     int(s.stats.maxBatch.Load()),
 		CommitTime:   time.Duration(s.stats.commitNanos.Load()),
 	}
@@ -356,6 +366,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = defaultBusyTimeout
+	}
+	if opts.rollupEvery <= 0 {
+		opts.rollupEvery = rollupEvery
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = defaultPollInterval

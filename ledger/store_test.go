@@ -116,8 +116,11 @@ func TestOpenMigrations(t *testing.T) {
 	if n := count(t, db, "SELECT count(*) FROM sqlite_master WHERE name = 'usage_account'"); n != 0 {
 		t.Fatal("migration 2 did not drop usage_account")
 	}
-	if n := count(t, db, "SELECT count(*) FROM sqlite_master WHERE name = 'usage_key'"); n != 1 {
-		t.Fatal("usage_key index missing")
+	if n := count(t, db, "SELECT count(*) FROM sqlite_master WHERE name = 'usage_key'"); n != 0 {
+		t.Fatal("migration 11 did not drop usage_key")
+	}
+	if n := count(t, db, "SELECT count(*) FROM sqlite_master WHERE name IN ('usage_by_key', 'usage_rollup')"); n != 2 {
+		t.Fatal("migration 11's tables missing")
 	}
 	var mode string
 	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -45,6 +46,11 @@ type UsageFilter struct {
 // costs one index range read of at most Limit rows. With no filter at all,
 // rows come in reverse insertion order, which avoids sorting the table.
 func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, error) {
+	if f.KeyID != "" || f.AccountID != "" {
+		if err := s.catchUp(ctx); err != nil {
+			return nil, err
+		}
+	}
 	done, err := s.beginRead()
 	if err != nil {
 		return nil, err
@@ -59,13 +65,18 @@ func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, er
 	var rows []usageRow
 	switch {
 	case f.KeyID != "":
-		q := `SELECT ` + s.usageSelect() + ` FROM usage WHERE key_id = ?`
-		args := []any{f.KeyID}
-		if f.AccountID != "" {
-			q += ` AND account_id = ?`
-			args = append(args, f.AccountID)
+		acct := f.AccountID
+		if acct == "" {
+			// a key's rows are its account's
+			err = s.queryRow(ctx, `SELECT account_id FROM keys WHERE id = ?`, f.KeyID).Scan(&acct)
+			if errors.Is(err, sql.ErrNoRows) {
+				return []UsageRecord{}, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("ledger: usage rows: %w", err)
+			}
 		}
-		rows, err = s.queryUsage(ctx, q+` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, limit)...)
+		rows, err = s.queryUsage(ctx, s.keyUsageQuery("", newestFirst), f.KeyID, acct, limit)
 	case f.AccountID != "":
 		rows, err = s.accountUsage(ctx, f.AccountID, limit)
 	default:
@@ -94,6 +105,9 @@ func newer(a, b *usageRow) bool {
 	return a.id > b.id
 }
 
+// newestFirst orders usage rows newest first (ties: the last inserted first).
+const newestFirst = "created_at DESC, id DESC"
+
 // accountUsage merges the newest rows of each of the account's keys.
 func (s *Store) accountUsage(ctx context.Context, accountID string, limit int) ([]usageRow, error) {
 	keyRows, err := s.query(ctx, `SELECT id FROM keys WHERE account_id = ?`, accountID)
@@ -115,7 +129,7 @@ func (s *Store) accountUsage(ctx context.Context, accountID string, limit int) (
 	if err := keyRows.Err(); err != nil {
 		return nil, err
 	}
-	q := `SELECT ` + s.usageSelect() + ` FROM usage WHERE key_id = ? AND account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`
+	q := s.keyUsageQuery("", newestFirst)
 	var all []usageRow
 	for _, k := range keyIDs {
 		rows, err := s.queryUsage(ctx, q, k, accountID, limit)
@@ -181,6 +195,9 @@ type DailyUsage struct {
 // DailyUsageRows returns the rollup rows of an account's keys (or of one key
 // when keyID is set) from the UTC date since (inclusive, "" = all), oldest first.
 func (s *Store) DailyUsageRows(ctx context.Context, accountID, keyID, since string) ([]DailyUsage, error) {
+	if err := s.catchUp(ctx); err != nil {
+		return nil, err
+	}
 	done, err := s.beginRead()
 	if err != nil {
 		return nil, err
@@ -240,6 +257,9 @@ func (m Mismatch) String() string {
 // reports each figure that differs from the stored one. Empty means consistent.
 // It reads from one snapshot.
 func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
+	if err := s.catchUp(ctx); err != nil {
+		return nil, err
+	}
 	done, err := s.beginRead()
 	if err != nil {
 		return nil, err
@@ -355,7 +375,7 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 			coalesce(u.n, 0), coalesce(u.i, 0), coalesce(u.o, 0), coalesce(u.s, 0)
 		FROM keys k LEFT JOIN (
 			SELECT key_id, count(*) AS n, sum(input_tokens) AS i, sum(output_tokens) AS o, sum(charged) AS s
-			FROM usage GROUP BY key_id
+			FROM usage WHERE `+s.rolledUsage()+` GROUP BY key_id
 		) u ON u.key_id = k.id
 		ORDER BY k.id`)
 	if err != nil {
@@ -383,7 +403,7 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 			SELECT `+s.utcDay("created_at")+` AS day, key_id, model,
 				min(account_id) AS account_id, count(*) AS n, sum(input_tokens) AS i, sum(output_tokens) AS o,
 				sum(cache_read_tokens) AS cr, sum(cache_write_tokens) AS cw, sum(charged) AS s, sum(discount) AS dc
-			FROM usage GROUP BY 1, 2, 3
+			FROM usage WHERE `+s.rolledUsage()+` GROUP BY 1, 2, 3
 		)
 		SELECT coalesce(d.day, u.day), coalesce(d.key_id, u.key_id), coalesce(d.model, u.model),
 			coalesce(d.account_id, u.account_id),
@@ -413,6 +433,37 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("ledger: audit rollups: %w", err)
+	}
+	if s.pg == nil {
+		return s.auditUsageByKey(ctx, conn.QueryContext, out)
+	}
+	return out, nil
+}
+
+// auditUsageByKey (SQLite) checks that usage_by_key has an entry for each
+// rolled-up usage row, as the row has it, and nothing else: its entries'
+// count against the rows', and the rows that have their entry.
+func (s *Store) auditUsageByKey(ctx context.Context, query func(ctx context.Context, query string) (auditRows, error), out []Mismatch) ([]Mismatch, error) {
+	rows, err := query(ctx, `SELECT (SELECT count(*) FROM usage_by_key), count(*),
+			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM usage_by_key k WHERE k.key_id = u.key_id
+				AND k.account_id = u.account_id AND k.created_at = u.created_at AND k.id = u.id))
+		FROM usage u WHERE `+s.rolledUsage())
+	if err != nil {
+		return nil, fmt.Errorf("ledger: audit usage_by_key: %w", err)
+	}
+	defer rows.Close()
+	var entries, rolled, indexed int64
+	if !rows.Next() {
+		return nil, fmt.Errorf("ledger: audit usage_by_key: no row: %w", rows.Err())
+	}
+	if err := rows.Scan(&entries, &rolled, &indexed); err != nil {
+		return nil, fmt.Errorf("ledger: audit usage_by_key: %w", err)
+	}
+	if entries != rolled {
+		out = append(out, Mismatch{Column: "usage_by_key.entries", Stored: entries, Recomputed: rolled})
+	}
+	if indexed != rolled {
+		out = append(out, Mismatch{Column: "usage_by_key.rows", Stored: indexed, Recomputed: rolled})
 	}
 	return out, nil
 }

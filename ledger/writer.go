@@ -64,6 +64,7 @@ type command struct {
 	n       int64 // an incident id; PostgreSQL: 1 once a committed batch deleted the hold's row
 	earlier bool  // PostgreSQL: an earlier attempt of this settle committed
 	covered Money // PostgreSQL: what a settle of a hold carved from an advance took from the advance's row
+	rowID   int64 // SQLite: a settle's usage row
 
 	done chan struct{}
 }
@@ -92,7 +93,9 @@ type writeStmts struct {
 	dataVersion                                   *sql.Stmt
 
 	// multi-row statements, run once per batch
-	usageRows, debits, keyTotals, daily *multiStmt
+	usageRows, debits *multiStmt
+	// the rollup's (rollup.go), run once per rollup
+	keyTotals, daily, byKey *multiStmt
 
 	avail availStmts // availability history and incidents
 }
@@ -179,6 +182,9 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 				cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
 				spent = spent + excluded.spent,
 				discount = discount + excluded.discount`
+		}, ""},
+		{&st.byKey, 4, func(v string) string {
+			return `INSERT INTO usage_by_key (key_id, account_id, created_at, id) VALUES ` + v
 		}, ""},
 	}
 	for _, m := range multi {
@@ -279,7 +285,7 @@ func (st *writeStmts) close() error {
 			*p = nil
 		}
 	}
-	for _, m := range []**multiStmt{&st.usageRows, &st.debits, &st.keyTotals, &st.daily} {
+	for _, m := range []**multiStmt{&st.usageRows, &st.debits, &st.keyTotals, &st.daily, &st.byKey} {
 		if *m != nil {
 			errs = append(errs, (*m).close())
 			*m = nil
@@ -289,13 +295,11 @@ func (st *writeStmts) close() error {
 	return errors.Join(errs...)
 }
 
-// batchAgg accumulates one batch's per-account, per-key and per-day sums,
-// so each is written once per batch. It is reused across batches.
+// batchAgg accumulates one batch's per-account sums, so each account is
+// debited once per batch. It is reused across batches.
 type batchAgg struct {
 	settles []*command // in batch order; their usage rows are inserted by flush
 	debit   map[string]debitAgg
-	keys    map[string]keyAgg
-	daily   map[dailyKey]dailyAgg
 	avail   availAgg
 }
 
@@ -312,35 +316,35 @@ func (d *debitAgg) add(charged Money, created int64) {
 	d.spend.add(monthOf(time.UnixMilli(created)), charged)
 }
 
+// keyAgg is what a batch (or a rollup) adds to a key's running totals.
 type keyAgg struct {
 	requests, input, output int64
 	spent                   Money
 	lastUsed                int64
 }
 
+// dailyKey is a usage_daily row's key.
 type dailyKey struct {
 	day        int64 // days since the unix epoch, UTC
 	key, model string
-	account    string
 }
 
+// dailyAgg is what a batch (or a rollup) adds to a usage_daily row.
 type dailyAgg struct {
 	requests, input, output, cacheRead, cacheWrite int64
 	spent                                          Money
-	account                                        string // PostgreSQL: the row's account
+	account                                        string // the row's account
 	discount                                       Money  // what the plans' discounts took off
 }
 
 func newBatchAgg() batchAgg {
-	return batchAgg{debit: map[string]debitAgg{}, keys: map[string]keyAgg{}, daily: map[dailyKey]dailyAgg{}, avail: newAvailAgg()}
+	return batchAgg{debit: map[string]debitAgg{}, avail: newAvailAgg()}
 }
 
 func (g *batchAgg) reset() {
 	clear(g.settles)
 	g.settles = g.settles[:0]
 	clear(g.debit)
-	clear(g.keys)
-	clear(g.daily)
 	g.avail.reset()
 }
 
@@ -350,6 +354,8 @@ const millisPerDay = 24 * 60 * 60 * 1000
 // for changes made by other processes.
 func (s *Store) writer() {
 	defer close(s.writerDone)
+	defer s.rollupTail()
+	s.rollupTail()
 	ticker := time.NewTicker(s.opts.PollInterval)
 	defer ticker.Stop()
 	batch := make([]*command, 0, s.opts.MaxBatch)
@@ -382,8 +388,10 @@ func (s *Store) writer() {
 			if !open {
 				return
 			}
+			s.rollupIfDue()
 		case <-ticker.C:
 			s.poll()
+			s.rollupIfDue()
 		case <-s.refresh:
 			s.poll()
 		}
@@ -522,7 +530,7 @@ func (s *Store) runBatch(batch []*command) (err error) {
 	ctx := context.Background()
 	start := time.Now()
 	for _, c := range batch {
-		c.err, c.balance, c.n = nil, 0, 0
+		c.err, c.balance, c.n, c.rowID = nil, 0, 0, 0
 	}
 	if _, err := s.st.begin.ExecContext(ctx); err != nil {
 		s.stats.failures.Add(1)
@@ -563,6 +571,7 @@ func (s *Store) runBatch(batch []*command) (err error) {
 	}
 	s.apply(batch)
 	s.loadMu.Unlock()
+	s.tail.add(g.settles)
 	took := time.Since(start)
 
 	select {
@@ -713,6 +722,20 @@ func (s *Store) insertUsage(ctx context.Context, settles []*command) error {
 				return err
 			}
 		}
+		if n > 0 {
+			// the inserted rows' ids: the n ending at the last insert's
+			last, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			id := last - n
+			for _, c := range settles[:size] {
+				if c.err == nil {
+					id++
+					c.rowID = id
+				}
+			}
+		}
 		settles = settles[size:]
 	}
 	return nil
@@ -758,8 +781,9 @@ func (s *Store) markDuplicates(ctx context.Context, chunk []*command, n int64, r
 	return nil
 }
 
-// flush inserts the batch's usage rows, then writes its aggregated debits,
-// key totals and daily rollups, each table with as few statements as possible.
+// flush inserts the batch's usage rows, then debits each account once with
+// what the batch took from it, both with as few statements as possible.
+// What is derived from the rows is the rollup's (rollup.go).
 func (s *Store) flush(ctx context.Context, g *batchAgg) error {
 	if len(g.settles) == 0 {
 		return nil
@@ -771,32 +795,11 @@ func (s *Store) flush(ctx context.Context, g *batchAgg) error {
 		if c.err != nil {
 			continue
 		}
-		r := c.rec
-		created := r.CreatedAt.UnixMilli()
-		if r.Charged != 0 {
+		if r := c.rec; r.Charged != 0 {
 			d := g.debit[r.AccountID]
-			d.add(r.Charged, created)
+			d.add(r.Charged, r.CreatedAt.UnixMilli())
 			g.debit[r.AccountID] = d
 		}
-		if r.KeyID != "" {
-			k := g.keys[r.KeyID]
-			k.requests++
-			k.input += r.Tokens.Input
-			k.output += r.Tokens.Output
-			k.spent += r.Charged
-			k.lastUsed = max(k.lastUsed, created)
-			g.keys[r.KeyID] = k
-		}
-		dk := dailyKey{day: floorDiv(created, millisPerDay), key: r.KeyID, model: r.Model, account: r.AccountID}
-		d := g.daily[dk]
-		d.requests++
-		d.input += r.Tokens.Input
-		d.output += r.Tokens.Output
-		d.cacheRead += r.Tokens.CacheRead
-		d.cacheWrite += r.Tokens.CacheWrite
-		d.spent += r.Charged
-		d.discount += r.Discount
-		g.daily[dk] = d
 	}
 	st := &s.st
 	for id, d := range g.debit {
@@ -804,20 +807,6 @@ func (s *Store) flush(ctx context.Context, g *batchAgg) error {
 	}
 	if err := st.debits.run(ctx); err != nil {
 		return fmt.Errorf("debit accounts: %w", err)
-	}
-	for id, k := range g.keys {
-		st.keyTotals.args = append(st.keyTotals.args, id, k.requests, k.input, k.output, int64(k.spent), k.lastUsed)
-	}
-	if err := st.keyTotals.run(ctx); err != nil {
-		return fmt.Errorf("key totals: %w", err)
-	}
-	for dk, d := range g.daily {
-		day := time.UnixMilli(dk.day * millisPerDay).UTC().Format(time.DateOnly)
-		st.daily.args = append(st.daily.args, day, dk.key, dk.model, dk.account,
-			d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent), int64(d.discount))
-	}
-	if err := st.daily.run(ctx); err != nil {
-		return fmt.Errorf("daily rollup: %w", err)
 	}
 	return nil
 }
