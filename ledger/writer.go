@@ -95,7 +95,7 @@ type writeStmts struct {
 	// multi-row statements, run once per batch
 	usageRows, debits *multiStmt
 	// the rollup's (rollup.go), run once per rollup
-	keyTotals, daily, byKey *multiStmt
+	keyTotals, daily *multiStmt
 
 	avail availStmts // availability history and incidents
 }
@@ -182,9 +182,6 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 				cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
 				spent = spent + excluded.spent,
 				discount = discount + excluded.discount`
-		}, ""},
-		{&st.byKey, 4, func(v string) string {
-			return `INSERT INTO usage_by_key (key_id, account_id, created_at, id) VALUES ` + v
 		}, ""},
 	}
 	for _, m := range multi {
@@ -285,7 +282,7 @@ func (st *writeStmts) close() error {
 			*p = nil
 		}
 	}
-	for _, m := range []**multiStmt{&st.usageRows, &st.debits, &st.keyTotals, &st.daily, &st.byKey} {
+	for _, m := range []**multiStmt{&st.usageRows, &st.debits, &st.keyTotals, &st.daily} {
 		if *m != nil {
 			errs = append(errs, (*m).close())
 			*m = nil
