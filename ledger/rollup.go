@@ -8,11 +8,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// The rollup (SQLite; docs/design.md, "The SQLite write path"). A settle
-// writes its usage row and its account's balance, nothing else: what is
-// derived from usage rows (usage_daily, the keys' running totals and last
-// use, and usage_by_key, the per-key index of usage rows) is written by
-// the rollup, in large groups, from the rows themselves. usage_rollup.rolled
+// The rollup (SQLite; docs/design.md, "Derived usage tables off the settle
+// path"). A settle writes its usage row and its account's balance, nothing
+// else: what is derived from usage rows (usage_daily, the keys' running
+// totals and last use, and usage_by_key, the per-key index of usage rows)
+// is written by the rollup, in large groups, from the writer's sums of the
+// rows it committed (tail) or from the rows themselves. usage_rollup.rolled
 // is the last usage row whose effects are in all three; the rows after it
 // are the tail. Every rollup moves rolled to the last row in the same
 // transaction as the derived writes, so a crash loses nothing: the tail is
@@ -23,9 +24,9 @@ import (
 // they cost about one page per key and table per second (#23).
 //
 // The writer rolls up at most every rollupEvery while rows come in, and
-// every reader of derived data calls catchUp first, so readers never see
-// the tail missing: a settle that returned is in every read that follows
-// it. PostgreSQL keeps writing them with each batch (several instances
+// every reader of derived data calls catchUp first (KeyUsage adds the
+// key's rows in the tail instead), so readers never see the tail missing:
+// a settle that returned is in every read that follows it. PostgreSQL keeps writing them with each batch (several instances
 // insert rows concurrently, so row ids are not in commit order there).
 
 // rollupEvery is how often, at most, the writer rolls up the tail while
