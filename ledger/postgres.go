@@ -1316,31 +1316,7 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 			sp.add(monthOf(r.CreatedAt), r.Charged)
 			b.spend[r.AccountID] = sp
 		}
-		created := r.CreatedAt.UnixMilli()
-		if r.KeyID != "" {
-			k := b.keys[r.KeyID]
-			k.requests++
-			k.input += r.Tokens.Input
-			k.output += r.Tokens.Output
-			k.spent += r.Charged
-			k.lastUsed = max(k.lastUsed, created)
-			b.keys[r.KeyID] = k
-		}
-		// one row per (day, key, model), as SQLite's upsert makes: keyless
-		// rows of several accounts share one (the first account's)
-		dk := dailyKey{day: floorDiv(created, millisPerDay), key: r.KeyID, model: r.Model}
-		d, ok := b.daily[dk]
-		if !ok {
-			d.account = r.AccountID
-		}
-		d.requests++
-		d.input += r.Tokens.Input
-		d.output += r.Tokens.Output
-		d.cacheRead += r.Tokens.CacheRead
-		d.cacheWrite += r.Tokens.CacheWrite
-		d.spent += r.Charged
-		d.discount += r.Discount
-		b.daily[dk] = d
+		addUsage(b.keys, b.daily, r)
 		if r.HoldLapsed {
 			p.lapsed.Add(1)
 		}

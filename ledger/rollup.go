@@ -42,15 +42,7 @@ var rollupStatements = [...]string{
 		cache_read_tokens, cache_write_tokens, spent, discount)
 	SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch'), key_id, model, min(account_id), count(*),
 		sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(charged), sum(discount)
-	FROM usage WHERE id > ?1 AND id <= ?2 GROUP BY 1, 2, 3
-	ON CONFLICT (day, key_id, model) DO UPDATE SET
-		requests = requests + excluded.requests,
-		input_tokens = input_tokens + excluded.input_tokens,
-		output_tokens = output_tokens + excluded.output_tokens,
-		cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-		cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-		spent = spent + excluded.spent,
-		discount = discount + excluded.discount`,
+	FROM usage WHERE id > ?1 AND id <= ?2 GROUP BY 1, 2, 3` + dailyAddUp,
 	`UPDATE keys SET requests = requests + u.n, input_tokens = input_tokens + u.i, output_tokens = output_tokens + u.o,
 		spent = spent + u.s, last_used_at = max(coalesce(last_used_at, 0), u.l)
 	FROM (SELECT key_id, count(*) AS n, sum(input_tokens) AS i, sum(output_tokens) AS o, sum(charged) AS s,
@@ -98,30 +90,7 @@ func (t *tail) add(settles []*command) {
 			continue
 		}
 		t.last = c.rowID
-		r := c.rec
-		created := r.CreatedAt.UnixMilli()
-		if r.KeyID != "" {
-			k := t.keys[r.KeyID]
-			k.requests++
-			k.input += r.Tokens.Input
-			k.output += r.Tokens.Output
-			k.spent += r.Charged
-			k.lastUsed = max(k.lastUsed, created)
-			t.keys[r.KeyID] = k
-		}
-		dk := dailyKey{day: floorDiv(created, millisPerDay), key: r.KeyID, model: r.Model}
-		d := t.daily[dk]
-		if d.requests == 0 {
-			d.account = r.AccountID
-		}
-		d.requests++
-		d.input += r.Tokens.Input
-		d.output += r.Tokens.Output
-		d.cacheRead += r.Tokens.CacheRead
-		d.cacheWrite += r.Tokens.CacheWrite
-		d.spent += r.Charged
-		d.discount += r.Discount
-		t.daily[dk] = d
+		addUsage(t.keys, t.daily, c.rec)
 	}
 }
 

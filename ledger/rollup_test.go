@@ -11,6 +11,20 @@ import (
 	"time"
 )
 
+// openRollupTest opens a store at a new path whose writer rolls up every
+// rollupEvery, with an account of 1,000,000 and a key of it.
+func openRollupTest(t *testing.T, rollupEvery time.Duration) (s *Store, path string, a Account, k Key) {
+	t.Helper()
+	path = testPath(t)
+	s = openAt(t, path, func(o *Options) { o.rollupEvery = rollupEvery })
+	a = mustAccount(t, s, 1_000_000)
+	_, k, err := s.CreateKey(context.Background(), a.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, path, a, k
+}
+
 // settleN settles n requests of cost on acct with key (keyless when ""),
 // reserving each first; models alternate between two.
 func settleN(t testing.TB, s *Store, acct, key, prefix string, n int, cost Money) {
@@ -37,14 +51,8 @@ func settleN(t testing.TB, s *Store, acct, key, prefix string, n int, cost Money
 // the account's rows (keyless ones included), an export, an audit.
 func TestRollupOffTheSettlePath(t *testing.T) {
 	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.rollupEvery = time.Hour })
+	s, path, a, k := openRollupTest(t, time.Hour)
 	raw := rawDB(t, path)
-	a := mustAccount(t, s, 1_000_000)
-	_, k, err := s.CreateKey(ctx, a.ID, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
 	settleN(t, s, a.ID, k.ID, "keyed", 6, 300)
 	settleN(t, s, a.ID, "", "keyless", 2, 100)
 
@@ -124,15 +132,8 @@ func TestRollupOffTheSettlePath(t *testing.T) {
 // TestRollupByTheWriter: with nobody reading, the writer rolls the tail
 // up by itself once rollupEvery has passed, and at Close.
 func TestRollupByTheWriter(t *testing.T) {
-	ctx := context.Background()
-	path := testPath(t)
-	s := openAt(t, path, func(o *Options) { o.rollupEvery = 50 * time.Millisecond })
+	s, path, a, k := openRollupTest(t, 50*time.Millisecond)
 	raw := rawDB(t, path)
-	a := mustAccount(t, s, 1_000_000)
-	_, k, err := s.CreateKey(ctx, a.ID, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
 	settleN(t, s, a.ID, k.ID, "r", 5, 100)
 	deadline := time.Now().Add(5 * time.Second)
 	for count(t, raw, `SELECT count(*) FROM usage_by_key`) != 5 {
@@ -225,15 +226,7 @@ func TestAuditWhileSettling(t *testing.T) {
 // row another process inserted, and one another process partly rolled up.
 // Each time the derived tables come out exact, as the audit recomputes them.
 func TestRollupReadsRowsItDidNotSum(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "ledger.db")
-	s := openAt(t, path, func(o *Options) { o.rollupEvery = time.Hour })
-	a := mustAccount(t, s, 1_000_000)
-	_, k, err := s.CreateKey(ctx, a.ID, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, path, a, k := openRollupTest(t, time.Hour)
 	settleN(t, s, a.ID, k.ID, "summed", 4, 10)
 	if ku, err := keySummary(t, s, a.ID); err != nil || ku.Requests != 4 || s.stats.rolledFromRows.Load() != 0 {
 		t.Fatalf("the writer's own sums: %+v, %v; %d rows read", ku, err, s.stats.rolledFromRows.Load())
@@ -241,7 +234,7 @@ func TestRollupReadsRowsItDidNotSum(t *testing.T) {
 
 	// a crash: the files as they are between two commits, tail included
 	settleN(t, s, a.ID, k.ID, "crash", 3, 10)
-	crash := filepath.Join(dir, "crash.db")
+	crash := filepath.Join(filepath.Dir(path), "crash.db")
 	for _, ext := range []string{"", "-wal"} {
 		b, err := os.ReadFile(path + ext)
 		if err != nil {

@@ -253,7 +253,8 @@ func (m Mismatch) String() string {
 // balance), what it owes as the Σ of the history's owed changes (#20), its
 // month's spend as Σcharged of its rows of that month (spend.go), every
 // key's running totals and every daily rollup row from the usage rows
-// (with PostgreSQL also what each account holds, from its holds' rows), and
+// (with PostgreSQL also what each account holds, from its holds' rows; with
+// SQLite also usage_by_key's entries, from the rows), and
 // reports each figure that differs from the stored one. Empty means consistent.
 // It reads from one snapshot.
 func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {

@@ -173,15 +173,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 			WHERE id = ?1`},
 		{&st.daily, 11, func(v string) string {
 			return `INSERT INTO usage_daily (day, key_id, model, account_id, requests, input_tokens, output_tokens,
-				cache_read_tokens, cache_write_tokens, spent, discount) VALUES ` + v + `
-				ON CONFLICT (day, key_id, model) DO UPDATE SET
-				requests = requests + excluded.requests,
-				input_tokens = input_tokens + excluded.input_tokens,
-				output_tokens = output_tokens + excluded.output_tokens,
-				cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-				cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-				spent = spent + excluded.spent,
-				discount = discount + excluded.discount`
+				cache_read_tokens, cache_write_tokens, spent, discount) VALUES ` + v + dailyAddUp
 		}, ""},
 	}
 	for _, m := range multi {
@@ -311,6 +303,48 @@ type debitAgg struct {
 func (d *debitAgg) add(charged Money, created int64) {
 	d.amount += charged
 	d.spend.add(monthOf(time.UnixMilli(created)), charged)
+}
+
+// dailyAddUp ends SQLite's inserts into usage_daily: a row already there
+// adds the new one's figures.
+const dailyAddUp = `
+	ON CONFLICT (day, key_id, model) DO UPDATE SET
+		requests = requests + excluded.requests,
+		input_tokens = input_tokens + excluded.input_tokens,
+		output_tokens = output_tokens + excluded.output_tokens,
+		cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+		cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+		spent = spent + excluded.spent,
+		discount = discount + excluded.discount`
+
+// addUsage counts the usage row r in its key's running totals (keyed rows
+// only) and in its usage_daily row. One row per (day, key, model), as
+// SQLite's upsert makes: keyless rows of several accounts share one (the
+// first account's).
+func addUsage(keys map[string]keyAgg, daily map[dailyKey]dailyAgg, r *UsageRecord) {
+	created := r.CreatedAt.UnixMilli()
+	if r.KeyID != "" {
+		k := keys[r.KeyID]
+		k.requests++
+		k.input += r.Tokens.Input
+		k.output += r.Tokens.Output
+		k.spent += r.Charged
+		k.lastUsed = max(k.lastUsed, created)
+		keys[r.KeyID] = k
+	}
+	dk := dailyKey{day: floorDiv(created, millisPerDay), key: r.KeyID, model: r.Model}
+	d, ok := daily[dk]
+	if !ok {
+		d.account = r.AccountID
+	}
+	d.requests++
+	d.input += r.Tokens.Input
+	d.output += r.Tokens.Output
+	d.cacheRead += r.Tokens.CacheRead
+	d.cacheWrite += r.Tokens.CacheWrite
+	d.spent += r.Charged
+	d.discount += r.Discount
+	daily[dk] = d
 }
 
 // keyAgg is what a batch (or a rollup) adds to a key's running totals.
