@@ -110,8 +110,8 @@ type pgEngine struct {
 	// sets up more advances than it can make within advanceIdle)
 	idle atomic.Int64
 
-	batch pgBatch       // the writer goroutine's scratch
-	wconn *pgxpool.Conn // the writer goroutine's connection, kept while it works
+	batch pgBatch       // the writer's scratch (Store.turn)
+	wconn *pgxpool.Conn // the writer's connection, kept while it works
 
 	reaped, lapsed, leaseLost atomic.Uint64
 	dbReserves, carved        atomic.Uint64
@@ -219,6 +219,7 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	}
 	ok = true
 	p.bgCtx, p.bgCancel = context.WithCancel(context.Background())
+	s.turn.Lock() // the writer's until its first rollup
 	go s.writer()
 	p.bg.Add(3)
 	go p.leaseLoop()
@@ -470,8 +471,8 @@ func (p *pgEngine) reloadAccount(ctx context.Context, id string) error {
 }
 
 // poll reloads the caches when ledger_version moved past what they
-// reflect (a notification missed, or not yet arrived). It runs on the
-// writer goroutine.
+// reflect (a notification missed, or not yet arrived). It runs in the
+// writer's turn.
 func (p *pgEngine) poll() {
 	s := p.s
 	ctx, cancel := context.WithTimeout(context.Background(), pgOpTimeout)
@@ -870,7 +871,7 @@ func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
 	return fmt.Errorf("ledger: settle request %s: %w", rec.RequestID, err)
 }
 
-// pgBatch is one batch's columns and sums, reused by the writer goroutine.
+// pgBatch is one batch's columns and sums, reused by the writer.
 type pgBatch struct {
 	holdIDs []int64
 	held    map[int64]int64 // hold id → amount its row still held

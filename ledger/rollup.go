@@ -151,7 +151,7 @@ func (s *Store) rollup(ctx context.Context) (to, n int64, err error) {
 	return last, last - rolled, nil
 }
 
-// rollupIfDue, on the writer goroutine, rolls the tail up in a transaction
+// rollupIfDue, in the writer's turn, rolls the tail up in a transaction
 // of its own when the tail may have rows and the last rollup was
 // rollupEvery ago or more.
 func (s *Store) rollupIfDue() {
@@ -160,7 +160,7 @@ func (s *Store) rollupIfDue() {
 	}
 }
 
-// rollupTail, on the writer goroutine, rolls the tail up in a transaction
+// rollupTail, in the writer's turn, rolls the tail up in a transaction
 // of its own (SQLite): the writer's first act, so that the tail a crash
 // left is rolled up (reading its rows) before this writer sums its own,
 // and its last when the Store closes, so that a file a gateway left has

@@ -1267,6 +1267,42 @@ func testGroupCommit(t *testing.T, b backend) {
 	mustAudit(t, s)
 }
 
+// TestLoneSettleOnCaller checks flat combining (submit): settles made one at
+// a time are committed on their callers' goroutines, each in the database
+// when it returns. Under concurrency batches still group (TestGroupCommit).
+func TestLoneSettleOnCaller(t *testing.T) { backends(t, testLoneSettleOnCaller) }
+
+func testLoneSettleOnCaller(t *testing.T, b backend) {
+	ctx := context.Background()
+	path := b.db(t)
+	s := b.openAt(t, path, func(o *Options) { o.PollInterval = time.Hour })
+	a := mustAccount(t, s, 1000)
+	db := b.raw(t, path)
+	before := s.stats.combined.Load()
+	const n = 20
+	for i := range n {
+		h, err := s.Reserve(a.ID, 10, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Settle(ctx, usage(fmt.Sprintf("lone%d", i), "", 10)); err != nil {
+			t.Fatal(err)
+		}
+		if got := count(t, db, "SELECT count(*) FROM usage WHERE account_id = ?", a.ID); got != int64(i+1) {
+			t.Fatalf("after settle %d: %d usage rows", i, got)
+		}
+	}
+	// PostgreSQL's change notifications may give the writer its turn now
+	// and then; most lone settles still find it idle.
+	if got := s.stats.combined.Load() - before; got < n/2 {
+		t.Fatalf("%d of %d lone settles committed on their callers' goroutines", got, n)
+	}
+	if bal := balanceOf(t, s, a.ID); bal.Balance != 1000-10*n || bal.Held != 0 {
+		t.Fatalf("account = %+v", bal)
+	}
+	mustAudit(t, s)
+}
+
 // TestBatchIsolation makes one command of a batch fail at the database
 // (a debit that would break CHECK(balance >= 0), as after a tampered balance)
 // and checks that the others in the same batch still commit.

@@ -31,7 +31,7 @@ const (
 	cmdRelease // PostgreSQL: a hold released
 )
 
-// command is one write, sent to the writer goroutine. The caller owns it
+// command is one write, sent to the writer. The caller owns it
 // again once done has fired.
 type command struct {
 	kind cmdKind
@@ -54,8 +54,8 @@ type command struct {
 	fn func(ctx context.Context, conn execer) error
 	// commit, if set, applies a cmdExec's effects in memory once its batch
 	// committed; undo, if set, takes back what fn did in memory when the
-	// batch did not commit (before it is tried again). Both run on the
-	// writer goroutine.
+	// batch did not commit (before it is tried again). Both run in the
+	// writer's turn (Store.turn).
 	commit, undo func()
 
 	// outputs, reset before each attempt
@@ -385,8 +385,15 @@ const millisPerDay = 24 * 60 * 60 * 1000
 // for changes made by other processes.
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	defer s.rollupTail()
+	defer func() {
+		s.turn.Lock()
+		s.rollupTail()
+		s.turn.Unlock()
+	}()
+	// The opener took the turn for this first rollup, so that no caller
+	// commits before a crash's tail is rolled up.
 	s.rollupTail()
+	s.turn.Unlock()
 	ticker := time.NewTicker(s.opts.PollInterval)
 	defer ticker.Stop()
 	batch := make([]*command, 0, s.opts.MaxBatch)
@@ -398,6 +405,7 @@ func (s *Store) writer() {
 			if !ok {
 				return
 			}
+			s.turn.Lock()
 			batch = append(batch[:0], c)
 			open := true
 			for yields := 0; open && len(batch) < s.opts.MaxBatch; yields++ {
@@ -416,17 +424,34 @@ func (s *Store) writer() {
 			}
 			s.process(batch)
 			clear(batch)
+			if open {
+				s.rollupIfDue()
+			}
+			s.turn.Unlock()
 			if !open {
 				return
 			}
-			s.rollupIfDue()
 		case <-ticker.C:
+			s.turn.Lock()
 			s.poll()
 			s.rollupIfDue()
+			s.turn.Unlock()
 		case <-s.refresh:
+			s.turn.Lock()
 			s.poll()
+			s.turn.Unlock()
 		}
 	}
+}
+
+// combine commits c, with whatever is queued, on the caller's goroutine;
+// the caller holds the turn (submit).
+func (s *Store) combine(c *command) {
+	batch, _ := s.drain(append(s.combined[:0], c))
+	s.stats.combined.Add(1)
+	s.process(batch)
+	clear(batch)
+	s.combined = batch[:0]
 }
 
 // gather waits up to CommitDelay for more commands (the timer is stopped
@@ -477,6 +502,7 @@ var commitBackoff = []time.Duration{0, 5 * time.Millisecond, 25 * time.Milliseco
 // bad command cannot fail the others; a single command that fails gets the
 // error.
 func (s *Store) process(batch []*command) {
+	s.lastBatch.Store(int64(len(batch)))
 	var err error
 	for _, wait := range commitBackoff {
 		if wait > 0 {
