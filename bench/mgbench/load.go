@@ -109,11 +109,13 @@ func throughput(c *http.Client, t *target, r request, conns int, d time.Duration
 }
 
 // latencies sends n requests to each target in turn, one at a time, and
-// returns each target's durations, sorted.
+// returns each target's durations, sorted. The order rotates, so that no
+// target always follows the same one (and its leftover work).
 func latencies(c *http.Client, ts []*target, r request, n int) map[string][]time.Duration {
 	out := map[string][]time.Duration{}
-	for range n {
-		for _, t := range ts {
+	for i := range n {
+		for j := range ts {
+			t := ts[(i+j)%len(ts)]
 			start := time.Now()
 			if t.do(c, r) {
 				out[t.name] = append(out[t.name], time.Since(start))

@@ -12,6 +12,7 @@
 //
 //	mgbench -caddy PATH [-d 8s] [-n 2000] [-streams 512] [-rss-streams 200] [-profile FILE]
 //	mgbench -caddy PATH -soak 10m
+//	mgbench -caddy PATH -ab OTHER [-d 8s] [-n 2000]
 package main
 
 import (
@@ -49,6 +50,7 @@ func main() {
 	soak := flag.Duration("soak", 0, "instead of the benchmark, run mixed load this long and print RSS and goroutines")
 	postgres := flag.String("postgres", os.Getenv("MODELGATE_BENCH_POSTGRES"), "also measure a gateway on this PostgreSQL ledger (an empty database or schema: postgres://…)")
 	onlyPostgres := flag.Bool("only-postgres", false, "with -postgres: measure only the floor and the gateway on PostgreSQL at c=50 (quicker, for work on that ledger)")
+	ab := flag.String("ab", "", "instead of the benchmark, compare the gateway of -caddy (A) with that of this Caddy binary (B, another build), interleaved")
 	flag.Parse()
 
 	env, err := setup(*caddyBin, *outDir, *postgres)
@@ -60,6 +62,8 @@ func main() {
 	switch {
 	case *soak > 0:
 		err = env.soak(*soak)
+	case *ab != "":
+		err = env.abBench(*ab, *dur, *latN)
 	case *onlyPostgres && env.pgT != nil:
 		err = env.benchPostgres(*dur, *profile)
 	default:
@@ -82,6 +86,9 @@ type env struct {
 	adminURL, pgAdminURL     string // the gateways' admin endpoints (pprof, metrics)
 	mockURL, floorURL, gwURL string
 	pooledURL                string
+
+	// gwConfig is a gateway's Caddyfile: its admin line, ledger line and port
+	gwConfig func(admin, ledgerLine string, port int) string
 
 	// the same gateway on a PostgreSQL ledger, when one is given
 	key                     string
@@ -143,7 +150,7 @@ http://127.0.0.1:%d {
 	for _, f := range []string{"openai", "anthropic", "gemini"} {
 		fmt.Fprintf(&providers, "\t\tprovider mock-%s {\n\t\t\tformat %s\n\t\t\tbase_url %s\n\t\t\tkeys %s\n\t\t\thealth_check off\n\t\t}\n", f, f, e.mockURL, mockKey)
 	}
-	gwCfg := func(admin string, ledgerLine string, port int) string {
+	e.gwConfig = func(admin string, ledgerLine string, port int) string {
 		return fmt.Sprintf(`{
 	%s
 	persist_config off
@@ -179,7 +186,7 @@ http://127.0.0.1:%d {
 }
 `, admin, ledgerLine, providers.String(), port)
 	}
-	if e.gw, err = startCaddy(bin, dir, "gateway", gwCfg(fmt.Sprintf("admin 127.0.0.1:%d", adminPort), "ledger sqlite "+e.db, gwPort), e.gwURL+"/"); err != nil {
+	if e.gw, err = startCaddy(bin, dir, "gateway", e.gwConfig(fmt.Sprintf("admin 127.0.0.1:%d", adminPort), "ledger sqlite "+e.db, gwPort), e.gwURL+"/"); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -194,7 +201,7 @@ http://127.0.0.1:%d {
 		os.Setenv("MGBENCH_POSTGRES", pgDSN)
 		pgAdmin := freePort()
 		e.pgAdminURL = fmt.Sprintf("http://127.0.0.1:%d", pgAdmin)
-		if e.pg, err = startCaddy(bin, dir, "gateway-postgres", gwCfg(fmt.Sprintf("admin 127.0.0.1:%d", pgAdmin), "ledger postgres {env.MGBENCH_POSTGRES}", pgPort), fmt.Sprintf("http://127.0.0.1:%d/", pgPort)); err != nil {
+		if e.pg, err = startCaddy(bin, dir, "gateway-postgres", e.gwConfig(fmt.Sprintf("admin 127.0.0.1:%d", pgAdmin), "ledger postgres {env.MGBENCH_POSTGRES}", pgPort), fmt.Sprintf("http://127.0.0.1:%d/", pgPort)); err != nil {
 			e.close()
 			return nil, err
 		}
@@ -533,8 +540,11 @@ func (e *env) postgresLedgerRows() ([]row, error) {
 }
 
 // metric reads one unlabelled sample from the gateway's metrics.
-func (e *env) metric(name string) float64 {
-	resp, err := http.Get(e.adminURL + "/metrics")
+func (e *env) metric(name string) float64 { return metric(e.adminURL, name) }
+
+// metric reads an unlabelled metric of the gateway whose admin endpoint is admin.
+func metric(admin, name string) float64 {
+	resp, err := http.Get(admin + "/metrics")
 	if err != nil {
 		return 0
 	}

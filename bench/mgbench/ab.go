@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// abBench compares two builds of the gateway in one run: A, served by the
+// -caddy binary, and B, served by the binary other (built from another
+// commit), each on its own SQLite ledger made by its own binary's commands
+// (so their schemas may differ). Drift on a shared machine hits both
+// alike: at c=1 the floor, A and B take turns request by request; at c=50
+// they take alternating rounds, and the CPU ratio B÷A is the median of the
+// rounds' ratios.
+func (e *env) abBench(other string, d time.Duration, latN int) error {
+	b, err := e.startB(other)
+	if err != nil {
+		return err
+	}
+	defer b.p.stop()
+	a := &abSide{p: e.gw, t: e.gwT, admin: e.adminURL}
+	a.t.name, b.t.name = "A", "B"
+	c50 := newClient(64)
+	plain := chat("gpt-4o-mini", "Hello there, how are you today?", false)
+	for _, t := range []*target{e.floorT, a.t, b.t} {
+		throughput(c50, t, plain, 50, time.Second) // warm up
+	}
+
+	const rounds = 8
+	var cpuRatios []float64
+	for i := range rounds {
+		first, second := a, b
+		if i%2 == 1 {
+			first, second = b, a
+		}
+		first.round(c50, plain, d/rounds)
+		second.round(c50, plain, d/rounds)
+		cpuRatios = append(cpuRatios, float64(b.last.per())/float64(a.last.per()))
+	}
+	slices.Sort(cpuRatios)
+
+	c1 := newClient(4)
+	lat := latencies(c1, []*target{e.floorT, a.t, b.t}, plain, latN)
+	ttft := map[string][]time.Duration{}
+	short := chat("gpt-4o-mini", "mock:tokens=5 Hello there", true)
+	ts := []*target{e.floorT, a.t, b.t}
+	for i := range latN / 4 {
+		for j := range ts {
+			t := ts[(i+j)%len(ts)]
+			if d, _, ok := t.stream(c1, short, nil); ok {
+				ttft[t.name] = append(ttft[t.name], d)
+			}
+		}
+	}
+	for _, v := range ttft {
+		slices.Sort(v)
+	}
+
+	fmt.Printf("modelgate A/B, %s: A = %s, B = %s; %d rounds of %s at c=50, %d requests at c=1\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), e.gw.cmd.Path, other, rounds, d/rounds, latN)
+	fmt.Println("| measure | A | B | B − A, B ÷ A |")
+	fmt.Println("|---|---|---|---|")
+	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/1e3) }
+	fmt.Printf("| CPU per request, c=50, pass-through | %s | %s | %.3f× (median of rounds %.3f–%.3f) |\n",
+		us(a.total.per()), us(b.total.per()), cpuRatios[rounds/2], cpuRatios[0], cpuRatios[rounds-1])
+	fmt.Printf("| requests/s, c=50 | %.0f | %.0f | %.3f× |\n", a.total.rps(d), b.total.rps(d), b.total.rps(d)/a.total.rps(d))
+	fmt.Printf("| ledger: settles per write transaction (mean) | %.1f | %.1f | |\n", a.settlesPerCommit(), b.settlesPerCommit())
+	for _, m := range []struct {
+		what string
+		got  map[string][]time.Duration
+		p    float64
+	}{{"added latency p50, c=1", lat, 50}, {"added latency p90, c=1", lat, 90}, {"added time to first token p50, c=1", ttft, 50}} {
+		floor := percentile(m.got["floor"], m.p)
+		ga, gb := percentile(m.got["A"], m.p)-floor, percentile(m.got["B"], m.p)-floor
+		fmt.Printf("| %s (floor %s) | %s | %s | %s |\n", m.what, ms(floor), added(ga), added(gb), added(gb-ga))
+	}
+	return nil
+}
+
+// abSide is one gateway of an A/B run and its c=50 tallies.
+type abSide struct {
+	p           *proc
+	t           *target
+	admin       string // its admin endpoint (metrics)
+	total, last tally
+}
+
+func (s *abSide) settlesPerCommit() float64 {
+	sum, n := metric(s.admin, "modelgate_ledger_commit_commands_sum"), metric(s.admin, "modelgate_ledger_commit_commands_count")
+	return sum / max(n, 1)
+}
+
+func (s *abSide) round(c50 *http.Client, r request, d time.Duration) {
+	s.last = tally{}
+	s.last.round(c50, s.p, s.t, r, d)
+	s.total.ok += s.last.ok
+	s.total.cpu += s.last.cpu
+}
+
+// startB makes B's ledger with B's own commands (an account with the
+// run's credit, and its key) and starts B's gateway on it.
+func (e *env) startB(bin string) (*abSide, error) {
+	db := filepath.Join(e.dir, "ledger-b.db")
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(bin, append([]string{"modelgate"}, args...)...).Output()
+		if err != nil {
+			if ee, ok := err.(*exec.ExitError); ok {
+				return "", fmt.Errorf("%s modelgate %s: %w: %s", bin, args[0], err, ee.Stderr)
+			}
+			return "", err
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	account, err := run("account", "create", "--db", db, "--create-ledger", "--email", "bench-b@example.com", "--credit", credit)
+	if err != nil {
+		return nil, err
+	}
+	key, err := run("key", "create", "--db", db, "--account", account, "--label", "bench")
+	if err != nil {
+		return nil, err
+	}
+	port, adminPort := freePort(), freePort()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p, err := startCaddy(bin, e.dir, "gateway-b", e.gwConfig(fmt.Sprintf("admin 127.0.0.1:%d", adminPort), "ledger sqlite "+db, port), base+"/")
+	if err != nil {
+		return nil, err
+	}
+	return &abSide{p: p, admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), t: &target{name: "B", base: base, headers: []string{"Authorization", "Bearer " + key}, gateway: true}}, nil
+}
