@@ -622,13 +622,15 @@ func (s *Store) submit(ctx context.Context, c *command) error {
 		s.closeMu.RUnlock()
 		return ErrClosed
 	}
-	// Flat combining: when the last batch was a lone command, nothing is
-	// queued and the writer is idle, commit on this goroutine (with
-	// whatever is queued meanwhile) rather than hand the command to the
-	// writer and wait to be woken: two scheduler hand-offs, ~8 µs of a lone
-	// settle. Under load batches hold many commands, so callers queue and
-	// the writer's batches stay whole. docs/design.md "Group commit".
-	if s.lastBatch.Load() <= 1 && len(s.cmds) == 0 && s.turn.TryLock() {
+	// Flat combining: when few holds are open (the writer would not wait
+	// for siblings either, Options.CommitDelay), the last batch was a lone
+	// command, nothing is queued and the writer is idle, commit on this
+	// goroutine (with whatever is queued meanwhile) rather than hand the
+	// command to the writer and wait to be woken: two scheduler hand-offs.
+	// Under load, callers queue and the writer's batches stay whole.
+	// docs/design.md "Group commit".
+	if s.openHolds.Load() <= int64(s.opts.CommitSiblings) && s.lastBatch.Load() <= 1 &&
+		len(s.cmds) == 0 && s.turn.TryLock() {
 		s.closeMu.RUnlock()
 		s.combine(c)
 		s.turn.Unlock()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
@@ -109,13 +110,14 @@ func throughput(c *http.Client, t *target, r request, conns int, d time.Duration
 }
 
 // latencies sends n requests to each target in turn, one at a time, and
-// returns each target's durations, sorted. The order rotates, so that no
-// target always follows the same one (and its leftover work).
+// returns each target's durations, sorted. The order is shuffled each
+// time, so that every target follows every other (and its leftover work)
+// equally often.
 func latencies(c *http.Client, ts []*target, r request, n int) map[string][]time.Duration {
 	out := map[string][]time.Duration{}
-	for i := range n {
-		for j := range ts {
-			t := ts[(i+j)%len(ts)]
+	for range n {
+		for _, j := range rand.Perm(len(ts)) {
+			t := ts[j]
 			start := time.Now()
 			if t.do(c, r) {
 				out[t.name] = append(out[t.name], time.Since(start))
