@@ -70,6 +70,7 @@ func main() {
 		err = env.bench(*dur, *latN, *streams, *rssStreams, *profile)
 	}
 	if err != nil {
+		env.close() // os.Exit runs no deferred calls
 		fmt.Fprintln(os.Stderr, "mgbench:", err)
 		os.Exit(1)
 	}
