@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -105,11 +106,13 @@ type abSide struct {
 	total, last tally
 }
 
+// settlesPerCommit is the mean batch of the gateway's ledger so far.
 func (s *abSide) settlesPerCommit() float64 {
 	sum, n := metric(s.admin, "modelgate_ledger_commit_commands_sum"), metric(s.admin, "modelgate_ledger_commit_commands_count")
 	return sum / max(n, 1)
 }
 
+// round runs one c=50 round of d and adds it to the total.
 func (s *abSide) round(c50 *http.Client, r request, d time.Duration) {
 	s.last = tally{}
 	s.last.round(c50, s.p, s.t, r, d)
@@ -124,7 +127,7 @@ func (e *env) startSide(name, bin string) (*abSide, error) {
 	run := func(args ...string) (string, error) {
 		out, err := exec.Command(bin, append([]string{"modelgate"}, args...)...).Output()
 		if err != nil {
-			if ee, ok := err.(*exec.ExitError); ok {
+			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 				return "", fmt.Errorf("%s modelgate %s: %w: %s", bin, args[0], err, ee.Stderr)
 			}
 			return "", err
