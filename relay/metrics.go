@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,25 @@ type Metrics struct {
 	limited       *prometheus.CounterVec // reason: rpm, concurrency, region
 	commits       prometheus.Histogram   // ledger write transactions, seconds from BEGIN to COMMIT
 	batch         prometheus.Histogram   // commands per ledger write transaction
+
+	// A request's collectors, found by one map read per label set rather
+	// than a hash of the label values and a lookup per collector.
+	mu       sync.RWMutex
+	settled  map[settledLabels]*settledCollectors
+	upstream map[upstreamLabels]*upstreamCollectors
+}
+
+type settledLabels struct{ model, provider, format, outcome string }
+
+// settledCollectors are a settled request's counters.
+type settledCollectors struct{ requests, input, output, spend prometheus.Counter }
+
+type upstreamLabels struct{ provider, key string }
+
+// upstreamCollectors are an upstream attempt's counter and histograms.
+type upstreamCollectors struct {
+	attempts      prometheus.Counter
+	latency, ttft prometheus.Observer
 }
 
 // NewMetrics builds the collectors and registers them on reg, with extra
@@ -38,6 +58,8 @@ func NewMetrics(reg prometheus.Registerer, store *ledger.Store, extra ...prometh
 	const ns = "modelgate"
 	buckets := []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 	m := &Metrics{
+		settled:  map[settledLabels]*settledCollectors{},
+		upstream: map[upstreamLabels]*upstreamCollectors{},
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_attempts_total",
 			Help: "Upstream attempts, by provider and key ID."}, []string{"provider", "upstream_key"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_failures_total",
@@ -91,8 +113,33 @@ func NewMetrics(reg prometheus.Registerer, store *ledger.Store, extra ...prometh
 	return m, nil
 }
 
+// collectorsFor returns the collectors of labels, making them on first use.
+func collectorsFor[L comparable, C any](m *Metrics, cache map[L]*C, labels L, build func() *C) *C {
+	m.mu.RLock()
+	c := cache[labels]
+	m.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c = cache[labels]; c == nil {
+		c = build()
+		cache[labels] = c
+	}
+	return c
+}
+
+// upstreamFor returns the collectors of an upstream provider and key.
+func (m *Metrics) upstreamFor(provider, key string) *upstreamCollectors {
+	return collectorsFor(m, m.upstream, upstreamLabels{provider, key}, func() *upstreamCollectors {
+		return &upstreamCollectors{attempts: m.attempts.WithLabelValues(provider, key),
+			latency: m.latency.WithLabelValues(provider, key), ttft: m.ttft.WithLabelValues(provider, key)}
+	})
+}
+
 // Attempt counts one upstream attempt.
-func (m *Metrics) Attempt(provider, key string) { m.attempts.WithLabelValues(provider, key).Inc() }
+func (m *Metrics) Attempt(provider, key string) { m.upstreamFor(provider, key).attempts.Inc() }
 
 // Failure counts a failed upstream attempt.
 func (m *Metrics) Failure(provider, key, cause string) {
@@ -106,20 +153,26 @@ func (m *Metrics) Probe(provider, key, result string) {
 
 // Headers observes the time to an upstream's response headers.
 func (m *Metrics) Headers(provider, key string, d time.Duration) {
-	m.latency.WithLabelValues(provider, key).Observe(d.Seconds())
+	m.upstreamFor(provider, key).latency.Observe(d.Seconds())
 }
 
 // FirstEvent observes the time to a stream's first event.
 func (m *Metrics) FirstEvent(provider, key string, d time.Duration) {
-	m.ttft.WithLabelValues(provider, key).Observe(d.Seconds())
+	m.upstreamFor(provider, key).ttft.Observe(d.Seconds())
 }
 
 // Settled counts a settled request.
 func (m *Metrics) Settled(rec *ledger.UsageRecord) {
-	m.requests.WithLabelValues(rec.Model, rec.Provider, rec.ClientFormat, rec.Outcome).Inc()
-	m.tokens.WithLabelValues(rec.Model, rec.Provider, "input").Add(float64(rec.Tokens.Input))
-	m.tokens.WithLabelValues(rec.Model, rec.Provider, "output").Add(float64(rec.Tokens.Output))
-	m.spend.WithLabelValues(rec.Model, rec.Provider).Add(float64(rec.Charged))
+	c := collectorsFor(m, m.settled, settledLabels{rec.Model, rec.Provider, rec.ClientFormat, rec.Outcome}, func() *settledCollectors {
+		return &settledCollectors{requests: m.requests.WithLabelValues(rec.Model, rec.Provider, rec.ClientFormat, rec.Outcome),
+			input:  m.tokens.WithLabelValues(rec.Model, rec.Provider, "input"),
+			output: m.tokens.WithLabelValues(rec.Model, rec.Provider, "output"),
+			spend:  m.spend.WithLabelValues(rec.Model, rec.Provider)}
+	})
+	c.requests.Inc()
+	c.input.Add(float64(rec.Tokens.Input))
+	c.output.Add(float64(rec.Tokens.Output))
+	c.spend.Add(float64(rec.Charged))
 	if rec.OverHold {
 		m.overHold.Inc()
 	}
