@@ -326,6 +326,7 @@ func TestSharedSettleTriedAgainInABatch(t *testing.T) {
 	release := make(chan struct{})
 	batches := make(chan int, 16)
 	s := backend{pg: true}.open(t, func(o *Options) {
+		o.writerOnly = true // the queue is what this test counts
 		o.OnCommit = func(n int, _ time.Duration) {
 			batches <- n
 			if hold.CompareAndSwap(true, false) {
@@ -333,6 +334,8 @@ func TestSharedSettleTriedAgainInABatch(t *testing.T) {
 			}
 		}
 	})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // a failure must not leave Close waiting on the held commit
 	a := mustAccount(t, s, 10_000)
 	reserve := func() *Hold {
 		h, err := s.Reserve(a.ID, 100, 100)
@@ -377,7 +380,7 @@ func TestSharedSettleTriedAgainInABatch(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	close(release)
+	releaseOnce()
 	wg.Wait()
 	if n := <-batches; n != 3 {
 		t.Fatalf("the three settles went in a batch of %d", n)

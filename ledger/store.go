@@ -138,6 +138,10 @@ type Options struct {
 	// rollupEvery is how often at most the writer rolls up (rollup.go);
 	// default rollupEvery. Tests lengthen it to see the tail, or shorten it.
 	rollupEvery time.Duration
+	// writerOnly: only the writer goroutine commits (no flat combining,
+	// submit), for tests that hold a commit in OnCommit and queue others
+	// behind it.
+	writerOnly bool
 }
 
 const (
@@ -629,7 +633,7 @@ func (s *Store) submit(ctx context.Context, c *command) error {
 	// command to the writer and wait to be woken: two scheduler hand-offs.
 	// Under load, callers queue and the writer's batches stay whole.
 	// docs/design.md "Group commit".
-	if s.openHolds.Load() <= int64(s.opts.CommitSiblings) && s.lastBatch.Load() <= 1 &&
+	if !s.opts.writerOnly && s.openHolds.Load() <= int64(s.opts.CommitSiblings) && s.lastBatch.Load() <= 1 &&
 		len(s.cmds) == 0 && s.turn.TryLock() {
 		s.closeMu.RUnlock()
 		s.combine(c)
