@@ -145,9 +145,14 @@ type Options struct {
 }
 
 const (
-	// The writer's page cache: the hot pages of the accounts, keys and rollup
-	// tables and of the usage indexes stay in memory.
-	writerCacheKiB = 64 << 10
+	// The writer's page cache: the accounts' and keys' pages, the ends of
+	// the usage table and its request-id index, and about a second of usage
+	// rows at 50k settles/s, which the next rollup reads. Pages appended
+	// once and never read again are recycled from here on: a larger cache
+	// kept growing for ten minutes of load, with a page fault (13.5 µs on
+	// the benchmark VM) per new page and twice its size in RSS (the
+	// allocator's 8 KiB size class per page); bench/RESULTS.md.
+	writerCacheKiB = 16 << 10
 	// Checkpoints normally run on a background connection (checkpointer);
 	// the writer's own automatic checkpoint is a safety net that also lets
 	// the WAL restart from its beginning under sustained load.
