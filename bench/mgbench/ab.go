@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -62,20 +61,7 @@ func (e *env) abBench(other string, d time.Duration, latN int) error {
 
 	c1 := newClient(4)
 	lat := latencies(c1, []*target{e.floorT, a.t, b.t}, plain, latN)
-	ttft := map[string][]time.Duration{}
-	short := chat("gpt-4o-mini", "mock:tokens=5 Hello there", true)
-	ts := []*target{e.floorT, a.t, b.t}
-	for range latN / 4 {
-		for _, j := range rand.Perm(len(ts)) { // as latencies does
-			t := ts[j]
-			if d, _, ok := t.stream(c1, short, nil); ok {
-				ttft[t.name] = append(ttft[t.name], d)
-			}
-		}
-	}
-	for _, v := range ttft {
-		slices.Sort(v)
-	}
+	ttft := firstTokens(c1, []*target{e.floorT, a.t, b.t}, chat("gpt-4o-mini", "mock:tokens=5 Hello there", true), latN/4)
 
 	fmt.Printf("modelgate A/B, %s: A = %s, B = %s; %d rounds of %s at c=50, %d requests at c=1\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), e.gw.cmd.Path, other, rounds, d/rounds, latN)

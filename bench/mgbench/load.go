@@ -130,6 +130,25 @@ func latencies(c *http.Client, ts []*target, r request, n int) map[string][]time
 	return out
 }
 
+// firstTokens streams r from each target in turn, n times, one stream at
+// a time in a shuffled order (as latencies), and returns each target's
+// times to the first token, sorted.
+func firstTokens(c *http.Client, ts []*target, r request, n int) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
+	for range n {
+		for _, j := range rand.Perm(len(ts)) {
+			t := ts[j]
+			if d, _, ok := t.stream(c, r, nil); ok {
+				out[t.name] = append(out[t.name], d)
+			}
+		}
+	}
+	for _, d := range out {
+		slices.Sort(d)
+	}
+	return out
+}
+
 // stream sends a streamed request and returns the time to the first token
 // (the first event carrying the mock's first word) and the gaps between the
 // events that follow it.

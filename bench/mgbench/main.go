@@ -330,18 +330,7 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		row{"added latency p99, c=1 (direct " + ms(percentile(lat["direct"], 99)) + ")", ms(fp99), ms(gp99), added(gp99 - fp99), "", nil})
 
 	// time to first token, one stream at a time
-	ttft := map[string][]time.Duration{}
-	short := chat("gpt-4o-mini", "mock:tokens=5 Hello there", true)
-	for range latN / 4 {
-		for _, t := range []*target{e.direct, e.floorT, e.gwT} {
-			if d, _, ok := t.stream(c1, short, nil); ok {
-				ttft[t.name] = append(ttft[t.name], d)
-			}
-		}
-	}
-	for _, v := range ttft {
-		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
-	}
+	ttft := firstTokens(c1, []*target{e.direct, e.floorT, e.gwT}, chat("gpt-4o-mini", "mock:tokens=5 Hello there", true), latN/4)
 	dT := percentile(ttft["direct"], 50)
 	fT, gT := percentile(ttft["floor"], 50)-dT, percentile(ttft["gateway"], 50)-dT
 	rows = append(rows, row{"added time to first token p50, c=1 (direct " + ms(dT) + ")", ms(fT), ms(gT), added(gT - fT), "≤ +0.10 ms", check(gT-fT <= 100*time.Microsecond)})
