@@ -85,6 +85,7 @@ type env struct {
 	gwT                      *target
 	gwAnthropic, gwGemini    string // models routed to those upstream formats
 	adminURL, pgAdminURL     string // the gateways' admin endpoints (pprof, metrics)
+	floorAdminURL            string // the floor's (its Go memory)
 	mockURL, floorURL, gwURL string
 	pooledURL                string
 
@@ -107,12 +108,13 @@ func setup(bin, out, pgDSN string) (*env, error) {
 		return nil, err
 	}
 	e := &env{dir: dir, db: filepath.Join(dir, "ledger.db"), gwAnthropic: "claude-bench", gwGemini: "gemini-bench", pgDSN: pgDSN}
-	mockPort, floorPort, pooledPort, gwPort, adminPort := freePort(), freePort(), freePort(), freePort(), freePort()
+	mockPort, floorPort, pooledPort, gwPort, adminPort, floorAdmin := freePort(), freePort(), freePort(), freePort(), freePort(), freePort()
 	e.pooledURL = fmt.Sprintf("http://127.0.0.1:%d", pooledPort)
 	e.mockURL = fmt.Sprintf("http://127.0.0.1:%d", mockPort)
 	e.floorURL = fmt.Sprintf("http://127.0.0.1:%d", floorPort)
 	e.gwURL = fmt.Sprintf("http://127.0.0.1:%d", gwPort)
 	e.adminURL = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	e.floorAdminURL = fmt.Sprintf("http://127.0.0.1:%d", floorAdmin)
 
 	key, account, err := fundedKey(ledger.Options{Path: e.db})
 	if err != nil {
@@ -129,8 +131,8 @@ http://127.0.0.1:%d {
 `, mockPort, mockKey), e.mockURL+"/"); err != nil {
 		return nil, err
 	}
-	floorCfg := func(port int, transport string) string {
-		return global + fmt.Sprintf(`
+	floorCfg := func(port int, transport, admin string) string {
+		return strings.Replace(global, "admin off", admin, 1) + fmt.Sprintf(`
 http://127.0.0.1:%d {
 	reverse_proxy 127.0.0.1:%d {
 		header_up Authorization "Bearer %s"
@@ -138,12 +140,12 @@ http://127.0.0.1:%d {
 }
 `, port, mockPort, mockKey, transport)
 	}
-	if e.floor, err = startCaddy(bin, dir, "floor", floorCfg(floorPort, ""), e.floorURL+"/"); err != nil {
+	if e.floor, err = startCaddy(bin, dir, "floor", floorCfg(floorPort, "", fmt.Sprintf("admin 127.0.0.1:%d", floorAdmin)), e.floorURL+"/"); err != nil {
 		e.close()
 		return nil, err
 	}
 	pool := "\t\ttransport http {\n\t\t\tkeepalive_idle_conns_per_host 1024\n\t\t}\n"
-	if e.pooled, err = startCaddy(bin, dir, "floor-pooled", floorCfg(pooledPort, pool), e.pooledURL+"/"); err != nil {
+	if e.pooled, err = startCaddy(bin, dir, "floor-pooled", floorCfg(pooledPort, pool, "admin off"), e.pooledURL+"/"); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -371,14 +373,23 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	}
 	rows = append(rows, row{fmt.Sprintf("frame stalls (> 125 ms) at %d streams of 25 ms frames", nStreams), stalls["floor"], stalls["gateway"], "", "0 added", check(stallN[1] <= stallN[0])})
 
-	// memory per open stream
-	rssPer := map[string]float64{}
+	// memory per open stream: the process's RSS, and its live Go memory
+	// (heap objects and goroutine stacks right after a collection). The RSS
+	// difference also counts whatever heap the process kept or returned to
+	// the system since the phases above, which swings it from run to run;
+	// the live memory is what each open stream holds.
+	rssPer, goPer := map[string]float64{}, map[string]float64{}
 	veryLong := chat("gpt-4o-mini", "mock:tokens=200 mock:delay=40ms Hello there", true)
 	for _, pt := range []struct {
-		p *proc
-		t *target
-	}{{e.floor, e.floorT}, {e.gw, e.gwT}} {
+		p     *proc
+		t     *target
+		admin string
+	}{{e.floor, e.floorT, e.floorAdminURL}, {e.gw, e.gwT, e.adminURL}} {
 		idle := pt.p.rss()
+		idleGo, err := liveGoMemory(pt.admin)
+		if err != nil {
+			return fmt.Errorf("memory phase: %w", err)
+		}
 		first := make(chan struct{}, rssStreams)
 		var wg sync.WaitGroup
 		for range rssStreams {
@@ -390,10 +401,17 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		}
 		time.Sleep(500 * time.Millisecond)
 		rssPer[pt.t.name] = float64(pt.p.rss()-idle) / float64(rssStreams)
+		open, err := liveGoMemory(pt.admin)
 		wg.Wait()
+		if err != nil {
+			return fmt.Errorf("memory phase: %w", err)
+		}
+		goPer[pt.t.name] = float64(open-idleGo) / float64(rssStreams)
 	}
 	rows = append(rows, row{fmt.Sprintf("RSS per open stream at %d streams", rssStreams), fmt.Sprintf("%.1f KiB", rssPer["floor"]/1024), fmt.Sprintf("%.1f KiB", rssPer["gateway"]/1024),
 		ratio(rssPer["gateway"], rssPer["floor"]), "≤ 1.00×", check(rssPer["gateway"] <= rssPer["floor"])})
+	rows = append(rows, row{fmt.Sprintf("live Go memory per open stream at %d streams", rssStreams), fmt.Sprintf("%.1f KiB", goPer["floor"]/1024), fmt.Sprintf("%.1f KiB", goPer["gateway"]/1024),
+		ratio(goPer["gateway"], goPer["floor"]), "≤ 1.00×", check(goPer["gateway"] <= goPer["floor"])})
 
 	// the ledger: how its writes were grouped; then stop the gateway and count
 	if sum, n := e.metric("modelgate_ledger_commit_commands_sum"), e.metric("modelgate_ledger_commit_commands_count"); n > 0 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -83,6 +84,29 @@ func (e *env) heapInuse() uint64 {
 	var v struct{ Memstats struct{ HeapInuse uint64 } }
 	_ = json.NewDecoder(resp.Body).Decode(&v)
 	return v.Memstats.HeapInuse
+}
+
+// liveGoMemory returns the Go memory a Caddy process holds right after a
+// collection: its heap objects and goroutine stacks. The admin endpoint's
+// heap profile with gc=1 runs the collection; its expvar reads the stats.
+func liveGoMemory(admin string) (int64, error) {
+	resp, err := http.Get(admin + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp, err = http.Get(admin + "/debug/vars"); err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Memstats struct{ HeapAlloc, StackInuse uint64 }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return 0, fmt.Errorf("%s/debug/vars: %w", admin, err)
+	}
+	return int64(v.Memstats.HeapAlloc + v.Memstats.StackInuse), nil
 }
 
 // goroutines reads the gateway's goroutine count from Caddy's admin pprof.
