@@ -625,6 +625,11 @@ type meteredStream struct {
 	ended  bool // the bill is settled and out holds the last bytes
 	closed bool
 
+	// while writeTo runs: its flusher, and whether bytes it wrote wait
+	// for a flush (sent before the bill is settled, see writeTo)
+	flusher   *http.ResponseController
+	unflushed bool
+
 	// With keepAlive set, upstream events are read on a goroutine so that
 	// Read can send the keep-alive bytes to the client whenever the
 	// upstream is silent for Service.KeepAlive (Anthropic clients expect a
@@ -648,18 +653,49 @@ func (s *meteredStream) fill() bool {
 	return true
 }
 
-// writeTo writes the stream to the client, flushing after each upstream
-// event's bytes, until it ends or a write fails (the client left).
+// writeTo writes the stream to the client until it ends or a write fails
+// (the client left). What was written is flushed before any wait, for the
+// upstream or for the ledger: events that arrived together leave in one
+// write, as reverse_proxy's copy sends them, and no event waits for a later
+// one or for the bill.
 func (s *meteredStream) writeTo(w io.Writer, f *http.ResponseController) {
-	for s.fill() {
-		if _, err := w.Write(s.out[s.off:]); err != nil {
+	s.flusher = f
+	defer func() { s.flusher = nil }()
+	for {
+		if s.off < len(s.out) {
+			if _, err := w.Write(s.out[s.off:]); err != nil {
+				return
+			}
+			s.off, s.unflushed = len(s.out), true
+			continue
+		}
+		if s.ended {
+			break
+		}
+		if !s.ready() && !s.flush() {
 			return
 		}
-		s.off = len(s.out)
-		if err := f.Flush(); err != nil {
-			return
-		}
+		s.out, s.off = s.out[:0], 0
+		s.step()
 	}
+	s.flush()
+}
+
+// flush sends what writeTo wrote and did not flush yet; false when the
+// client is gone.
+func (s *meteredStream) flush() bool {
+	if !s.unflushed || s.flusher == nil {
+		return true
+	}
+	s.unflushed = false
+	return s.flusher.Flush() == nil
+}
+
+// ready reports whether the next step has its upstream event at hand, so
+// that it cannot wait for the upstream. With keep-alives the events come
+// from the pump's goroutine, and every step may wait.
+func (s *meteredStream) ready() bool {
+	return s.keepAlive == nil && s.events.Ready()
 }
 
 // Read returns the next client bytes, at most one upstream event's worth,
@@ -701,6 +737,7 @@ func (s *meteredStream) step() {
 
 // finish settles a stream that ended normally, then appends its last bytes.
 func (s *meteredStream) finish() {
+	s.flush()
 	u, final := s.tr.Usage()
 	switch err := s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeOK, true); {
 	case err == nil:
@@ -716,6 +753,7 @@ func (s *meteredStream) finish() {
 // end settles a stream that broke off — what was delivered is billed — and
 // appends the client format's error event.
 func (s *meteredStream) end(outcome string, e *formats.Error) {
+	s.flush()
 	u, final := s.tr.Usage()
 	s.c.logger.Warn("stream ended early",
 		zap.String("request_id", s.c.reqID),

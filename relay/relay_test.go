@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +36,8 @@ type fakeUpstream struct {
 	body     string
 	cut      bool
 	requests []string
+	// stream, if set, is the body of the next answer instead of body
+	stream io.Reader
 	// before, if set, runs as each request arrives (a test's clock moves)
 	before func()
 }
@@ -46,8 +49,11 @@ func (f *fakeUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	b, _ := io.ReadAll(req.Body)
 	f.mu.Lock()
 	f.requests = append(f.requests, string(b))
-	f.mu.Unlock()
 	var body io.Reader = strings.NewReader(f.body)
+	if f.stream != nil {
+		body, f.stream = f.stream, nil
+	}
+	f.mu.Unlock()
 	if f.cut {
 		body = io.MultiReader(body, errReader{})
 	}
@@ -264,6 +270,8 @@ type flushLog struct {
 	*httptest.ResponseRecorder
 	flushed []string // the bytes of each flush
 	pending strings.Builder
+	// onFlush, if set, gets each flush's bytes
+	onFlush chan string
 }
 
 func (f *flushLog) Write(p []byte) (int, error) {
@@ -273,17 +281,28 @@ func (f *flushLog) Write(p []byte) (int, error) {
 
 func (f *flushLog) Flush() {
 	f.flushed = append(f.flushed, f.pending.String())
+	if f.onFlush != nil {
+		f.onFlush <- f.pending.String()
+	}
 	f.pending.Reset()
 	f.ResponseRecorder.Flush()
 }
 
 // TestDeliver: the relay writes answers itself (docs/design.md, "The proxy
-// is ours"): a stream reaches the client one flush per upstream event, in
-// the client's format, with no byte left unflushed; a whole answer carries
-// its Content-Length.
+// is ours"): a stream reaches the client in the client's format, each event
+// flushed before the relay waits for the next one or for the bill (events
+// that arrived together leave in one write), no byte left unflushed; a
+// whole answer carries its Content-Length.
 func TestDeliver(t *testing.T) {
 	sse := http.Header{"Content-Type": {"text/event-stream"}}
-	deltas := anthropicDelta("one") + anthropicDelta("two") + anthropicDelta("three")
+	words := []string{"one", "two", "three"}
+	var deltas string
+	for _, w := range words {
+		deltas += anthropicDelta(w)
+	}
+
+	// the whole stream arrives in one read: it leaves in few writes, and
+	// the text before the bill is settled
 	svc, p := testService(t, upstream.FormatAnthropic, &fakeUpstream{status: 200, header: sse, body: anthropicHead + deltas + anthropicTail}, 1_000_000)
 	w := &flushLog{ResponseRecorder: httptest.NewRecorder()}
 	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
@@ -294,19 +313,52 @@ func TestDeliver(t *testing.T) {
 	if w.pending.Len() != 0 {
 		t.Fatalf("unflushed at the end: %q", w.pending.String())
 	}
-	var texts []string
+	all := strings.Join(w.flushed, "")
+	if !strings.Contains(all, `"content":"one"`) || !strings.Contains(all, `"content":"three"`) || !strings.HasSuffix(all, "data: [DONE]\n\n") {
+		t.Fatalf("flushes %q", w.flushed)
+	}
+	together := false
 	for _, f := range w.flushed {
-		for _, word := range []string{"one", "two", "three"} {
-			if strings.Contains(f, `"content":"`+word+`"`) {
-				texts = append(texts, word)
-				if strings.Count(f, "data: ") != 1 {
-					t.Errorf("the delta %q was flushed with other events: %q", word, f)
+		together = together || strings.Contains(f, `"content":"one"`) && strings.Contains(f, `"content":"three"`)
+		if strings.Contains(f, `"content":"three"`) && strings.Contains(f, "[DONE]") {
+			t.Errorf("the text waited for the bill: %q", f)
+		}
+	}
+	if !together {
+		t.Errorf("the deltas arrived together and were flushed one by one: %q", w.flushed)
+	}
+
+	// events that arrive one at a time each leave before the next arrives
+	pr, pw := io.Pipe()
+	fake := &fakeUpstream{status: 200, header: sse, stream: pr}
+	svc, p = testService(t, upstream.FormatAnthropic, fake, 1_000_000)
+	w = &flushLog{ResponseRecorder: httptest.NewRecorder(), onFlush: make(chan string, 16)}
+	go func() {
+		defer pw.Close()
+		if _, err := io.WriteString(pw, anthropicHead); err != nil {
+			return
+		}
+		for _, word := range words {
+			if _, err := io.WriteString(pw, anthropicDelta(word)); err != nil {
+				return
+			}
+			for flushed := false; !flushed; {
+				select {
+				case f := <-w.onFlush:
+					flushed = strings.Contains(f, `"content":"`+word+`"`)
+				case <-time.After(5 * time.Second):
+					pw.CloseWithError(fmt.Errorf("%q was not flushed before the next event", word))
+					return
 				}
 			}
 		}
-	}
-	if strings.Join(texts, " ") != "one two three" || !strings.HasSuffix(w.flushed[len(w.flushed)-1], "data: [DONE]\n\n") {
-		t.Fatalf("flushes %q", w.flushed)
+		_, _ = io.WriteString(pw, anthropicTail)
+	}()
+	r = httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	svc.Generate(w, r, p, KindChat, "", "req_3")
+	all = strings.Join(w.flushed, "")
+	if !strings.Contains(all, `"content":"one"`) || !strings.Contains(all, `"content":"three"`) || !strings.HasSuffix(all, "data: [DONE]\n\n") || w.pending.Len() != 0 {
+		t.Fatalf("paced stream: flushes %q, unflushed %q", w.flushed, w.pending.String())
 	}
 
 	body := `{"id":"msg_1","type":"message","role":"assistant","model":"up-m","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3}}`

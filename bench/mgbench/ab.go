@@ -46,31 +46,26 @@ func (e *env) abBench(other string, d time.Duration, latN int) error {
 		throughput(c50, t, plain, 50, time.Second) // warm up
 	}
 
-	const rounds = 8
-	var cpuRatios []float64
-	for i := range rounds {
-		first, second := a, b
-		if i%2 == 1 {
-			first, second = b, a
-		}
-		first.round(c50, plain, d/rounds)
-		second.round(c50, plain, d/rounds)
-		cpuRatios = append(cpuRatios, float64(b.last.per())/float64(a.last.per()))
-	}
-	slices.Sort(cpuRatios)
+	// c=50: the plain request, then a stream of 200 tokens sent as fast as
+	// the mock makes them (many events a read), each in alternating rounds
+	streamed := chat("gpt-4o-mini", "mock:tokens=200 Hello there", true)
+	plainCPU := abRounds(c50, a, b, plain, d)
+	plainA, plainB := a.total, b.total
+	a.total, b.total = tally{}, tally{}
+	streamCPU := abRounds(c50, a, b, streamed, d/2)
 
 	c1 := newClient(4)
 	lat := latencies(c1, []*target{e.floorT, a.t, b.t}, plain, latN)
 	ttft := firstTokens(c1, []*target{e.floorT, a.t, b.t}, chat("gpt-4o-mini", "mock:tokens=5 Hello there", true), latN/4)
 
-	fmt.Printf("modelgate A/B, %s: A = %s, B = %s; %d rounds of %s at c=50, %d requests at c=1\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), e.gw.cmd.Path, other, rounds, d/rounds, latN)
+	fmt.Printf("modelgate A/B, %s: A = %s, B = %s; %d rounds of %s at c=50 (streams: half that), %d requests at c=1\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), e.gw.cmd.Path, other, abRoundsN, d/abRoundsN, latN)
 	fmt.Println("| measure | A | B | B − A, B ÷ A |")
 	fmt.Println("|---|---|---|---|")
 	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/1e3) }
-	fmt.Printf("| CPU per request, c=50, pass-through | %s | %s | %.3f× (median of rounds %.3f–%.3f) |\n",
-		us(a.total.per()), us(b.total.per()), cpuRatios[rounds/2], cpuRatios[0], cpuRatios[rounds-1])
-	fmt.Printf("| requests/s, c=50 | %.0f | %.0f | %.3f× |\n", a.total.rps(d), b.total.rps(d), b.total.rps(d)/a.total.rps(d))
+	fmt.Printf("| CPU per request, c=50, pass-through | %s | %s | %s |\n", us(plainA.per()), us(plainB.per()), plainCPU)
+	fmt.Printf("| requests/s, c=50 | %.0f | %.0f | %.3f× |\n", plainA.rps(d), plainB.rps(d), plainB.rps(d)/plainA.rps(d))
+	fmt.Printf("| CPU per request, c=50, streamed (200 tokens) | %s | %s | %s |\n", us(a.total.per()), us(b.total.per()), streamCPU)
 	fmt.Printf("| ledger: settles per write transaction (mean) | %.1f | %.1f | |\n", a.settlesPerCommit(), b.settlesPerCommit())
 	for _, m := range []struct {
 		what string
@@ -82,6 +77,27 @@ func (e *env) abBench(other string, d time.Duration, latN int) error {
 		fmt.Printf("| %s (floor %s) | %s | %s | %s |\n", m.what, ms(floor), added(ga), added(gb), added(gb-ga))
 	}
 	return nil
+}
+
+// abRoundsN is the number of c=50 rounds an A/B phase alternates.
+const abRoundsN = 8
+
+// abRounds runs r at c=50 on a and b in alternating rounds (d in all per
+// side) and returns the CPU ratio B÷A: the median of the rounds' ratios,
+// and their range.
+func abRounds(c50 *http.Client, a, b *abSide, r request, d time.Duration) string {
+	var ratios []float64
+	for i := range abRoundsN {
+		first, second := a, b
+		if i%2 == 1 {
+			first, second = b, a
+		}
+		first.round(c50, r, d/abRoundsN)
+		second.round(c50, r, d/abRoundsN)
+		ratios = append(ratios, float64(b.last.per())/float64(a.last.per()))
+	}
+	slices.Sort(ratios)
+	return fmt.Sprintf("%.3f× (median of rounds %.3f–%.3f)", ratios[abRoundsN/2], ratios[0], ratios[abRoundsN-1])
 }
 
 // abSide is one gateway of an A/B run and its c=50 tallies.

@@ -321,6 +321,20 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		row{"CPU per request, translated, vs the floor with modelgate's pool", fmt.Sprintf("%.0f µs", float64(pPer)/1e3), fmt.Sprintf("%.0f µs", float64(tPer)/1e3), ratio(float64(tPer), float64(pPer)),
 			"≤ 1.30×", check(float64(tPer) <= 1.30*float64(pPer))})
 
+	// streams at c=50: 200 tokens as fast as the mock makes them (many
+	// events a read), the floor, the pooled floor and the gateway in turn
+	streamed := chat("gpt-4o-mini", "mock:tokens=200 Hello there", true)
+	var fs, ps, gs tally
+	for range 2 {
+		fs.round(c50, e.floor, e.floorT, streamed, d/8)
+		ps.round(c50, e.pooled, e.pooledT, streamed, d/8)
+		gs.round(c50, e.gw, e.gwT, streamed, d/8)
+	}
+	fsPer, psPer, gsPer := float64(fs.per()), float64(ps.per()), float64(gs.per())
+	rows = append(rows,
+		row{"CPU per request, streamed pass-through (200 tokens)", fmt.Sprintf("%.0f µs", fsPer/1e3), fmt.Sprintf("%.0f µs", gsPer/1e3), ratio(gsPer, fsPer), "≤ 1.10×", check(gsPer <= 1.10*fsPer)},
+		row{"CPU per request, streamed, vs the floor with modelgate's pool", fmt.Sprintf("%.0f µs", psPer/1e3), fmt.Sprintf("%.0f µs", gsPer/1e3), ratio(gsPer, psPer), "≤ 1.10×", check(gsPer <= 1.10*psPer)})
+
 	// latency at one connection
 	c1 := newClient(4)
 	lat := latencies(c1, []*target{e.direct, e.floorT, e.gwT}, plain, latN)

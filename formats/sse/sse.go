@@ -105,6 +105,44 @@ func (r *Reader) Next() (event, data []byte, err error) {
 	}
 }
 
+// Ready reports whether Next would return without reading from the stream:
+// a whole event (a data: line and the blank line that ends it) is buffered,
+// or the stream has ended or failed. A writer that relays events can send
+// the ones that arrived together in one write, and flush before a Next
+// that would wait. When in doubt Ready says false.
+func (r *Reader) Ready() bool {
+	if r.err != nil || r.eof {
+		return true
+	}
+	if !r.started {
+		return false
+	}
+	w := r.buf[r.start:r.end]
+	if r.skipLF && len(w) > 0 && w[0] == '\n' {
+		w = w[1:]
+	}
+	hasData := false
+	for {
+		i := indexEOL(w)
+		if i < 0 {
+			return false
+		}
+		line, rest := w[:i], w[i+1:]
+		if w[i] == '\r' && len(rest) > 0 && rest[0] == '\n' {
+			rest = rest[1:]
+		}
+		switch {
+		case len(line) == 0:
+			if hasData {
+				return true
+			}
+		case bytes.HasPrefix(line, []byte("data")) && (len(line) == 4 || line[4] == ':'):
+			hasData = true
+		}
+		w = rest
+	}
+}
+
 // line returns the next line without its terminator (LF, CRLF or CR).
 func (r *Reader) line() ([]byte, error) {
 	for {

@@ -67,6 +67,76 @@ func equal(a, b []ev) bool {
 	return true
 }
 
+// stagedReader returns its parts one Read each, then io.EOF, counting reads.
+type stagedReader struct {
+	parts [][]byte
+	reads int
+}
+
+func (s *stagedReader) Read(p []byte) (int, error) {
+	s.reads++
+	if len(s.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.parts[0])
+	if s.parts[0] = s.parts[0][n:]; len(s.parts[0]) == 0 {
+		s.parts = s.parts[1:]
+	}
+	return n, nil
+}
+
+func TestReady(t *testing.T) {
+	// what Ready says once the first event was read, with everything
+	// arrived in one read and the stream still open
+	for _, tc := range []struct {
+		name, in string
+		ready    bool
+	}{
+		{"next event whole", "data: a\n\ndata: b\n\n", true},
+		{"crlf", "data: a\r\n\r\nevent: x\r\ndata: b\r\n\r\n", true},
+		{"cr", "data: a\r\rdata: b\r\r", true},
+		{"field without colon", "data: a\n\ndata\n\n", true},
+		{"next event without its blank line", "data: a\n\ndata: b\n", false},
+		{"next event cut", "data: a\n\ndata: b", false},
+		{"only a comment", "data: a\n\n: ping\n\n", false},
+		{"no data line", "data: a\n\nevent: x\nid: 3\n\n", false},
+		{"a field that is not data", "data: a\n\ndatum: b\n\n", false},
+		{"nothing more", "data: a\n\n", false},
+	} {
+		r := NewReader(&stagedReader{parts: [][]byte{[]byte(tc.in)}}, 1024)
+		if _, _, err := r.Next(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := r.Ready(); got != tc.ready {
+			t.Errorf("%s: Ready() = %v, want %v", tc.name, got, tc.ready)
+		}
+	}
+
+	// Whenever Ready says true, Next reads nothing: every input of
+	// TestReader's kind, cut into two reads at every byte.
+	inputs := []string{
+		"data: a\n\ndata: b\n\n", "data: a\r\n\r\nevent: x\r\ndata: b\r\n\r\n", "data: a\r\rdata: b\r\r",
+		": ping\nid: 7\nretry: 100\nevent: e\ndata: {}\n\n: bye\n\n", "event: x\n\ndata: y\n\n", "data:\n\n", "data\n\n",
+		"data: a\n\ndata: [DONE]\n", "data: a\n\ndata: {\"x", "\xef\xbb\xbfdata: a\n\n", "\n\n\r\n", "data: a\r\n\r\n\r\ndata: b\r\n\r\n",
+	}
+	for _, in := range inputs {
+		for cut := 0; cut <= len(in); cut++ {
+			src := &stagedReader{parts: [][]byte{[]byte(in[:cut]), []byte(in[cut:])}}
+			r := NewReader(src, 1024)
+			for {
+				ready, before := r.Ready(), src.reads
+				_, _, err := r.Next()
+				if ready && src.reads != before {
+					t.Fatalf("%q cut at %d: Ready said true, then Next read from the stream", in, cut)
+				}
+				if err != nil {
+					break
+				}
+			}
+		}
+	}
+}
+
 func TestReaderBound(t *testing.T) {
 	// one long line
 	r := NewReader(strings.NewReader("data: "+strings.Repeat("x", 5000)+"\n\n"), 1000)
