@@ -625,10 +625,10 @@ type meteredStream struct {
 	ended  bool // the bill is settled and out holds the last bytes
 	closed bool
 
-	// while writeTo runs: its flusher, and whether bytes it wrote wait
-	// for a flush (sent before the bill is settled, see writeTo)
-	flusher   *http.ResponseController
-	unflushed bool
+	// while writeTo runs: the client and its flusher (what was translated
+	// is sent before the bill is settled, see writeTo)
+	client  io.Writer
+	flusher *http.ResponseController
 
 	// With keepAlive set, upstream events are read on a goroutine so that
 	// Read can send the keep-alive bytes to the client whenever the
@@ -654,41 +654,32 @@ func (s *meteredStream) fill() bool {
 }
 
 // writeTo writes the stream to the client until it ends or a write fails
-// (the client left). What was written is flushed before any wait, for the
-// upstream or for the ledger: events that arrived together leave in one
-// write, as reverse_proxy's copy sends them, and no event waits for a later
-// one or for the bill.
+// (the client left). The translated bytes are sent, one write and a flush,
+// before any wait for the upstream or for the ledger: events that arrived
+// together leave together, as reverse_proxy's copy sends them, and no event
+// waits for a later one or for the bill.
 func (s *meteredStream) writeTo(w io.Writer, f *http.ResponseController) {
-	s.flusher = f
-	defer func() { s.flusher = nil }()
-	for {
-		if s.off < len(s.out) {
-			if _, err := w.Write(s.out[s.off:]); err != nil {
-				return
-			}
-			s.off, s.unflushed = len(s.out), true
-			continue
-		}
-		if s.ended {
-			break
-		}
-		if !s.ready() && !s.flush() {
+	s.client, s.flusher = w, f
+	defer func() { s.client, s.flusher = nil, nil }()
+	for !s.ended {
+		if !s.ready() && !s.send() {
 			return
 		}
-		s.out, s.off = s.out[:0], 0
 		s.step()
 	}
-	s.flush()
+	s.send()
 }
 
-// flush sends what writeTo wrote and did not flush yet; false when the
-// client is gone.
-func (s *meteredStream) flush() bool {
-	if !s.unflushed || s.flusher == nil {
+// send writes the translated bytes not sent yet and flushes them; false
+// when the client is gone. Outside writeTo it does nothing (Read hands the
+// bytes out instead).
+func (s *meteredStream) send() bool {
+	if s.client == nil || s.off == len(s.out) {
 		return true
 	}
-	s.unflushed = false
-	return s.flusher.Flush() == nil
+	_, err := s.client.Write(s.out[s.off:])
+	s.out, s.off = s.out[:0], 0
+	return err == nil && s.flusher.Flush() == nil
 }
 
 // ready reports whether the next step has its upstream event at hand, so
@@ -737,7 +728,7 @@ func (s *meteredStream) step() {
 
 // finish settles a stream that ended normally, then appends its last bytes.
 func (s *meteredStream) finish() {
-	s.flush()
+	s.send()
 	u, final := s.tr.Usage()
 	switch err := s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeOK, true); {
 	case err == nil:
@@ -753,7 +744,7 @@ func (s *meteredStream) finish() {
 // end settles a stream that broke off — what was delivered is billed — and
 // appends the client format's error event.
 func (s *meteredStream) end(outcome string, e *formats.Error) {
-	s.flush()
+	s.send()
 	u, final := s.tr.Usage()
 	s.c.logger.Warn("stream ended early",
 		zap.String("request_id", s.c.reqID),
