@@ -351,6 +351,7 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s := &meteredStream{
 		c:      c,
+		client: req.Context(),
 		src:    resp.Body,
 		events: sse.NewReader(resp.Body, maxStreamEvent),
 		tr:     c.streamTranslator(),
@@ -615,6 +616,7 @@ func readAll(r io.Reader, limit int64) ([]byte, error) {
 // real usage, then settles.
 type meteredStream struct {
 	c      *call
+	client context.Context // the client's request: done when it leaves
 	src    io.ReadCloser
 	events *sse.Reader
 	tr     formats.StreamTranslator
@@ -625,9 +627,9 @@ type meteredStream struct {
 	ended  bool // the bill is settled and out holds the last bytes
 	closed bool
 
-	// while writeTo runs: the client and its flusher (what was translated
-	// is sent before the bill is settled, see writeTo)
-	client  io.Writer
+	// while writeTo runs: the client's writer and flusher (what was
+	// translated is sent before the bill is settled, see writeTo)
+	w       io.Writer
 	flusher *http.ResponseController
 
 	// With keepAlive set, upstream events are read on a goroutine so that
@@ -659,8 +661,8 @@ func (s *meteredStream) fill() bool {
 // together leave together, as reverse_proxy's copy sends them, and no event
 // waits for a later one or for the bill.
 func (s *meteredStream) writeTo(w io.Writer, f *http.ResponseController) {
-	s.client, s.flusher = w, f
-	defer func() { s.client, s.flusher = nil, nil }()
+	s.w, s.flusher = w, f
+	defer func() { s.w, s.flusher = nil, nil }()
 	for !s.ended {
 		if !s.ready() && !s.send() {
 			return
@@ -674,10 +676,10 @@ func (s *meteredStream) writeTo(w io.Writer, f *http.ResponseController) {
 // when the client is gone. Outside writeTo it does nothing (Read hands the
 // bytes out instead).
 func (s *meteredStream) send() bool {
-	if s.client == nil || s.off == len(s.out) {
+	if s.w == nil || s.off == len(s.out) {
 		return true
 	}
-	_, err := s.client.Write(s.out[s.off:])
+	_, err := s.w.Write(s.out[s.off:])
 	s.out, s.off = s.out[:0], 0
 	return err == nil && s.flusher.Flush() == nil
 }
@@ -728,9 +730,15 @@ func (s *meteredStream) step() {
 
 // finish settles a stream that ended normally, then appends its last bytes.
 func (s *meteredStream) finish() {
-	s.send()
+	outcome := outcomeOK
+	if !s.send() || s.client.Err() != nil {
+		// The client left before the end: the events that arrived with the
+		// last one were never written one by one, so no failed write told
+		// writeTo; the answer was made all the same and is billed (#16).
+		outcome = outcomeClientClosed
+	}
 	u, final := s.tr.Usage()
-	switch err := s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeOK, true); {
+	switch err := s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcome, true); {
 	case err == nil:
 		s.out = s.tr.Finish(s.out)
 	case errors.Is(err, ledger.ErrWriteFailed):

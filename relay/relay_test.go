@@ -149,22 +149,31 @@ func TestGenerate(t *testing.T) {
 		source   string
 		outcome  string
 		contains string
+		leave    bool // the client goes away once the upstream was asked
 	}{
 		{"whole stream", &fakeUpstream{status: 200, header: sse, body: anthropicHead + long + anthropicTail},
-			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 40, "upstream", "ok", "data: [DONE]"},
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 40, "upstream", "ok", "data: [DONE]", false},
+		// the whole stream arrives in one read, so no write to the client
+		// fails before the end: the client's context says it left
+		{"client left, the stream came whole", &fakeUpstream{status: 200, header: sse, body: anthropicHead + long + anthropicTail},
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 40, "upstream", "client_closed", "twelve bytes", true},
 		{"cut before message_delta: never the placeholder", &fakeUpstream{status: 200, header: sse, body: anthropicHead + long, cut: true},
-			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 150, "estimated", "upstream_cut", "twelve bytes"},
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 150, "estimated", "upstream_cut", "twelve bytes", false},
 		{"error event", &fakeUpstream{status: 200, header: sse, body: anthropicHead + long +
 			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"},
-			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 150, "estimated", "upstream_error", `"error"`},
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, 150, "estimated", "upstream_error", `"error"`, false},
 		{"not streamed", &fakeUpstream{status: 200, header: http.Header{"Content-Type": {"application/json"}},
 			body: `{"id":"msg_1","type":"message","role":"assistant","model":"up-m","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3}}`},
-			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200, 3, "upstream", "ok", `"hello"`},
+			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200, 3, "upstream", "ok", `"hello"`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc, p := testService(t, upstream.FormatAnthropic, tc.fake, 1_000_000)
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(tc.body))
+			if tc.leave {
+				ctx, cancel := context.WithCancel(r.Context())
+				r, tc.fake.before = r.WithContext(ctx), cancel
+			}
 			svc.Generate(w, r, p, KindChat, "", "req_1")
 			if w.Code != tc.status || !strings.Contains(w.Body.String(), tc.contains) {
 				t.Fatalf("%d %s", w.Code, w.Body.String())
