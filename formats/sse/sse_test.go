@@ -121,20 +121,45 @@ func TestReady(t *testing.T) {
 	}
 	for _, in := range inputs {
 		for cut := 0; cut <= len(in); cut++ {
-			src := &stagedReader{parts: [][]byte{[]byte(in[:cut]), []byte(in[cut:])}}
-			r := NewReader(src, 1024)
-			for {
-				ready, before := r.Ready(), src.reads
-				_, _, err := r.Next()
-				if ready && src.reads != before {
-					t.Fatalf("%q cut at %d: Ready said true, then Next read from the stream", in, cut)
-				}
-				if err != nil {
-					break
-				}
-			}
+			checkReady(t, in, cut)
 		}
 	}
+}
+
+// checkReady reads in, arriving in two reads cut at cut, and fails when
+// Ready says true and the Next after it reads from the stream, or when
+// asking Ready changes what Next returns.
+func checkReady(t testing.TB, in string, cut int) {
+	t.Helper()
+	src := &stagedReader{parts: [][]byte{[]byte(in[:cut]), []byte(in[cut:])}}
+	r := NewReader(src, 64)
+	var got []ev
+	for {
+		ready, before := r.Ready(), src.reads
+		name, data, err := r.Next()
+		if ready && src.reads != before {
+			t.Fatalf("%q cut at %d: Ready said true, then Next read from the stream", in, cut)
+		}
+		if err != nil {
+			want, werr := readAll(NewReader(&stagedReader{parts: [][]byte{[]byte(in[:cut]), []byte(in[cut:])}}, 64))
+			if !equal(got, want) || !errors.Is(err, werr) {
+				t.Fatalf("%q cut at %d: with Ready %v, %v; without %v, %v", in, cut, got, err, want, werr)
+			}
+			return
+		}
+		got = append(got, ev{string(name), string(data)})
+	}
+}
+
+// FuzzReady: Ready's promise (Next reads nothing after a true) on any
+// stream, arriving in two reads.
+func FuzzReady(f *testing.F) {
+	for _, in := range []string{"data: a\n\ndata: b\n\n", "data: a\r\rdata\r\n\r\n: c\n\n", "event: x\n\ndata: y\n\n"} {
+		f.Add(in, uint16(len(in)/2))
+	}
+	f.Fuzz(func(t *testing.T, in string, cut uint16) {
+		checkReady(t, in, int(cut)%(len(in)+1))
+	})
 }
 
 func TestReaderBound(t *testing.T) {
