@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -19,7 +20,7 @@ import (
 // alike: at c=1 the floor, A and B take turns request by request; at c=50
 // they take alternating rounds, and the CPU ratio B÷A is the median of the
 // rounds' ratios.
-func (e *env) abBench(other string, d time.Duration, latN int) error {
+func (e *env) abBench(other string, d time.Duration, latN, nStreams int) error {
 	// Both sides start alike (the run's own gateway is not used), so that
 	// neither is favoured by how its ledger was made, and from a binary of
 	// their own: a gateway run from the file the mock and the floor run from
@@ -54,6 +55,26 @@ func (e *env) abBench(other string, d time.Duration, latN int) error {
 	a.total, b.total = tally{}, tally{}
 	streamCPU := abRounds(c50, a, b, streamed, d/2)
 
+	// frame stalls: nStreams streams of 25 ms frames at once, A and B in
+	// alternating rounds
+	long := chat("gpt-4o-mini", "mock:tokens=60 mock:delay=25ms Hello there", true)
+	cs := newClient(nStreams + 16)
+	var stalls [2]int
+	var gaps [2][]time.Duration
+	for _, t := range []*target{a.t, b.t} {
+		frameGaps(cs, t, long, nStreams) // warm up: the first burst dials every connection
+	}
+	for i := range 4 {
+		for _, j := range []int{i % 2, 1 - i%2} {
+			g, _ := frameGaps(cs, []*target{a.t, b.t}[j], long, nStreams)
+			stalls[j] += stallsIn(g)
+			gaps[j] = append(gaps[j], g...)
+		}
+	}
+	for j := range gaps {
+		sort.Slice(gaps[j], func(x, y int) bool { return gaps[j][x] < gaps[j][y] })
+	}
+
 	c1 := newClient(4)
 	lat := latencies(c1, []*target{e.floorT, a.t, b.t}, plain, latN)
 	ttft := firstTokens(c1, []*target{e.floorT, a.t, b.t}, chat("gpt-4o-mini", "mock:tokens=5 Hello there", true), latN/4)
@@ -66,6 +87,8 @@ func (e *env) abBench(other string, d time.Duration, latN int) error {
 	fmt.Printf("| CPU per request, c=50, pass-through | %s | %s | %s |\n", us(plainA.per()), us(plainB.per()), plainCPU)
 	fmt.Printf("| requests/s, c=50 | %.0f | %.0f | %.3f× |\n", plainA.rps(d), plainB.rps(d), plainB.rps(d)/plainA.rps(d))
 	fmt.Printf("| CPU per request, c=50, streamed (200 tokens) | %s | %s | %s |\n", us(a.total.per()), us(b.total.per()), streamCPU)
+	fmt.Printf("| frame stalls (> 125 ms), 4 rounds of %d streams of 25 ms frames | %d (p99 gap %s) | %d (p99 gap %s) | %+d |\n",
+		nStreams, stalls[0], ms(percentile(gaps[0], 99)), stalls[1], ms(percentile(gaps[1], 99)), stalls[1]-stalls[0])
 	fmt.Printf("| ledger: settles per write transaction (mean) | %.1f | %.1f | |\n", a.settlesPerCommit(), b.settlesPerCommit())
 	for _, m := range []struct {
 		what string
