@@ -685,10 +685,16 @@ func (s *meteredStream) send() bool {
 }
 
 // ready reports whether the next step has its upstream event at hand, so
-// that it cannot wait for the upstream. With keep-alives the events come
-// from the pump's goroutine, and every step may wait.
+// that it cannot wait for the upstream. With keep-alives the pump's
+// goroutine reads the events; while it waits for the last one handed over
+// to be used (pending), the reader is still and may be asked, and a ready
+// event comes back from the pump at once. Otherwise the pump may be
+// reading, and the step may wait.
 func (s *meteredStream) ready() bool {
-	return s.keepAlive == nil && s.events.Ready()
+	if s.ka != nil && !s.ka.pending {
+		return false
+	}
+	return s.events.Ready()
 }
 
 // Read returns the next client bytes, at most one upstream event's worth,

@@ -297,81 +297,111 @@ func (f *flushLog) Flush() {
 	f.ResponseRecorder.Flush()
 }
 
+// openaiChunk is one chunk of an OpenAI chat stream with text.
+func openaiChunk(text string) string {
+	return `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"up-m","choices":[{"index":0,"delta":{"content":"` + text + `"},"finish_reason":null}]}` + "\n\n"
+}
+
+const (
+	openaiHead = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"up-m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
+	openaiTail = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"up-m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"up-m","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}` + "\n\n" +
+		"data: [DONE]\n\n"
+)
+
 // TestDeliver: the relay writes answers itself (docs/design.md, "The proxy
 // is ours"): a stream reaches the client in the client's format, each event
 // flushed before the relay waits for the next one or for the bill (events
 // that arrived together leave in one write), no byte left unflushed; a
-// whole answer carries its Content-Length.
+// whole answer carries its Content-Length. Both ways of reading a stream:
+// directly (chat client, Anthropic upstream) and through the keep-alive
+// pump (Anthropic client, OpenAI upstream).
 func TestDeliver(t *testing.T) {
 	sse := http.Header{"Content-Type": {"text/event-stream"}}
 	words := []string{"one", "two", "three"}
-	var deltas string
-	for _, w := range words {
-		deltas += anthropicDelta(w)
-	}
-
-	// the whole stream arrives in one read: it leaves in few writes, and
-	// the text before the bill is settled
-	svc, p := testService(t, upstream.FormatAnthropic, &fakeUpstream{status: 200, header: sse, body: anthropicHead + deltas + anthropicTail}, 1_000_000)
-	w := &flushLog{ResponseRecorder: httptest.NewRecorder()}
-	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	svc.Generate(w, r, p, KindChat, "", "req_1")
-	if w.Code != 200 || w.Header().Get("Content-Type") != "text/event-stream" || w.Header().Get("Content-Length") != "" {
-		t.Fatalf("%d %v", w.Code, w.Header())
-	}
-	if w.pending.Len() != 0 {
-		t.Fatalf("unflushed at the end: %q", w.pending.String())
-	}
-	all := strings.Join(w.flushed, "")
-	if !strings.Contains(all, `"content":"one"`) || !strings.Contains(all, `"content":"three"`) || !strings.HasSuffix(all, "data: [DONE]\n\n") {
-		t.Fatalf("flushes %q", w.flushed)
-	}
-	together := false
-	for _, f := range w.flushed {
-		together = together || strings.Contains(f, `"content":"one"`) && strings.Contains(f, `"content":"three"`)
-		if strings.Contains(f, `"content":"three"`) && strings.Contains(f, "[DONE]") {
-			t.Errorf("the text waited for the bill: %q", f)
-		}
-	}
-	if !together {
-		t.Errorf("the deltas arrived together and were flushed one by one: %q", w.flushed)
-	}
-
-	// events that arrive one at a time each leave before the next arrives
-	pr, pw := io.Pipe()
-	fake := &fakeUpstream{status: 200, header: sse, stream: pr}
-	svc, p = testService(t, upstream.FormatAnthropic, fake, 1_000_000)
-	w = &flushLog{ResponseRecorder: httptest.NewRecorder(), onFlush: make(chan string, 16)}
-	go func() {
-		defer pw.Close()
-		if _, err := io.WriteString(pw, anthropicHead); err != nil {
-			return
-		}
-		for _, word := range words {
-			if _, err := io.WriteString(pw, anthropicDelta(word)); err != nil {
-				return
+	for _, tc := range []struct {
+		name        string
+		format      upstream.Format
+		kind        Kind
+		path, body  string
+		head, tail  string
+		delta, text func(string) string // an upstream event with a word; the word as the client gets it
+		end         string              // the client's last bytes
+	}{
+		{"chat client, Anthropic upstream", upstream.FormatAnthropic, KindChat, "/v1/chat/completions",
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, anthropicHead, anthropicTail,
+			anthropicDelta, func(w string) string { return `"content":"` + w + `"` }, "data: [DONE]\n\n"},
+		{"Anthropic client, OpenAI upstream (keep-alive pump)", upstream.FormatOpenAI, KindMessages, "/v1/messages",
+			`{"model":"m","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, openaiHead, openaiTail,
+			openaiChunk, func(w string) string { return `"text":"` + w + `"` }, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var deltas string
+			for _, w := range words {
+				deltas += tc.delta(w)
 			}
-			for flushed := false; !flushed; {
-				select {
-				case f := <-w.onFlush:
-					flushed = strings.Contains(f, `"content":"`+word+`"`)
-				case <-time.After(5 * time.Second):
-					pw.CloseWithError(fmt.Errorf("%q was not flushed before the next event", word))
-					return
+			// the whole stream arrives in one read: the text leaves in one
+			// write, before the bill is settled
+			svc, p := testService(t, tc.format, &fakeUpstream{status: 200, header: sse, body: tc.head + deltas + tc.tail}, 1_000_000)
+			w := &flushLog{ResponseRecorder: httptest.NewRecorder()}
+			svc.Generate(w, httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body)), p, tc.kind, "", "req_1")
+			if w.Code != 200 || w.Header().Get("Content-Type") != "text/event-stream" || w.Header().Get("Content-Length") != "" {
+				t.Fatalf("%d %v", w.Code, w.Header())
+			}
+			if w.pending.Len() != 0 {
+				t.Fatalf("unflushed at the end: %q", w.pending.String())
+			}
+			all := strings.Join(w.flushed, "")
+			if !strings.Contains(all, tc.text("one")) || !strings.Contains(all, tc.text("three")) || !strings.HasSuffix(all, tc.end) {
+				t.Fatalf("flushes %q", w.flushed)
+			}
+			together := false
+			for _, f := range w.flushed {
+				together = together || strings.Contains(f, tc.text("one")) && strings.Contains(f, tc.text("three"))
+				if strings.Contains(f, tc.text("three")) && strings.Contains(f, tc.end) {
+					t.Errorf("the text waited for the bill: %q", f)
 				}
 			}
-		}
-		_, _ = io.WriteString(pw, anthropicTail)
-	}()
-	r = httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	svc.Generate(w, r, p, KindChat, "", "req_3")
-	all = strings.Join(w.flushed, "")
-	if !strings.Contains(all, `"content":"one"`) || !strings.Contains(all, `"content":"three"`) || !strings.HasSuffix(all, "data: [DONE]\n\n") || w.pending.Len() != 0 {
-		t.Fatalf("paced stream: flushes %q, unflushed %q", w.flushed, w.pending.String())
+			if !together {
+				t.Errorf("the deltas arrived together and were flushed one by one: %q", w.flushed)
+			}
+
+			// events that arrive one at a time each leave before the next arrives
+			pr, pw := io.Pipe()
+			svc, p = testService(t, tc.format, &fakeUpstream{status: 200, header: sse, stream: pr}, 1_000_000)
+			w = &flushLog{ResponseRecorder: httptest.NewRecorder(), onFlush: make(chan string, 16)}
+			go func() {
+				defer pw.Close()
+				if _, err := io.WriteString(pw, tc.head); err != nil {
+					return
+				}
+				for _, word := range words {
+					if _, err := io.WriteString(pw, tc.delta(word)); err != nil {
+						return
+					}
+					for flushed := false; !flushed; {
+						select {
+						case f := <-w.onFlush:
+							flushed = strings.Contains(f, tc.text(word))
+						case <-time.After(5 * time.Second):
+							pw.CloseWithError(fmt.Errorf("%q was not flushed before the next event", word))
+							return
+						}
+					}
+				}
+				_, _ = io.WriteString(pw, tc.tail)
+			}()
+			svc.Generate(w, httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body)), p, tc.kind, "", "req_3")
+			all = strings.Join(w.flushed, "")
+			if !strings.Contains(all, tc.text("one")) || !strings.Contains(all, tc.text("three")) || !strings.HasSuffix(all, tc.end) || w.pending.Len() != 0 {
+				t.Fatalf("paced stream: flushes %q, unflushed %q", w.flushed, w.pending.String())
+			}
+		})
 	}
 
+	// a whole answer
 	body := `{"id":"msg_1","type":"message","role":"assistant","model":"up-m","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3}}`
-	svc, p = testService(t, upstream.FormatAnthropic, &fakeUpstream{status: 200, header: http.Header{"Content-Type": {"application/json"}}, body: body}, 1_000_000)
+	svc, p := testService(t, upstream.FormatAnthropic, &fakeUpstream{status: 200, header: http.Header{"Content-Type": {"application/json"}}, body: body}, 1_000_000)
 	rec := httptest.NewRecorder()
 	svc.Generate(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)), p, KindChat, "", "req_2")
 	if rec.Code != 200 || rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) || !strings.Contains(rec.Body.String(), `"hello"`) {
