@@ -687,9 +687,9 @@ func (s *meteredStream) send() bool {
 // ready reports whether the next step has its upstream event at hand, so
 // that it cannot wait for the upstream. With keep-alives the pump's
 // goroutine reads the events; while it waits for the last one handed over
-// to be used (pending), the reader is still and may be asked, and a ready
-// event comes back from the pump at once. Otherwise the pump may be
-// reading, and the step may wait.
+// to be used (pending), the reader is still and may be asked (and a ready
+// event read here, see nextEvent). Otherwise the pump may be reading, and
+// the step may wait.
 func (s *meteredStream) ready() bool {
 	if s.ka != nil && !s.ka.pending {
 		return false
@@ -832,7 +832,7 @@ var anthropicPing = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
 // Keep-alives start once the client has had its first bytes, so that they
 // never come before the stream's opening event.
 func (s *meteredStream) next() (event, data []byte, err error, idle bool) {
-	if s.keepAlive == nil || s.c.ttft == 0 {
+	if s.keepAlive == nil || s.c.ttft == 0 || s.ready() {
 		event, data, err = s.nextEvent()
 		return event, data, err, false
 	}
@@ -853,7 +853,10 @@ func (s *meteredStream) next() (event, data []byte, err error, idle bool) {
 
 // nextEvent waits for the next upstream event.
 func (s *meteredStream) nextEvent() (event, data []byte, err error) {
-	if s.keepAlive == nil {
+	if s.keepAlive == nil || s.ready() {
+		// no keep-alives, or the event is already buffered: read it here,
+		// without a round trip through the pump (which, if started, waits
+		// for its ack and leaves the reader alone)
 		return s.events.Next()
 	}
 	if s.ka == nil {
