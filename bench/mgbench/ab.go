@@ -72,7 +72,7 @@ func (e *env) abBench(other string, d time.Duration, latN, nStreams int) error {
 	}
 	for i := range 4 {
 		for _, j := range []int{i % 2, 1 - i%2} {
-			g, _ := frameGaps(cs, []*target{a.t, b.t}[j], long, nStreams)
+			g, _, _ := frameGaps(cs, []*target{a.t, b.t}[j], long, nStreams)
 			stalls[j] += stallsIn(g)
 			gaps[j] = append(gaps[j], g...)
 		}
