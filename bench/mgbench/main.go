@@ -409,10 +409,10 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	stalls := map[string]string{}
 	var stallN [2]int
 	for i, t := range []*target{e.floorT, e.gwT} {
-		gaps, failed, last := frameGaps(cs, t, long, nStreams)
+		gaps, failed, atEnd := frameGaps(cs, t, long, nStreams)
 		n := stallsIn(gaps)
 		stallN[i] = n
-		stalls[t.name] = fmt.Sprintf("%d stalls (%d before the last event), p99 gap %s, %d failed", n, last, ms(percentile(gaps, 99)), failed)
+		stalls[t.name] = fmt.Sprintf("%d stalls (%d at a stream's end), p99 gap %s, %d failed", n, atEnd, ms(percentile(gaps, 99)), failed)
 	}
 	rows = append(rows, row{fmt.Sprintf("frame stalls (> 125 ms) at %d streams of 25 ms frames", nStreams), stalls["floor"], stalls["gateway"], "", "0 added", check(stallN[1] <= stallN[0])})
 
@@ -468,9 +468,10 @@ func (e *env) benchPostgres(d time.Duration, profile string) error {
 }
 
 // frameGaps opens n streams of r on t at once and returns the gaps between
-// their events, sorted, how many streams failed, and how many streams'
-// last gap (the wait for the bill, with a gateway) was a stall.
-func frameGaps(c *http.Client, t *target, r request, n int) (gaps []time.Duration, failed, lastStalls int) {
+// their events, sorted, how many streams failed, and the stalls among the
+// streams' last three gaps (before the finish, usage and end events, which
+// a gateway holds until the bill is settled).
+func frameGaps(c *http.Client, t *target, r request, n int) (gaps []time.Duration, failed, endStalls int) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range n {
@@ -483,15 +484,13 @@ func frameGaps(c *http.Client, t *target, r request, n int) (gaps []time.Duratio
 			if !ok {
 				failed++
 			}
-			if len(g) > 0 {
-				lastStalls += stallsIn(g[len(g)-1:])
-			}
+			endStalls += stallsIn(g[max(len(g)-3, 0):])
 			gaps = append(gaps, g...)
 		}()
 	}
 	wg.Wait()
 	sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
-	return gaps, failed, lastStalls
+	return gaps, failed, endStalls
 }
 
 // stallsIn counts the gaps over 125 ms (five frames of 25 ms).
