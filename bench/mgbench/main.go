@@ -409,6 +409,10 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 	stalls := map[string]string{}
 	var stallN [2]int
 	for i, t := range []*target{e.floorT, e.gwT} {
+		// a warm-up burst first: the first one of a target dials every
+		// connection at once, and its stalls (hundreds, the floor's as
+		// the gateway's) are that storm's, not the steady state's
+		frameGaps(cs, t, long, nStreams)
 		gaps, failed, atEnd := frameGaps(cs, t, long, nStreams)
 		n := stallsIn(gaps)
 		stallN[i] = n
