@@ -832,20 +832,20 @@ var anthropicPing = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
 // Keep-alives start once the client has had its first bytes, so that they
 // never come before the stream's opening event.
 func (s *meteredStream) next() (event, data []byte, err error, idle bool) {
-	if s.keepAlive == nil || s.c.ttft == 0 || s.ready() {
+	if s.keepAlive == nil || s.c.ttft == 0 {
 		event, data, err = s.nextEvent()
 		return event, data, err, false
 	}
-	if s.ka == nil {
-		s.ka = startEventPump(s.events)
-		s.kaTimer = time.NewTimer(s.c.svc.keepAlive())
+	if s.ready() {
+		event, data, err = s.events.Next()
+		return event, data, err, false
 	}
-	s.ka.release()
+	s.pump()
 	s.kaTimer.Reset(s.c.svc.keepAlive())
 	select {
 	case r := <-s.ka.results:
-		s.ka.pending = r.err == nil
-		return r.event, r.data, r.err, false
+		event, data, err = s.received(r)
+		return event, data, err, false
 	case <-s.kaTimer.C:
 		return nil, nil, nil, true
 	}
@@ -854,17 +854,27 @@ func (s *meteredStream) next() (event, data []byte, err error, idle bool) {
 // nextEvent waits for the next upstream event.
 func (s *meteredStream) nextEvent() (event, data []byte, err error) {
 	if s.keepAlive == nil || s.ready() {
-		// no keep-alives, or the event is already buffered: read it here,
-		// without a round trip through the pump (which, if started, waits
-		// for its ack and leaves the reader alone)
 		return s.events.Next()
 	}
+	s.pump()
+	return s.received(<-s.ka.results)
+}
+
+// pump starts the keep-alive pump on first use and lets it read the next
+// event. An event already buffered is read on the request's goroutine
+// instead (next, nextEvent): the pump, if started, waits for its ack and
+// leaves the reader alone, and the round trip through it costs two channel
+// operations and two wake-ups an event.
+func (s *meteredStream) pump() {
 	if s.ka == nil {
 		s.ka = startEventPump(s.events)
 		s.kaTimer = time.NewTimer(s.c.svc.keepAlive())
 	}
 	s.ka.release()
-	r := <-s.ka.results
+}
+
+// received takes an event from the pump.
+func (s *meteredStream) received(r pumped) (event, data []byte, err error) {
 	s.ka.pending = r.err == nil
 	return r.event, r.data, r.err
 }

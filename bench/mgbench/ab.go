@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -50,16 +49,11 @@ func (e *env) abBench(other string, d time.Duration, latN, nStreams int) error {
 	// c=50: the plain request, then a stream of 200 tokens sent as fast as
 	// the mock makes them (many events a read), passed through and
 	// translated, each in alternating rounds
-	streamed := chat("gpt-4o-mini", "mock:tokens=200 Hello there", true)
-	plainCPU := abRounds(c50, a, b, plain, d)
-	plainA, plainB := a.total, b.total
-	a.total, b.total = tally{}, tally{}
-	streamCPU := abRounds(c50, a, b, streamed, d/2)
-	streamA, streamB := a.total, b.total
+	plainCPU, plainA, plainB := abRounds(c50, a, b, plain, d)
+	streamCPU, streamA, streamB := abRounds(c50, a, b, chat("gpt-4o-mini", "mock:tokens=200 Hello there", true), d/2)
 	// the same stream translated, to an Anthropic client (its events come
 	// through the keep-alive pump)
-	a.total, b.total = tally{}, tally{}
-	translatedCPU := abRounds(c50, a, b, messages("gpt-4o-mini", "mock:tokens=200 Hello there", true), d/2)
+	translatedCPU, trA, trB := abRounds(c50, a, b, messages("gpt-4o-mini", "mock:tokens=200 Hello there", true), d/2)
 
 	// frame stalls: nStreams streams of 25 ms frames at once, A and B in
 	// alternating rounds
@@ -78,7 +72,7 @@ func (e *env) abBench(other string, d time.Duration, latN, nStreams int) error {
 		}
 	}
 	for j := range gaps {
-		sort.Slice(gaps[j], func(x, y int) bool { return gaps[j][x] < gaps[j][y] })
+		slices.Sort(gaps[j])
 	}
 
 	c1 := newClient(4)
@@ -93,7 +87,7 @@ func (e *env) abBench(other string, d time.Duration, latN, nStreams int) error {
 	fmt.Printf("| CPU per request, c=50, pass-through | %s | %s | %s |\n", us(plainA.per()), us(plainB.per()), plainCPU)
 	fmt.Printf("| requests/s, c=50 | %.0f | %.0f | %.3f× |\n", plainA.rps(d), plainB.rps(d), plainB.rps(d)/plainA.rps(d))
 	fmt.Printf("| CPU per request, c=50, streamed (200 tokens) | %s | %s | %s |\n", us(streamA.per()), us(streamB.per()), streamCPU)
-	fmt.Printf("| CPU per request, c=50, streamed to an Anthropic client (200 tokens, translated) | %s | %s | %s |\n", us(a.total.per()), us(b.total.per()), translatedCPU)
+	fmt.Printf("| CPU per request, c=50, streamed to an Anthropic client (200 tokens, translated) | %s | %s | %s |\n", us(trA.per()), us(trB.per()), translatedCPU)
 	fmt.Printf("| frame stalls (> 125 ms), 4 rounds of %d streams of 25 ms frames | %d (p99 gap %s) | %d (p99 gap %s) | %+d |\n",
 		nStreams, stalls[0], ms(percentile(gaps[0], 99)), stalls[1], ms(percentile(gaps[1], 99)), stalls[1]-stalls[0])
 	fmt.Printf("| ledger: settles per write transaction (mean) | %.1f | %.1f | |\n", a.settlesPerCommit(), b.settlesPerCommit())
@@ -113,43 +107,38 @@ func (e *env) abBench(other string, d time.Duration, latN, nStreams int) error {
 const abRoundsN = 8
 
 // abRounds runs r at c=50 on a and b in alternating rounds (d in all per
-// side) and returns the CPU ratio B÷A: the median of the rounds' ratios,
-// and their range.
-func abRounds(c50 *http.Client, a, b *abSide, r request, d time.Duration) string {
+// side) and returns the CPU ratio B÷A (the median of the rounds' ratios,
+// and their range) and each side's totals.
+func abRounds(c50 *http.Client, a, b *abSide, r request, d time.Duration) (cpu string, ta, tb tally) {
 	var ratios []float64
 	for i := range abRoundsN {
 		first, second := a, b
 		if i%2 == 1 {
 			first, second = b, a
 		}
-		first.round(c50, r, d/abRoundsN)
-		second.round(c50, r, d/abRoundsN)
+		first.last.round(c50, first.p, first.t, r, d/abRoundsN)
+		second.last.round(c50, second.p, second.t, r, d/abRoundsN)
 		ratios = append(ratios, float64(b.last.per())/float64(a.last.per()))
+		ta.add(a.last)
+		tb.add(b.last)
+		a.last, b.last = tally{}, tally{}
 	}
 	slices.Sort(ratios)
-	return fmt.Sprintf("%.3f× (median of rounds %.3f–%.3f)", ratios[abRoundsN/2], ratios[0], ratios[abRoundsN-1])
+	return fmt.Sprintf("%.3f× (median of rounds %.3f–%.3f)", ratios[abRoundsN/2], ratios[0], ratios[abRoundsN-1]), ta, tb
 }
 
-// abSide is one gateway of an A/B run and its c=50 tallies.
+// abSide is one gateway of an A/B run and its last c=50 round.
 type abSide struct {
-	p           *proc
-	t           *target
-	admin       string // its admin endpoint (metrics)
-	total, last tally
+	p     *proc
+	t     *target
+	admin string // its admin endpoint (metrics)
+	last  tally
 }
 
 // settlesPerCommit is the mean batch of the gateway's ledger so far.
 func (s *abSide) settlesPerCommit() float64 {
 	sum, n := metric(s.admin, "modelgate_ledger_commit_commands_sum"), metric(s.admin, "modelgate_ledger_commit_commands_count")
 	return sum / max(n, 1)
-}
-
-// round runs one c=50 round of d and adds it to the total.
-func (s *abSide) round(c50 *http.Client, r request, d time.Duration) {
-	s.last = tally{}
-	s.last.round(c50, s.p, s.t, r, d)
-	s.total.ok += s.last.ok
-	s.total.cpu += s.last.cpu
 }
 
 // startSide makes a ledger with bin's own commands (an account with the

@@ -24,7 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,8 +121,8 @@ func setup(bin, out, pgDSN string) (*env, error) {
 		return nil, err
 	}
 	e.account, e.key = account, key
-	global := "{\n\tadmin off\n\tpersist_config off\n\tgrace_period 2s\n}\n"
-	if e.mock, err = startCaddy(bin, dir, "mock", global+fmt.Sprintf(`
+	global := func(admin string) string { return "{\n\t" + admin + "\n\tpersist_config off\n\tgrace_period 2s\n}\n" }
+	if e.mock, err = startCaddy(bin, dir, "mock", global("admin off")+fmt.Sprintf(`
 http://127.0.0.1:%d {
 	modelgate_mock {
 		keys %s
@@ -132,7 +132,7 @@ http://127.0.0.1:%d {
 		return nil, err
 	}
 	floorCfg := func(port int, transport, admin string) string {
-		return strings.Replace(global, "admin off", admin, 1) + fmt.Sprintf(`
+		return global(admin) + fmt.Sprintf(`
 http://127.0.0.1:%d {
 	reverse_proxy 127.0.0.1:%d {
 		header_up Authorization "Bearer %s"
@@ -493,7 +493,7 @@ func frameGaps(c *http.Client, t *target, r request, n int) (gaps []time.Duratio
 		}()
 	}
 	wg.Wait()
-	sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
+	slices.Sort(gaps)
 	return gaps, failed, endStalls
 }
 
@@ -519,8 +519,11 @@ type tally struct {
 func (tl *tally) round(c *http.Client, p *proc, t *target, r request, d time.Duration) {
 	c0 := p.cpu()
 	n, _ := throughput(c, t, r, 50, d)
-	tl.ok, tl.cpu = tl.ok+n, tl.cpu+p.cpu()-c0
+	tl.add(tally{ok: n, cpu: p.cpu() - c0})
 }
+
+// add adds another tally's answers and CPU.
+func (tl *tally) add(o tally) { tl.ok, tl.cpu = tl.ok+o.ok, tl.cpu+o.cpu }
 
 // rps is the answers per second over the rounds' total time d.
 func (tl tally) rps(d time.Duration) float64 { return float64(tl.ok) / d.Seconds() }

@@ -72,23 +72,16 @@ func (e *env) soak(d time.Duration) error {
 	return nil
 }
 
-// heapInuse reads the gateway's Go heap in use from Caddy's admin expvar
-// (RSS also holds SQLite's page cache, which fills up to its configured
-// size as the ledger grows).
+// heapInuse reads the gateway's Go heap in use (RSS also holds SQLite's
+// page cache, which fills up to its configured size as the ledger grows).
 func (e *env) heapInuse() uint64 {
-	resp, err := http.Get(e.adminURL + "/debug/vars")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	var v struct{ Memstats struct{ HeapInuse uint64 } }
-	_ = json.NewDecoder(resp.Body).Decode(&v)
-	return v.Memstats.HeapInuse
+	m, _ := memstats(e.adminURL)
+	return m.HeapInuse
 }
 
 // liveGoMemory returns the Go memory a Caddy process holds right after a
 // collection: its heap objects and goroutine stacks. The admin endpoint's
-// heap profile with gc=1 runs the collection; its expvar reads the stats.
+// heap profile with gc=1 runs the collection.
 func liveGoMemory(admin string) (int64, error) {
 	resp, err := http.Get(admin + "/debug/pprof/heap?gc=1")
 	if err != nil {
@@ -96,17 +89,25 @@ func liveGoMemory(admin string) (int64, error) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp, err = http.Get(admin + "/debug/vars"); err != nil {
-		return 0, err
+	m, err := memstats(admin)
+	return int64(m.HeapAlloc + m.StackInuse), err
+}
+
+// goMemStats are the runtime.MemStats fields the bench reads.
+type goMemStats struct{ HeapInuse, HeapAlloc, StackInuse uint64 }
+
+// memstats reads a Caddy process's memory statistics from its admin expvar.
+func memstats(admin string) (goMemStats, error) {
+	var v struct{ Memstats goMemStats }
+	resp, err := http.Get(admin + "/debug/vars")
+	if err != nil {
+		return v.Memstats, err
 	}
 	defer resp.Body.Close()
-	var v struct {
-		Memstats struct{ HeapAlloc, StackInuse uint64 }
-	}
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return 0, fmt.Errorf("%s/debug/vars: %w", admin, err)
+		return v.Memstats, fmt.Errorf("%s/debug/vars: %w", admin, err)
 	}
-	return int64(v.Memstats.HeapAlloc + v.Memstats.StackInuse), nil
+	return v.Memstats, nil
 }
 
 // goroutines reads the gateway's goroutine count from Caddy's admin pprof.
