@@ -97,6 +97,51 @@ func FuzzPassThroughStream(f *testing.F) {
 	})
 }
 
+// FuzzPassThroughResume: a chunk after another (the second often repeating
+// the first's head, where Feed resumes the first's walk) is translated and
+// metered exactly as by a translator that walks it whole.
+func FuzzPassThroughResume(f *testing.F) {
+	const head = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[`
+	first := head + `{"index":0,"delta":{"content":"a"}}],"usage":null}`
+	for _, second := range []string{
+		head + `{"index":0,"delta":{"content":"b\"c"}}],"usage":null}`,
+		head + `{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"{}"}}]}}]}`,
+		head + `],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
+		head + `{"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
+		head + `],"error":{"message":"overloaded"}}`,
+		head + `{"delta":{"annotations":[{"type":"url_citation"}]}}]}`,
+		head + `{"delta"`,
+		head + `]`,
+		head,
+		head[:len(head)-1] + `{}}`,
+		head[:len(head)-1] + ` [{"delta":{"content":"x"}}]}`,
+		`{"usage":null,` + head[1:] + `]}`,
+	} {
+		f.Add([]byte(first), []byte(second))
+	}
+	f.Add([]byte(`{"usage":null,`+head[1:]+`]}`), []byte(`{"usage":null,`+head[1:]+`],"x":1}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		for _, want := range []bool{true, false} {
+			resumed := NewPassThroughStream("svc", want).(*passThrough)
+			whole := NewPassThroughStream("svc", want).(*passThrough)
+			_, _, errA := resumed.Feed(nil, nil, a)
+			_, _, _ = whole.Feed(nil, nil, a)
+			whole.head = nil // walk b from its start
+			got, doneGot, errGot := resumed.Feed(nil, nil, b)
+			exp, doneExp, errExp := whole.Feed(nil, nil, b)
+			if !bytes.Equal(got, exp) || doneGot != doneExp || (errGot == nil) != (errExp == nil) {
+				t.Fatalf("after %q (err %v), %q: resumed %q %v %v, whole %q %v %v", a, errA, b, got, doneGot, errGot, exp, doneExp, errExp)
+			}
+			ug, okg := resumed.Usage()
+			ue, oke := whole.Usage()
+			if ug != ue || okg != oke || resumed.OutputBytes() != whole.OutputBytes() ||
+				!bytes.Equal(resumed.Finish(nil), whole.Finish(nil)) {
+				t.Fatalf("after %q, %q: resumed %+v %v %d, whole %+v %v %d", a, b, ug, okg, resumed.OutputBytes(), ue, oke, whole.OutputBytes())
+			}
+		}
+	})
+}
+
 // FuzzStreamDecoder: an OpenAI upstream's chunk of any shape, translated for
 // an Anthropic-style consumer through the IR, never panics, and an accepted
 // chunk yields IR events the OpenAI encoder renders as valid JSON.
