@@ -19,7 +19,9 @@ import (
 // alike: at c=1 the floor, A and B take turns request by request; at c=50
 // they take alternating rounds, and the CPU ratio B÷A is the median of the
 // rounds' ratios.
-func (e *env) abBench(other string, d time.Duration, latN, nStreams int) error {
+// With profile set, A's CPU profile of the streamed pass-through phase
+// goes to that file.
+func (e *env) abBench(other string, d time.Duration, latN, nStreams int, profile string) error {
 	// Both sides start alike (the run's own gateway is not used), so that
 	// neither is favoured by how its ledger was made, and from a binary of
 	// their own: a gateway run from the file the mock and the floor run from
@@ -50,7 +52,9 @@ func (e *env) abBench(other string, d time.Duration, latN, nStreams int) error {
 	// the mock makes them (many events a read), passed through and
 	// translated, each in alternating rounds
 	plainCPU, plainA, plainB := abRounds(c50, a, b, plain, d)
+	profDone := startProfile(a.admin, profile, d) // both sides' rounds: d/2 each
 	streamCPU, streamA, streamB := abRounds(c50, a, b, chat("gpt-4o-mini", "mock:tokens=200 Hello there", true), d/2)
+	waitProfile(profDone)
 	// the same stream translated, to an Anthropic client (its events come
 	// through the keep-alive pump)
 	translatedCPU, trA, trB := abRounds(c50, a, b, messages("gpt-4o-mini", "mock:tokens=200 Hello there", true), d/2)

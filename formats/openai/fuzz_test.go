@@ -97,46 +97,51 @@ func FuzzPassThroughStream(f *testing.F) {
 	})
 }
 
-// FuzzPassThroughResume: a chunk after another (the second often repeating
-// the first's head, where Feed resumes the first's walk) is translated and
-// metered exactly as by a translator that walks it whole.
-func FuzzPassThroughResume(f *testing.F) {
+// FuzzPassThroughReuse: a chunk after another (the second often the first
+// with another generated string, which Feed meters and rewrites with the
+// first's walk) is translated and metered exactly as by a translator that
+// walks it whole.
+func FuzzPassThroughReuse(f *testing.F) {
 	const head = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[`
-	first := head + `{"index":0,"delta":{"content":"a"}}],"usage":null}`
-	for _, second := range []string{
-		head + `{"index":0,"delta":{"content":"b\"c"}}],"usage":null}`,
-		head + `{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"{}"}}]}}]}`,
-		head + `],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
-		head + `{"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
-		head + `],"error":{"message":"overloaded"}}`,
-		head + `{"delta":{"annotations":[{"type":"url_citation"}]}}]}`,
-		head + `{"delta"`,
-		head + `]`,
-		head,
-		head[:len(head)-1] + `{}}`,
-		head[:len(head)-1] + ` [{"delta":{"content":"x"}}]}`,
-		`{"usage":null,` + head[1:] + `]}`,
+	const tail = `}}],"usage":null}`
+	for _, pair := range [][2]string{
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `{"index":0,"delta":{"content":"b\"c\u00e9"` + tail},
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `{"index":0,"delta":{"content":""` + tail},
+		{head + `{"index":0,"delta":{"content":null` + tail, head + `{"index":0,"delta":{"content":"xyz"` + tail},
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `{"index":0,"delta":{"content":"b"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`},
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `{"index":0,"delta":{"content":"b",` + tail},
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `{"index":0,"delta":{"content":"b" "c"` + tail},
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `{"index":0,"delta":{"content":"b"` + tail[:len(tail)-1]},
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `{"index":0,"delta":{"content":1` + tail},
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `{"index":0,"delta":{"content":"a"}}],"model":"ab"}`}, // a tail as long
+		{head + `{"index":0,"delta":{"content":"a"` + tail, head + `],"error":{"message":"overloaded"}}`},
+		{head + `{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\""}}]` + tail, head + `{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"city"}}]` + tail},
+		{head + `{"delta":{"function_call":{"arguments":"{"}` + tail, head + `{"delta":{"function_call":{"arguments":"}"}` + tail},
+		{head + `{"delta":{"content":"a","annotations":[{"type":"url_citation"}]` + tail, head + `{"delta":{"content":"bc","annotations":[{"type":"url_citation"}]` + tail},
+		{`{"usage":{"prompt_tokens":3,"completion_tokens":2},` + head[1:] + `{"delta":{"content":"a"` + tail, `{"usage":{"prompt_tokens":3,"completion_tokens":2},` + head[1:] + `{"delta":{"content":"abc"` + tail},
+		{`{"choices":[{"delta":{"content":"a"}}],"usage":null,"model":"m"}`, `{"choices":[{"delta":{"content":"abcd"}}],"usage":null,"model":"m"}`},
+		{head + `{"index":0,"delta":{"content":"a","refusal":"b"` + tail, head + `{"index":0,"delta":{"content":"a","refusal":"cd"` + tail},
+		{head + `],"usage":null}`, head + `]}`},
 	} {
-		f.Add([]byte(first), []byte(second))
+		f.Add([]byte(pair[0]), []byte(pair[1]))
 	}
-	f.Add([]byte(`{"usage":null,`+head[1:]+`]}`), []byte(`{"usage":null,`+head[1:]+`],"x":1}`))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		for _, want := range []bool{true, false} {
-			resumed := NewPassThroughStream("svc", want).(*passThrough)
+			reused := NewPassThroughStream("svc", want).(*passThrough)
 			whole := NewPassThroughStream("svc", want).(*passThrough)
-			_, _, errA := resumed.Feed(nil, nil, a)
+			_, _, errA := reused.Feed(nil, nil, a)
 			_, _, _ = whole.Feed(nil, nil, a)
-			whole.head = nil // walk b from its start
-			got, doneGot, errGot := resumed.Feed(nil, nil, b)
+			whole.lastHead = nil // walk b whole
+			got, doneGot, errGot := reused.Feed(nil, nil, b)
 			exp, doneExp, errExp := whole.Feed(nil, nil, b)
 			if !bytes.Equal(got, exp) || doneGot != doneExp || (errGot == nil) != (errExp == nil) {
-				t.Fatalf("after %q (err %v), %q: resumed %q %v %v, whole %q %v %v", a, errA, b, got, doneGot, errGot, exp, doneExp, errExp)
+				t.Fatalf("after %q (err %v), %q: reused %q %v %v, whole %q %v %v", a, errA, b, got, doneGot, errGot, exp, doneExp, errExp)
 			}
-			ug, okg := resumed.Usage()
+			ug, okg := reused.Usage()
 			ue, oke := whole.Usage()
-			if ug != ue || okg != oke || resumed.OutputBytes() != whole.OutputBytes() ||
-				!bytes.Equal(resumed.Finish(nil), whole.Finish(nil)) {
-				t.Fatalf("after %q, %q: resumed %+v %v %d, whole %+v %v %d", a, b, ug, okg, resumed.OutputBytes(), ue, oke, whole.OutputBytes())
+			if ug != ue || okg != oke || reused.OutputBytes() != whole.OutputBytes() ||
+				!bytes.Equal(reused.Finish(nil), whole.Finish(nil)) {
+				t.Fatalf("after %q, %q: reused %+v %v %d, whole %+v %v %d", a, b, ug, okg, reused.OutputBytes(), ue, oke, whole.OutputBytes())
 			}
 		}
 	})

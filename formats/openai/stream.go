@@ -26,13 +26,14 @@ type passThrough struct {
 	outBytes int64
 	searched bool // a url_citation annotation came: the model searched the web (#16)
 
-	// head is the last chunk's bytes up to its choices' opening bracket,
-	// and headWalk the walk there: upstreams repeat id, object, created,
-	// model and system_fingerprint in every chunk, so a chunk that starts
-	// with the same bytes resumes the walk at its choices (same bytes, same
-	// walk) instead of scanning those members again.
-	head     []byte
-	headWalk chunkWalk
+	// lastHead and lastTail are the bytes of the last chunk walked whole
+	// that held one generated string, before and after that string, and
+	// lastShape what the walk found. Upstreams send hundreds of chunks that
+	// differ from the one before only in that string (id, created, model,
+	// index, finish_reason: all repeat); such a chunk is metered and
+	// rewritten without a walk: same bytes around a string, same walk.
+	lastHead, lastTail []byte
+	lastShape          chunkShape
 }
 
 // NewPassThroughStream returns the translator of an OpenAI chat stream to an
@@ -60,24 +61,27 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		t.done = true
 		return dst, true, nil
 	}
-	var w chunkWalk
-	if len(t.head) > 0 && bytes.HasPrefix(data, t.head) {
-		// the same id, object, created, model and system_fingerprint as
-		// the last chunk: go on from its choices
-		w = t.headWalk
-		w.it.Rebase(data)
-		t.choices(&w, data)
+	var w chunkShape
+	if text, ok := t.reuse(data, &w); ok {
+		t.outBytes += int64(rawjson.UnquotedLen(text))
 	} else {
-		w = chunkWalk{it: rawjson.Object(data, 0), second: -1, noChoices: true}
-	}
-	for w.it.NextLazy() {
-		if ferr := t.member(&w, data); ferr != nil {
-			return dst, false, ferr
+		w = chunkShape{second: -1, noChoices: true}
+		it := rawjson.Object(data, 0)
+		for it.NextLazy() {
+			if ferr := t.member(&it, &w, data); ferr != nil {
+				return dst, false, ferr
+			}
+		}
+		if it.Err() != nil {
+			return dst, false, upstream.BadEvent()
+		}
+		if w.texts == 1 {
+			t.lastHead = append(t.lastHead[:0], data[:w.textStart]...)
+			t.lastTail = append(t.lastTail[:0], data[w.textEnd:]...)
+			t.lastShape = w
 		}
 	}
-	if w.it.Err() != nil {
-		return dst, false, upstream.BadEvent()
-	}
+
 	var edits [2]rawjson.Edit
 	n := 0
 	if w.hasModel {
@@ -136,64 +140,93 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 	return append(dst, "\n\n"...), false, nil
 }
 
-// chunkWalk is Feed's walk over the top-level members of one chunk and what
-// it found.
-type chunkWalk struct {
-	it           rawjson.Iter
-	model, usage rawjson.Member // offsets only: their Name may be a past chunk's
+// chunkShape is where a chunk's members are, as Feed's walk found them.
+type chunkShape struct {
+	model, usage rawjson.Member // offsets only: Name may be a past chunk's
 	hasModel     bool
 	hasUsage     bool
 	usageOrd     int  // usage's ordinal (1 for the first member)
-	second       int  // the second member's start, -1 if none yet
+	second       int  // the second member's start, -1 if none
 	noChoices    bool // choices absent or []
+	// texts is the number of generated strings counted (content,
+	// refusal, reasoning, tool-call arguments); textStart and textEnd
+	// delimit the last one.
+	texts              int
+	textStart, textEnd int
+}
+
+// shift moves the offsets at or past at by n bytes.
+func (w *chunkShape) shift(at, n int) {
+	move := func(x *int) {
+		if *x >= at {
+			*x += n
+		}
+	}
+	for _, m := range []*rawjson.Member{&w.model, &w.usage} {
+		move(&m.Start)
+		move(&m.ValueStart)
+		move(&m.ValueEnd)
+		move(&m.Prev)
+	}
+	move(&w.second)
+	move(&w.textEnd)
+}
+
+// reuse reports whether data is the last chunk walked whole with another
+// generated string (see passThrough.lastHead); then w is data's shape, and
+// text its string.
+func (t *passThrough) reuse(data []byte, w *chunkShape) (text []byte, ok bool) {
+	head, tail := t.lastHead, t.lastTail
+	if len(head) == 0 || len(data) <= len(head)+len(tail) || data[len(head)] != '"' ||
+		!bytes.HasPrefix(data, head) || !bytes.HasSuffix(data, tail) {
+		return nil, false
+	}
+	end, err := rawjson.SkipValue(data, len(head))
+	if err != nil || end != len(data)-len(tail) {
+		return nil, false
+	}
+	*w = t.lastShape
+	w.shift(w.textEnd, end-w.textEnd)
+	return data[len(head):end], true
 }
 
 // member takes the member the walk stopped at (NextLazy).
-func (t *passThrough) member(w *chunkWalk, data []byte) *formats.Error {
-	m := w.it.Member()
-	if w.it.Len() == 2 {
+func (t *passThrough) member(it *rawjson.Iter, w *chunkShape, data []byte) *formats.Error {
+	m := it.Member()
+	if it.Len() == 2 {
 		w.second = m.Start
 	}
 	switch {
 	case m.NameIs("choices"):
-		if start := w.it.Start(); data[start] == '[' {
-			// remember the head for the next chunk (see passThrough.head)
-			t.head = append(t.head[:0], data[:start+1]...)
-			t.headWalk = *w
+		// walked in place: generated bytes are counted on the way
+		d := deltaBytes(data, it.Start())
+		if d.end > 0 {
+			it.SetEnd(d.end)
 		}
-		t.choices(w, data)
+		t.outBytes += d.n
+		t.searched = t.searched || d.cites
+		w.noChoices = d.empty
+		w.texts, w.textStart, w.textEnd = d.texts, d.textStart, d.textEnd
 	case m.NameIs("model"):
-		w.it.Value()
+		it.Value()
 		w.model, w.hasModel = *m, true
 	case m.NameIs("usage"):
-		w.it.Value()
-		w.usage, w.hasUsage, w.usageOrd = *m, true, w.it.Len()
+		it.Value()
+		w.usage, w.hasUsage, w.usageOrd = *m, true, it.Len()
 	case m.NameIs("id"):
 		if t.id == nil {
-			t.id = append([]byte(nil), w.it.Value()...)
+			t.id = append([]byte(nil), it.Value()...)
 		}
 	case m.NameIs("created"):
 		if t.created == nil {
-			t.created = append([]byte(nil), w.it.Value()...)
+			t.created = append([]byte(nil), it.Value()...)
 		}
 	case m.NameIs("error"):
-		if v := w.it.Value(); !rawjson.IsNull(v) {
+		if v := it.Value(); !rawjson.IsNull(v) {
 			return streamError(errorValue(v))
 		}
 	}
 	return nil
-}
-
-// choices walks the choices array the walk stopped at in place, counting
-// the generated bytes on the way.
-func (t *passThrough) choices(w *chunkWalk, data []byte) {
-	n, end, empty, cites := deltaBytes(data, w.it.Start())
-	if end > 0 {
-		w.it.SetEnd(end)
-	}
-	t.outBytes += n
-	t.searched = t.searched || cites
-	w.noChoices = empty
 }
 
 var null = []byte("null")
@@ -204,14 +237,32 @@ func hasLineBreak(b []byte) bool {
 	return bytes.IndexByte(b, '\n') >= 0 || bytes.IndexByte(b, '\r') >= 0
 }
 
+// deltas is what deltaBytes found in a chunk's choices.
+type deltas struct {
+	n     int64 // generated bytes
+	end   int   // just past the array, -1 if it is malformed
+	empty bool
+	cites bool // a delta's annotations cite the web (url_citation: the model searched, #16)
+	// texts is the number of generated strings counted, textStart and
+	// textEnd the last one's span
+	texts              int
+	textStart, textEnd int
+}
+
+// count adds the generated string b[start:end].
+func (d *deltas) count(b []byte, start, end int) {
+	d.n += int64(rawjson.UnquotedLen(b[start:end]))
+	d.texts++
+	d.textStart, d.textEnd = start, end
+}
+
 // deltaBytes walks the choices array at b[start] and counts the generated
 // bytes in it: content, refusal, reasoning and tool-call argument fragments
-// (unescaped length). It returns the offset just past the array (-1 if it
-// is malformed), whether it is empty, and whether a delta's annotations
-// cite the web (url_citation: the model searched, #16).
-func deltaBytes(b []byte, start int) (n int64, end int, empty, cites bool) {
+// (unescaped length).
+func deltaBytes(b []byte, start int) (d deltas) {
+	d.end = -1
 	if b[start] != '[' {
-		return 0, -1, false, false
+		return d
 	}
 	ci := rawjson.Array(b, start)
 	for ci.NextLazy() {
@@ -225,20 +276,27 @@ func deltaBytes(b []byte, start int) (n int64, end int, empty, cites bool) {
 			}
 			di := rawjson.Object(b, oi.Start())
 			for di.Next() {
+				m := di.Member()
 				v := di.Value()
 				switch {
 				case di.NameIs("content"), di.NameIs("refusal"), di.NameIs("reasoning_content"), di.NameIs("reasoning"):
-					n += int64(rawjson.UnquotedLen(v))
+					d.count(b, m.ValueStart, m.ValueEnd)
 				case di.NameIs("tool_calls"):
 					ti := rawjson.Array(v, 0)
 					for ti.Next() {
-						fn := rawjson.Get(ti.Value(), "function")
-						n += int64(rawjson.UnquotedLen(rawjson.Get(fn, "arguments")))
+						e := ti.Member()
+						if fs, fe, ok := memberSpan(v, e.ValueStart, e.ValueEnd, "function"); ok {
+							if as, ae, ok := memberSpan(v, fs, fe, "arguments"); ok {
+								d.count(b, m.ValueStart+as, m.ValueStart+ae)
+							}
+						}
 					}
 				case di.NameIs("function_call"):
-					n += int64(rawjson.UnquotedLen(rawjson.Get(v, "arguments")))
+					if as, ae, ok := memberSpan(v, 0, len(v), "arguments"); ok {
+						d.count(b, m.ValueStart+as, m.ValueStart+ae)
+					}
 				case di.NameIs("annotations"):
-					cites = cites || citesWeb(v)
+					d.cites = d.cites || citesWeb(v)
 				}
 			}
 			if di.Err() == nil {
@@ -250,9 +308,20 @@ func deltaBytes(b []byte, start int) (n int64, end int, empty, cites bool) {
 		}
 	}
 	if ci.Err() != nil {
-		return 0, -1, false, cites
+		return deltas{end: -1, cites: d.cites}
 	}
-	return n, ci.End() + 1, ci.Len() == 0, cites
+	d.end, d.empty = ci.End()+1, ci.Len() == 0
+	return d
+}
+
+// memberSpan returns the span in b of the member name of the object
+// b[start:end] (rawjson.Find's first match).
+func memberSpan(b []byte, start, end int, name string) (vs, ve int, ok bool) {
+	vs, ve, err := rawjson.Find(b[start:end], name)
+	if err != nil || vs < 0 {
+		return 0, 0, false
+	}
+	return start + vs, start + ve, true
 }
 
 // Usage is final once [DONE] has come after a usage chunk.

@@ -354,17 +354,6 @@ func (it *Iter) advance() bool {
 	return true
 }
 
-// Rebase points the iterator at b, which must hold the same bytes as its
-// input up to and including the current value's first byte (a stream's next
-// event that repeats its predecessor's head): the walk goes on in b as if it
-// had started there.
-func (it *Iter) Rebase(b []byte) {
-	it.b = b
-	if it.m.Name != nil {
-		it.m.Name = b[it.m.Start+1 : it.m.Start+1+len(it.m.Name)]
-	}
-}
-
 // Start is the offset of the current value's first byte.
 func (it *Iter) Start() int { return it.m.ValueStart }
 
