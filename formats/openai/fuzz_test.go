@@ -2,8 +2,11 @@ package openai
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -131,7 +134,7 @@ func FuzzPassThroughReuse(f *testing.F) {
 			whole := NewPassThroughStream("svc", want).(*passThrough)
 			_, _, errA := reused.Feed(nil, nil, a)
 			_, _, _ = whole.Feed(nil, nil, a)
-			whole.lastHead = nil // walk b whole
+			whole.last.reset() // walk b whole
 			got, doneGot, errGot := reused.Feed(nil, nil, b)
 			exp, doneExp, errExp := whole.Feed(nil, nil, b)
 			if !bytes.Equal(got, exp) || doneGot != doneExp || (errGot == nil) != (errExp == nil) {
@@ -145,6 +148,65 @@ func FuzzPassThroughReuse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzStreamDecoderReuse: three chunks in a row after a start that opened a
+// tool call (the third often the first with another generated string,
+// which Decode decodes with the first's event; the second one that may
+// change the decoder's state) decode into the same events as by a decoder
+// that decodes every chunk whole.
+func FuzzStreamDecoderReuse(f *testing.F) {
+	const head = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[`
+	const tail = `}],"usage":null}`
+	text := func(s string) string { return head + `{"index":0,"delta":{"content":` + s + `}` + tail }
+	args := func(i int, s string) string {
+		return head + `{"index":0,"delta":{"tool_calls":[{"index":` + strconv.Itoa(i) + `,"function":{"arguments":` + s + `}}]}` + tail
+	}
+	open := head + `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}` + tail
+	for _, seq := range [][3]string{
+		{text(`"a"`), text(`"b"`), text(`"c\"d"`)},
+		{text(`"a"`), text(`"b"`), text(`""`)},
+		{open, args(0, `"{\""`), args(0, `"x"`)},
+		{args(0, `"{"`), head + `{"index":0,"delta":{},"finish_reason":"tool_calls"` + tail, args(0, `"}"`)},
+		{text(`"a"`), head + `{"index":0,"delta":{"content":"b"},"finish_reason":"stop"` + tail, text(`"c"`)},
+		{text(`"a"`), open, text(`"c"`)},
+		{head + `{"index":0,"delta":{"reasoning_content":"think"}` + tail, text(`"a"`), head + `{"index":0,"delta":{"reasoning_content":"more"}` + tail},
+		{head + `{"index":1,"delta":{"content":"a"}` + tail, text(`"b"`), head + `{"index":1,"delta":{"content":"c"}` + tail},
+		{text(`"a"`), text(`"b"`), head + `{"index":0,"delta":{"content":"c"}}],"usage":{"prompt_tokens":2,"completion_tokens":1}}`},
+		{text(`"a"`), text(`"b"`), head + `{"index":0,"delta":{"content":"c"}}],"model":"ab"}`}, // a tail as long
+		{text(`"a"`), text(`"b"`), text(`"c" "d"`)},
+		{text(`"a"`), text(`"b"`), text(`1`)},
+		{head + `{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","function":{"name":"g","arguments":""}}]}` + tail, args(1, `"x"`), args(1, `"y"`)},
+		{head + `{"index":0,"delta":{"reasoning_content":"r","content":"a"}` + tail, head + `{"index":0,"delta":{"reasoning_content":"r","content":"b"}` + tail, text(`"c"`)},
+	} {
+		f.Add([]byte(seq[0]), []byte(seq[1]), []byte(seq[2]))
+	}
+	f.Fuzz(func(t *testing.T, a, b, c []byte) {
+		reused := NewStreamDecoder().(*streamDecoder)
+		whole := NewStreamDecoder().(*streamDecoder)
+		// started, with tool call 0 open
+		_, _ = reused.Decode(nil, nil, []byte(open))
+		_, _ = whole.Decode(nil, nil, []byte(open))
+		for _, data := range [][]byte{a, b, c} {
+			got, errGot := reused.Decode(nil, nil, data)
+			whole.last.reset() // decode data whole
+			exp, errExp := whole.Decode(nil, nil, data)
+			if g, e := eventsText(got), eventsText(exp); g != e || (errGot == nil) != (errExp == nil) {
+				t.Fatalf("in %q, %q, %q: at %q reused %s %v, whole %s %v", a, b, c, data, g, errGot, e, errExp)
+			}
+		}
+	})
+}
+
+// eventsText prints IR events for comparison (Delta as text).
+func eventsText(evs []formats.Event) string {
+	var s strings.Builder
+	for _, ev := range evs {
+		delta := string(ev.Delta)
+		ev.Delta = nil
+		fmt.Fprintf(&s, "%+v %q\n", ev, delta)
+	}
+	return s.String()
 }
 
 // FuzzStreamDecoder: an OpenAI upstream's chunk of any shape, translated for

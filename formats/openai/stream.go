@@ -26,14 +26,11 @@ type passThrough struct {
 	outBytes int64
 	searched bool // a url_citation annotation came: the model searched the web (#16)
 
-	// lastHead and lastTail are the bytes of the last chunk walked whole
-	// that held one generated string, before and after that string, and
-	// lastShape what the walk found. Upstreams send hundreds of chunks that
-	// differ from the one before only in that string (id, created, model,
-	// index, finish_reason: all repeat); such a chunk is metered and
-	// rewritten without a walk: same bytes around a string, same walk.
-	lastHead, lastTail []byte
-	lastShape          chunkShape
+	// last is the last chunk walked whole that held one generated string,
+	// and lastShape what its walk found: a chunk of the same shape is
+	// metered and rewritten without a walk.
+	last      textShape
+	lastShape chunkShape
 }
 
 // NewPassThroughStream returns the translator of an OpenAI chat stream to an
@@ -76,8 +73,7 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 			return dst, false, upstream.BadEvent()
 		}
 		if w.texts == 1 {
-			t.lastHead = append(t.lastHead[:0], data[:w.textStart]...)
-			t.lastTail = append(t.lastTail[:0], data[w.textEnd:]...)
+			t.last.set(data, w.textStart, w.textEnd)
 			t.lastShape = w
 		}
 	}
@@ -173,21 +169,15 @@ func (w *chunkShape) shift(at, n int) {
 }
 
 // reuse reports whether data is the last chunk walked whole with another
-// generated string (see passThrough.lastHead); then w is data's shape, and
-// text its string.
+// generated string; then w is data's shape, and text its string.
 func (t *passThrough) reuse(data []byte, w *chunkShape) (text []byte, ok bool) {
-	head, tail := t.lastHead, t.lastTail
-	if len(head) == 0 || len(data) <= len(head)+len(tail) || data[len(head)] != '"' ||
-		!bytes.HasPrefix(data, head) || !bytes.HasSuffix(data, tail) {
-		return nil, false
-	}
-	end, err := rawjson.SkipValue(data, len(head))
-	if err != nil || end != len(data)-len(tail) {
+	text, ok = t.last.match(data)
+	if !ok {
 		return nil, false
 	}
 	*w = t.lastShape
-	w.shift(w.textEnd, end-w.textEnd)
-	return data[len(head):end], true
+	w.shift(w.textEnd, len(data)-len(t.last.tail)-w.textEnd)
+	return text, true
 }
 
 // member takes the member the walk stopped at (NextLazy).

@@ -22,6 +22,25 @@ type streamDecoder struct {
 	finished bool
 	sawTools bool
 	done     bool
+
+	raw []byte // the raw string of the last text, reasoning or argument event
+	// last is the last chunk decoded whole into one text, reasoning or
+	// argument event that changed nothing else, and lastEvent that event:
+	// a chunk of the same shape decodes into the same event with its own
+	// string.
+	last      textShape
+	lastEvent formats.Event
+}
+
+// decoderMark is the decoder's state that a chunk may change without an event.
+type decoderMark struct {
+	started, finished, sawTools bool
+	finish                      formats.StopReason
+	calls, current              int
+}
+
+func (d *streamDecoder) mark() decoderMark {
+	return decoderMark{d.started, d.finished, d.sawTools, d.finish, len(d.calls), d.current}
 }
 
 type openCall struct {
@@ -45,6 +64,32 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 		dst = append(dst, formats.Event{Type: formats.EventFinish, Stop: d.finish.Final(d.sawTools)})
 		return append(dst, formats.Event{Type: formats.EventEnd}), nil
 	}
+	if text, ok := d.last.match(data); ok {
+		if len(text) > 2 {
+			ev := d.lastEvent
+			ev.Delta = d.text(text)
+			dst = append(dst, ev)
+		}
+		return dst, nil
+	}
+	n, before := len(dst), d.mark()
+	d.raw = nil
+	dst, ferr := d.decode(dst, data)
+	d.last.reset()
+	if ferr == nil && len(dst) == n+1 && d.mark() == before {
+		switch ev := dst[n]; ev.Type {
+		case formats.EventText, formats.EventReasoning, formats.EventToolArgs:
+			if off, ok := offsetIn(data, d.raw); ok {
+				d.last.set(data, off, off+len(d.raw))
+				d.lastEvent = formats.Event{Type: ev.Type, Index: ev.Index}
+			}
+		}
+	}
+	return dst, ferr
+}
+
+// decode decodes one chunk (not [DONE]).
+func (d *streamDecoder) decode(dst []formats.Event, data []byte) ([]formats.Event, *formats.Error) {
 	var id, model, choices, usage, created []byte
 	it := rawjson.Object(data, 0)
 	for it.Next() {
@@ -98,6 +143,7 @@ func (d *streamDecoder) Decode(dst []formats.Event, event, data []byte) ([]forma
 
 // text unescapes a raw string into the chunk's buffer.
 func (d *streamDecoder) text(v []byte) []byte {
+	d.raw = v
 	start := len(d.buf)
 	d.buf, _ = rawjson.AppendUnquote(d.buf, v)
 	return d.buf[start:len(d.buf):len(d.buf)]
