@@ -19,8 +19,8 @@ import (
 // alike: at c=1 the floor, A and B take turns request by request; at c=50
 // they take alternating rounds, and the CPU ratio B÷A is the median of the
 // rounds' ratios.
-// With profile set, A's CPU profile of the streamed pass-through phase
-// goes to that file.
+// With profile set, A's CPU profiles of the streamed phases go to that file
+// (passed through) and to that file with ".translated" appended.
 func (e *env) abBench(other string, d time.Duration, latN, nStreams int, profile string) error {
 	// Both sides start alike (the run's own gateway is not used), so that
 	// neither is favoured by how its ledger was made, and from a binary of
@@ -57,7 +57,11 @@ func (e *env) abBench(other string, d time.Duration, latN, nStreams int, profile
 	waitProfile(profDone)
 	// the same stream translated, to an Anthropic client (its events come
 	// through the keep-alive pump)
+	if profile != "" {
+		profDone = startProfile(a.admin, profile+".translated", d)
+	}
 	translatedCPU, trA, trB := abRounds(c50, a, b, messages("gpt-4o-mini", "mock:tokens=200 Hello there", true), d/2)
+	waitProfile(profDone)
 
 	// frame stalls: nStreams streams of 25 ms frames at once, A and B in
 	// alternating rounds

@@ -46,7 +46,7 @@ func main() {
 	latN := flag.Int("n", 2000, "requests per target in the c=1 latency phase")
 	streams := flag.Int("streams", 512, "concurrent streams in the stall phase")
 	rssStreams := flag.Int("rss-streams", 200, "open streams in the memory phase")
-	profile := flag.String("profile", "", "write a CPU profile of the gateway (with -only-postgres: the one on PostgreSQL; with -ab: A, during the streamed pass-through phase) during the c=50 phase to this file")
+	profile := flag.String("profile", "", "write a CPU profile of the gateway (with -only-postgres: the one on PostgreSQL; with -ab: A, during the streamed phases, the translated one to FILE.translated) during the c=50 phase to this file")
 	soak := flag.Duration("soak", 0, "instead of the benchmark, run mixed load this long and print RSS and goroutines")
 	postgres := flag.String("postgres", os.Getenv("MODELGATE_BENCH_POSTGRES"), "also measure a gateway on this PostgreSQL ledger (an empty database or schema: postgres://…)")
 	onlyPostgres := flag.Bool("only-postgres", false, "with -postgres: measure only the floor and the gateway on PostgreSQL at c=50 (quicker, for work on that ledger)")
