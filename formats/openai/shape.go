@@ -11,7 +11,9 @@ import (
 // Upstreams send hundreds of chunks that differ from the one before only in
 // that string (id, created, model, index, finish_reason: all repeat), and
 // the same bytes around a string walk the same way: such a chunk need not
-// be walked again (docs/translation.md, "What a pass-through changes").
+// be walked again: the pass-through meters and splices it with the last
+// walk's edits, the decoder makes the last chunk's event of it
+// (docs/translation.md, "What a pass-through changes").
 type textShape struct {
 	head, tail []byte // empty head: nothing remembered
 }

@@ -72,8 +72,8 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 		if it.Err() != nil {
 			return dst, false, upstream.BadEvent()
 		}
-		if w.texts == 1 {
-			t.last.set(data, w.textStart, w.textEnd)
+		if w.text.count == 1 {
+			t.last.set(data, w.text.start, w.text.end)
 			t.lastShape = w
 		}
 	}
@@ -144,12 +144,13 @@ type chunkShape struct {
 	usageOrd     int  // usage's ordinal (1 for the first member)
 	second       int  // the second member's start, -1 if none
 	noChoices    bool // choices absent or []
-	// texts is the number of generated strings counted (content,
-	// refusal, reasoning, tool-call arguments); textStart and textEnd
-	// delimit the last one.
-	texts              int
-	textStart, textEnd int
+	text         generated
 }
+
+// generated is what a walk found of a chunk's generated strings (content,
+// refusal, reasoning, tool-call arguments): how many, and where the last
+// one is.
+type generated struct{ count, start, end int }
 
 // shift moves the offsets at or past at by n bytes.
 func (w *chunkShape) shift(at, n int) {
@@ -165,7 +166,7 @@ func (w *chunkShape) shift(at, n int) {
 		move(&m.Prev)
 	}
 	move(&w.second)
-	move(&w.textEnd)
+	move(&w.text.end)
 }
 
 // reuse reports whether data is the last chunk walked whole with another
@@ -176,7 +177,7 @@ func (t *passThrough) reuse(data []byte, w *chunkShape) (text []byte, ok bool) {
 		return nil, false
 	}
 	*w = t.lastShape
-	w.shift(w.textEnd, len(data)-len(t.last.tail)-w.textEnd)
+	w.shift(w.text.end, len(data)-len(t.last.tail)-w.text.end)
 	return text, true
 }
 
@@ -196,7 +197,7 @@ func (t *passThrough) member(it *rawjson.Iter, w *chunkShape, data []byte) *form
 		t.outBytes += d.n
 		t.searched = t.searched || d.cites
 		w.noChoices = d.empty
-		w.texts, w.textStart, w.textEnd = d.texts, d.textStart, d.textEnd
+		w.text = d.text
 	case m.NameIs("model"):
 		it.Value()
 		w.model, w.hasModel = *m, true
@@ -233,17 +234,15 @@ type deltas struct {
 	end   int   // just past the array, -1 if it is malformed
 	empty bool
 	cites bool // a delta's annotations cite the web (url_citation: the model searched, #16)
-	// texts is the number of generated strings counted, textStart and
-	// textEnd the last one's span
-	texts              int
-	textStart, textEnd int
+	text  generated
 }
 
-// count adds the generated string b[start:end].
-func (d *deltas) count(b []byte, start, end int) {
-	d.n += int64(rawjson.UnquotedLen(b[start:end]))
-	d.texts++
-	d.textStart, d.textEnd = start, end
+// count adds the generated string v, sliced from b (nil when absent).
+func (d *deltas) count(b, v []byte) {
+	d.n += int64(rawjson.UnquotedLen(v))
+	if off, ok := offsetIn(b, v); ok {
+		d.text = generated{d.text.count + 1, off, off + len(v)}
+	}
 }
 
 // deltaBytes walks the choices array at b[start] and counts the generated
@@ -266,25 +265,17 @@ func deltaBytes(b []byte, start int) (d deltas) {
 			}
 			di := rawjson.Object(b, oi.Start())
 			for di.Next() {
-				m := di.Member()
 				v := di.Value()
 				switch {
 				case di.NameIs("content"), di.NameIs("refusal"), di.NameIs("reasoning_content"), di.NameIs("reasoning"):
-					d.count(b, m.ValueStart, m.ValueEnd)
+					d.count(b, v)
 				case di.NameIs("tool_calls"):
 					ti := rawjson.Array(v, 0)
 					for ti.Next() {
-						e := ti.Member()
-						if fs, fe, ok := memberSpan(v, e.ValueStart, e.ValueEnd, "function"); ok {
-							if as, ae, ok := memberSpan(v, fs, fe, "arguments"); ok {
-								d.count(b, m.ValueStart+as, m.ValueStart+ae)
-							}
-						}
+						d.count(b, rawjson.Get(rawjson.Get(ti.Value(), "function"), "arguments"))
 					}
 				case di.NameIs("function_call"):
-					if as, ae, ok := memberSpan(v, 0, len(v), "arguments"); ok {
-						d.count(b, m.ValueStart+as, m.ValueStart+ae)
-					}
+					d.count(b, rawjson.Get(v, "arguments"))
 				case di.NameIs("annotations"):
 					d.cites = d.cites || citesWeb(v)
 				}
@@ -302,16 +293,6 @@ func deltaBytes(b []byte, start int) (d deltas) {
 	}
 	d.end, d.empty = ci.End()+1, ci.Len() == 0
 	return d
-}
-
-// memberSpan returns the span in b of the member name of the object
-// b[start:end] (rawjson.Find's first match).
-func memberSpan(b []byte, start, end int, name string) (vs, ve int, ok bool) {
-	vs, ve, err := rawjson.Find(b[start:end], name)
-	if err != nil || vs < 0 {
-		return 0, 0, false
-	}
-	return start + vs, start + ve, true
 }
 
 // Usage is final once [DONE] has come after a usage chunk.
