@@ -98,6 +98,14 @@ func (e *env) abBench(other string, d time.Duration, latN, nStreams int, profile
 	fmt.Printf("| CPU per request, c=50, streamed to an Anthropic client (200 tokens, translated) | %s | %s | %s |\n", us(trA.per()), us(trB.per()), translatedCPU)
 	fmt.Printf("| frame stalls (> 125 ms), 4 rounds of %d streams of 25 ms frames | %d (p99 gap %s) | %d (p99 gap %s) | %+d |\n",
 		nStreams, stalls[0], ms(percentile(gaps[0], 99)), stalls[1], ms(percentile(gaps[1], 99)), stalls[1]-stalls[0])
+	if countSyscalls {
+		for _, m := range []struct {
+			what string
+			a, b tally
+		}{{"pass-through", plainA, plainB}, {"streamed", streamA, streamB}, {"streamed, translated", trA, trB}} {
+			fmt.Printf("| system calls per request, c=50, %s | %s | %s | |\n", m.what, m.a.callsPer(), m.b.callsPer())
+		}
+	}
 	fmt.Printf("| ledger: settles per write transaction (mean) | %.1f | %.1f | |\n", a.settlesPerCommit(), b.settlesPerCommit())
 	for _, m := range []struct {
 		what string

@@ -51,6 +51,7 @@ func main() {
 	postgres := flag.String("postgres", os.Getenv("MODELGATE_BENCH_POSTGRES"), "also measure a gateway on this PostgreSQL ledger (an empty database or schema: postgres://…)")
 	onlyPostgres := flag.Bool("only-postgres", false, "with -postgres: measure only the floor and the gateway on PostgreSQL at c=50 (quicker, for work on that ledger)")
 	ab := flag.String("ab", "", "instead of the benchmark, compare the gateway of -caddy (A) with that of this Caddy binary (B, another build), interleaved")
+	flag.BoolVar(&countSyscalls, "syscalls", false, "also count the system calls per request of each c=50 round (with perf; each round takes 0.2 s longer)")
 	flag.Parse()
 
 	env, err := setup(*caddyBin, *outDir, *postgres)
@@ -343,6 +344,12 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		row{"CPU per request, streamed, translated (to an Anthropic client)", us(fsPer), us(tsPer), ratio(tsPer, fsPer), "≤ 1.30×", check(tsPer <= 1.30*fsPer)},
 		row{"CPU per request, streamed pass-through, vs the floor with modelgate's pool", us(psPer), us(gsPer), ratio(gsPer, psPer), "≤ 1.10×", check(gsPer <= 1.10*psPer)},
 		row{"CPU per request, streamed, translated, vs the floor with modelgate's pool", us(psPer), us(tsPer), ratio(tsPer, psPer), "≤ 1.30×", check(tsPer <= 1.30*psPer)})
+	if countSyscalls {
+		rows = append(rows,
+			row{"system calls per request, c=50, pass-through (pooled floor: " + pooled.callsPer() + ")", f.callsPer(), g.callsPer(), "", "", nil},
+			row{"system calls per request, c=50, streamed pass-through (pooled floor: " + ps.callsPer() + ")", fs.callsPer(), gs.callsPer(), "", "", nil},
+			row{"system calls per request, c=50, streamed, translated", fs.callsPer(), ts.callsPer(), "", "", nil})
+	}
 
 	// latency at one connection
 	c1 := newClient(4)
@@ -515,17 +522,39 @@ func stallsIn(gaps []time.Duration) int {
 type tally struct {
 	ok  int64
 	cpu time.Duration
+	// system calls in the rounds (-syscalls), and the answers of the
+	// rounds that counted them
+	calls, callsOK int64
 }
 
 // round runs one c=50 round of d on t, served by p, and adds it up.
 func (tl *tally) round(c *http.Client, p *proc, t *target, r request, d time.Duration) {
+	var sc *syscallCounter
+	if countSyscalls {
+		sc = p.startSyscalls()
+	}
 	c0 := p.cpu()
 	n, _ := throughput(c, t, r, 50, d)
-	tl.add(tally{ok: n, cpu: p.cpu() - c0})
+	o := tally{ok: n, cpu: p.cpu() - c0}
+	if calls := sc.stop(); calls >= 0 {
+		o.calls, o.callsOK = calls, n
+	}
+	tl.add(o)
 }
 
-// add adds another tally's answers and CPU.
-func (tl *tally) add(o tally) { tl.ok, tl.cpu = tl.ok+o.ok, tl.cpu+o.cpu }
+// add adds another tally's answers, CPU and system calls.
+func (tl *tally) add(o tally) {
+	tl.ok, tl.cpu = tl.ok+o.ok, tl.cpu+o.cpu
+	tl.calls, tl.callsOK = tl.calls+o.calls, tl.callsOK+o.callsOK
+}
+
+// callsPer is the system calls per answer, "" when they were not counted.
+func (tl tally) callsPer() string {
+	if tl.callsOK == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f", float64(tl.calls)/float64(tl.callsOK))
+}
 
 // rps is the answers per second over the rounds' total time d.
 func (tl tally) rps(d time.Duration) float64 { return float64(tl.ok) / d.Seconds() }

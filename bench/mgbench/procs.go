@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -130,4 +131,63 @@ func freePort() int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// countSyscalls, when set (-syscalls), makes every c=50 round also count
+// the serving process's system calls, with perf's raw_syscalls tracepoint:
+// strace stops the process at every call, which slows it so much that a
+// stream's events pile up and are read and written in far fewer calls than
+// without it.
+var countSyscalls bool
+
+// syscallCounter is perf stat counting one process's system calls.
+type syscallCounter struct {
+	cmd *exec.Cmd
+	out string
+}
+
+// startSyscalls starts counting p's system calls; nil (and a message,
+// once) when perf cannot.
+func (p *proc) startSyscalls() *syscallCounter {
+	f, err := os.CreateTemp("", "mgbench-perf-*.csv")
+	if err != nil {
+		return nil
+	}
+	f.Close()
+	c := &syscallCounter{out: f.Name()}
+	c.cmd = exec.Command("perf", "stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-p", strconv.Itoa(p.cmd.Process.Pid), "-o", c.out)
+	if err := c.cmd.Start(); err != nil {
+		os.Remove(c.out)
+		perfMissing.Do(func() { fmt.Fprintln(os.Stderr, "mgbench: -syscalls needs perf:", err) })
+		return nil
+	}
+	// perf attaches to the process's threads after it starts: give it a
+	// moment, while the process is idle, so that the round is counted whole
+	time.Sleep(200 * time.Millisecond)
+	return c
+}
+
+var perfMissing sync.Once
+
+// stop ends the count and returns it; -1 when it could not be read.
+func (c *syscallCounter) stop() int64 {
+	if c == nil {
+		return -1
+	}
+	defer os.Remove(c.out)
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	_ = c.cmd.Wait()
+	out, err := os.ReadFile(c.out)
+	if err != nil {
+		return -1
+	}
+	// a line "count,,raw_syscalls:sys_enter,…" among comments
+	for _, line := range strings.Split(string(out), "\n") {
+		if count, rest, ok := strings.Cut(line, ","); ok && strings.Contains(rest, "raw_syscalls:sys_enter") {
+			if n, err := strconv.ParseInt(count, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
