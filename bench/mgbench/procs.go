@@ -146,8 +146,8 @@ type syscallCounter struct {
 	out string
 }
 
-// startSyscalls starts counting p's system calls; nil (and a message,
-// once) when perf cannot.
+// startSyscalls starts counting p's system calls; nil when perf cannot
+// (with a message, once, for this and for counts stop cannot read).
 func (p *proc) startSyscalls() *syscallCounter {
 	f, err := os.CreateTemp("", "mgbench-perf-*.csv")
 	if err != nil {
@@ -167,6 +167,7 @@ func (p *proc) startSyscalls() *syscallCounter {
 	return c
 }
 
+// perfMissing prints the first failure of -syscalls only.
 var perfMissing sync.Once
 
 // stop ends the count and returns it; -1 when it could not be read.
@@ -189,5 +190,7 @@ func (c *syscallCounter) stop() int64 {
 			}
 		}
 	}
+	// "<not supported>" (no tracepoints), a permission refused, …
+	perfMissing.Do(func() { fmt.Fprintf(os.Stderr, "mgbench: perf counted no system calls:\n%s\n", out) })
 	return -1
 }
