@@ -140,24 +140,20 @@ func freePort() int {
 // without it.
 var countSyscalls bool
 
-// syscallCounter is perf stat counting one process's system calls.
+// syscallCounter is perf stat counting one process's system calls; its
+// count goes to its standard error, with its own errors.
 type syscallCounter struct {
 	cmd *exec.Cmd
-	out string
+	out bytes.Buffer
 }
 
 // startSyscalls starts counting p's system calls; nil when perf cannot
 // (with a message, once, for this and for counts stop cannot read).
 func (p *proc) startSyscalls() *syscallCounter {
-	f, err := os.CreateTemp("", "mgbench-perf-*.csv")
-	if err != nil {
-		return nil
-	}
-	f.Close()
-	c := &syscallCounter{out: f.Name()}
-	c.cmd = exec.Command("perf", "stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-p", strconv.Itoa(p.cmd.Process.Pid), "-o", c.out)
+	c := &syscallCounter{}
+	c.cmd = exec.Command("perf", "stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-p", strconv.Itoa(p.cmd.Process.Pid))
+	c.cmd.Stderr = &c.out
 	if err := c.cmd.Start(); err != nil {
-		os.Remove(c.out)
 		perfMissing.Do(func() { fmt.Fprintln(os.Stderr, "mgbench: -syscalls needs perf:", err) })
 		return nil
 	}
@@ -175,15 +171,10 @@ func (c *syscallCounter) stop() int64 {
 	if c == nil {
 		return -1
 	}
-	defer os.Remove(c.out)
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	_ = c.cmd.Wait()
-	out, err := os.ReadFile(c.out)
-	if err != nil {
-		return -1
-	}
 	// a line "count,,raw_syscalls:sys_enter,…" among comments
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(c.out.String(), "\n") {
 		if count, rest, ok := strings.Cut(line, ","); ok && strings.Contains(rest, "raw_syscalls:sys_enter") {
 			if n, err := strconv.ParseInt(count, 10, 64); err == nil {
 				return n
@@ -191,6 +182,6 @@ func (c *syscallCounter) stop() int64 {
 		}
 	}
 	// "<not supported>" (no tracepoints), a permission refused, …
-	perfMissing.Do(func() { fmt.Fprintf(os.Stderr, "mgbench: perf counted no system calls:\n%s\n", out) })
+	perfMissing.Do(func() { fmt.Fprintf(os.Stderr, "mgbench: perf counted no system calls:\n%s\n", c.out.String()) })
 	return -1
 }
