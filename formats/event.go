@@ -106,7 +106,11 @@ type translator struct {
 	hasStop    bool
 	done       bool
 	outBytes   int64
+	meter      TokenMeter // nil unless the call may stop early
 }
+
+// SetTokenMeter makes the translator report its output deltas to m.
+func (t *translator) SetTokenMeter(m TokenMeter) { t.meter = m }
 
 func (t *translator) Feed(dst []byte, event, data []byte) ([]byte, bool, *Error) {
 	if t.done {
@@ -122,6 +126,9 @@ func (t *translator) Feed(dst []byte, event, data []byte) ([]byte, bool, *Error)
 		switch ev.Type {
 		case EventText, EventToolArgs, EventReasoning:
 			t.outBytes += int64(len(ev.Delta))
+			if t.meter != nil {
+				t.meter.Text(ev.Delta)
+			}
 			dst = t.enc.Encode(dst, ev)
 		case EventStart:
 			if ev.HasUsage {
@@ -167,4 +174,7 @@ func (t *translator) Fail(dst []byte, e *Error) []byte {
 
 func (t *translator) OutputBytes() int64 { return t.outBytes }
 
-var _ StreamTranslator = (*translator)(nil)
+var (
+	_ StreamTranslator = (*translator)(nil)
+	_ Metered          = (*translator)(nil)
+)

@@ -46,3 +46,21 @@ type StreamTranslator interface {
 func (t *translator) HostedUses() HostedUses { return t.usage.Hosted }
 
 var _ HostedMeter = (*translator)(nil)
+
+// A TokenMeter counts the tokens of a stream's generated output (text, tool
+// arguments, reasoning) as the translator sees it, for a bill that has to
+// be counted because the stream was stopped before the vendor's final
+// usage (docs/billing.md, "When the client hangs up").
+type TokenMeter interface {
+	// Text counts a piece of generated output.
+	Text(p []byte)
+	// Quoted counts a JSON string as it came on the wire, quotes
+	// included, unescaping it.
+	Quoted(v []byte)
+}
+
+// A Metered stream translator reports every piece of generated output it
+// sees to a TokenMeter: the same pieces whose bytes OutputBytes counts.
+type Metered interface {
+	SetTokenMeter(m TokenMeter)
+}

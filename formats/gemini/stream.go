@@ -36,7 +36,12 @@ type passThrough struct {
 	// candidates seen and finished, by index (bit i for index i < 64)
 	seen, finished uint64
 	hosted         formats.HostedUses // the most grounding one element reported (#16)
+	meter          formats.TokenMeter // nil unless the call may stop early
 }
+
+// SetTokenMeter makes the stream report its generated text and call
+// arguments to m.
+func (t *passThrough) SetTokenMeter(m formats.TokenMeter) { t.meter = m }
 
 // NewPassThroughStream returns the translator of a Gemini SSE stream (the
 // upstream is always called with ?alt=sse) to a Gemini client: SSE framing
@@ -135,7 +140,7 @@ func (t *passThrough) scanCandidates(b []byte, start int) (n int64, end int) {
 			m := oi.Member()
 			switch {
 			case m.NameIs("content"):
-				pn, pend := partsBytes(b, oi.Start())
+				pn, pend := partsBytes(b, oi.Start(), t.meter)
 				n += pn
 				if pend > 0 {
 					oi.SetEnd(pend)
@@ -165,7 +170,7 @@ func (t *passThrough) scanCandidates(b []byte, start int) (n int64, end int) {
 // partsBytes walks a candidate's content at b[start] and counts its text
 // (unescaped length) and function-call argument bytes. It returns the
 // offset just past the content (-1 if it is malformed).
-func partsBytes(b []byte, start int) (n int64, end int) {
+func partsBytes(b []byte, start int, meter formats.TokenMeter) (n int64, end int) {
 	if b[start] != '{' {
 		return 0, -1
 	}
@@ -180,10 +185,19 @@ func partsBytes(b []byte, start int) (n int64, end int) {
 			for part.Next() {
 				switch m := part.Member(); {
 				case m.NameIs("text"):
-					n += int64(rawjson.UnquotedLen(part.Value()))
+					v := part.Value()
+					n += int64(rawjson.UnquotedLen(v))
+					if meter != nil {
+						meter.Quoted(v)
+					}
 				case m.NameIs("functionCall"), m.NameIs("function_call"):
 					fc := part.Value()
-					n += int64(len(rawjson.Get(fc, "args")) + len(rawjson.Get(fc, "name")))
+					args, name := rawjson.Get(fc, "args"), rawjson.Get(fc, "name")
+					n += int64(len(args) + len(name))
+					if meter != nil {
+						meter.Text(args)
+						meter.Quoted(name)
+					}
 				}
 			}
 		}

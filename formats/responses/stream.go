@@ -318,7 +318,11 @@ type passThrough struct {
 	// hosted tool calls: the items added so far, and those of the
 	// terminal response (#16)
 	added, terminal formats.HostedUses
+	meter           formats.TokenMeter // nil unless the call may stop early
 }
+
+// SetTokenMeter makes the stream report its generated deltas to m.
+func (t *passThrough) SetTokenMeter(m formats.TokenMeter) { t.meter = m }
 
 func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *formats.Error) {
 	data = rawjson.TrimSpace(data)
@@ -344,7 +348,11 @@ func (t *passThrough) Feed(dst []byte, event, data []byte) ([]byte, bool, *forma
 				t.seq = n + 1
 			}
 		case m.NameIs("delta"):
-			t.outBytes += int64(rawjson.UnquotedLen(it.Value()))
+			v := it.Value()
+			t.outBytes += int64(rawjson.UnquotedLen(v))
+			if t.meter != nil {
+				t.meter.Quoted(v)
+			}
 		case m.NameIs("item"):
 			item = it.Value()
 		}
