@@ -63,6 +63,9 @@ type Event struct {
 	StopSequence string
 	// Err is the upstream's error (EventError).
 	Err *Error
+	// Cost is the answer's settled cost as a decimal (the EventUsage that
+	// Finish encodes), "" when not known.
+	Cost string
 }
 
 // A StreamDecoder turns the upstream's stream events into IR events.
@@ -107,7 +110,11 @@ type translator struct {
 	done       bool
 	outBytes   int64
 	meter      TokenMeter // nil unless the call may stop early
+	cost       string     // the settled cost, for the final usage
 }
+
+// SetCost gives the final usage the answer's settled cost.
+func (t *translator) SetCost(cost string) { t.cost = cost }
 
 // SetTokenMeter makes the translator report its output deltas to m.
 func (t *translator) SetTokenMeter(m TokenMeter) { t.meter = m }
@@ -163,7 +170,7 @@ func (t *translator) Finish(dst []byte) []byte {
 		dst = t.enc.Encode(dst, &t.finish)
 	}
 	if t.hasUsage {
-		dst = t.enc.Encode(dst, &Event{Type: EventUsage, Usage: t.usage, HasUsage: true})
+		dst = t.enc.Encode(dst, &Event{Type: EventUsage, Usage: t.usage, HasUsage: true, Cost: t.cost})
 	}
 	return t.enc.Encode(dst, &Event{Type: EventEnd})
 }
@@ -177,4 +184,5 @@ func (t *translator) OutputBytes() int64 { return t.outBytes }
 var (
 	_ StreamTranslator = (*translator)(nil)
 	_ Metered          = (*translator)(nil)
+	_ Costed           = (*translator)(nil)
 )

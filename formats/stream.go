@@ -59,6 +59,14 @@ type TokenMeter interface {
 	Quoted(v []byte)
 }
 
+// A Costed stream translator puts the answer's cost into the final usage it
+// writes, for client formats whose usage object takes the extra member
+// (OpenAI chat's usage.cost): SetCost, before Finish, with the settled cost
+// as a decimal in the ledger's currency.
+type Costed interface {
+	SetCost(cost string)
+}
+
 // A Metered stream translator reports every piece of generated output it
 // sees to a TokenMeter: the same pieces whose bytes OutputBytes counts.
 type Metered interface {

@@ -101,6 +101,7 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			first_byte_timeout <duration>
 //			response_timeout <duration>
 //			drain_timeout <duration>
+//			on_hangup stop|drain
 //			failure_cooldown <duration>
 //			health_check off | {
 //				interval <duration>
@@ -506,6 +507,13 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 				p.DrainTimeout = dur
 			default:
 				p.FailureCooldown = dur
+			}
+		case "on_hangup":
+			if !d.AllArgs(&p.OnHangup) {
+				return nil, d.ArgErr()
+			}
+			if p.OnHangup != hangupStop && p.OnHangup != hangupDrain {
+				return nil, d.Errf("provider %s: on_hangup %q: want %s or %s", p.Name, p.OnHangup, hangupStop, hangupDrain)
 			}
 		case "health_check":
 			hc, err := parseHealthCheck(d, p.Name)

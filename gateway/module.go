@@ -264,6 +264,14 @@ type ProviderConfig struct {
 	// goes on generating until the answer is complete. Default: 30m, a
 	// full-length answer at a slow provider's pace.
 	DrainTimeout caddy.Duration `json:"drain_timeout,omitempty"`
+	// OnHangup is what the gateway does with a stream whose client hangs
+	// up: "stop" closes the upstream connection at once and bills the
+	// output counted until then, plus an in-flight margin; "drain" reads
+	// the stream to its end (bounded by DrainTimeout) and bills the
+	// vendor's final usage. Default: stop for the openai and anthropic
+	// formats (those vendors stop generating, and billing, when the
+	// connection closes), drain for gemini (Google's API goes on).
+	OnHangup string `json:"on_hangup,omitempty"`
 
 	// HealthCheck configures the active probes. Default: every 30s, the
 	// format's model list, expecting 200.
@@ -477,6 +485,23 @@ const (
 const upstreamIdleConnsPerHost = 1024
 
 // durationOr is d, or def when d is zero.
+// What a provider's stream does when its client hangs up (on_hangup).
+const (
+	hangupStop  = "stop"
+	hangupDrain = "drain"
+)
+
+// stopsOnHangup reports whether a provider's streams stop when their
+// client hangs up: as configured, else as its vendor does (OpenAI and
+// Anthropic stop generating when the connection closes; Google's API goes
+// on), docs/billing.md "When the client hangs up".
+func stopsOnHangup(onHangup string, f upstream.Format) bool {
+	if onHangup != "" {
+		return onHangup == hangupStop
+	}
+	return f != upstream.FormatGemini
+}
+
 func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 	if d > 0 {
 		return time.Duration(d)
@@ -783,6 +808,11 @@ func (a *App) buildCatalogue() error {
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", pc.Name, err)
 		}
+		switch pc.OnHangup {
+		case "", hangupStop, hangupDrain:
+		default:
+			return fmt.Errorf("provider %s: on_hangup %q: want %s or %s", pc.Name, pc.OnHangup, hangupStop, hangupDrain)
+		}
 		version := pc.AnthropicVersion
 		if version == "" {
 			version = defaultAnthropicVersion
@@ -1057,6 +1087,7 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	p.FirstByteTimeout = durationOr(pc.FirstByteTimeout, defaultFirstByteTimeout)
 	p.ResponseTimeout = durationOr(pc.ResponseTimeout, defaultResponseTimeout)
 	p.DrainTimeout = durationOr(pc.DrainTimeout, defaultDrainTimeout)
+	p.StopOnHangup = stopsOnHangup(pc.OnHangup, p.Format)
 	p.probe = newProbeSpec(pc.HealthCheck, p.Format)
 	t := new(reverseproxy.HTTPTransport)
 	t.DialTimeout = caddy.Duration(p.connectTimeout)

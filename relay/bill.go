@@ -48,6 +48,8 @@ type Bill struct {
 	// tierBps is the discount of the plan's volume tier in force when the
 	// hold was taken, which applies to the whole request.
 	tierBps int
+	// charged is what the settle debited, once it is durable.
+	charged atomic.Int64
 }
 
 // billSpec is what a bill is opened for.
@@ -100,6 +102,18 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,
 		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate,
 		report: spec.report, tierBps: tier}, nil
+}
+
+// Charged is what the bill's settle debited (0 before it is durable): the
+// amount an answer's X-Modelgate-Cost header and usage.cost say.
+func (b *Bill) Charged() ledger.Money { return ledger.Money(b.charged.Load()) }
+
+// setCostHeaders says on a whole answer, once its bill is settled, what
+// it cost (exactly the amount debited, in the ledger's currency) and which
+// usage row bills it (docs/api.md, "What an answer cost").
+func (b *Bill) setCostHeaders(h http.Header) {
+	h.Set("X-Modelgate-Cost", b.Charged().String())
+	h.Set("X-Modelgate-Request-Id", b.requestID)
 }
 
 // Held is the amount the bill holds.
@@ -163,6 +177,26 @@ func billedUsage(u formats.Usage, final bool, outputBytes, inputEstimate int64) 
 // settle for a ledger that cannot take it).
 func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
 	u, source := billedUsage(u, final, outputBytes, b.inputEstimate)
+	return b.settleTokens(u, source, hosted, hostedCost, e)
+}
+
+// SettleCounted bills a stream the gateway stopped when its client hung up
+// (docs/billing.md, "When the client hangs up"): u.Output is the output it
+// counted with the in-flight margin; the input is what the upstream
+// reported, else the request's own count. The row says "counted".
+func (b *Bill) SettleCounted(u formats.Usage, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
+	if u.Input <= 0 {
+		u.Input = b.inputEstimate
+	}
+	return b.settleTokens(u, usageCounted, hosted, hostedCost, e)
+}
+
+// usageCounted is the usage source of a bill whose output the gateway
+// counted itself, from the text the upstream sent.
+const usageCounted = "counted"
+
+// settleTokens prices u and bills it with its hosted-tool fees, once.
+func (b *Bill) settleTokens(u formats.Usage, source string, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
 	tokens := ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
 	cost, err := b.model.Price.Cost(tokens)
 	if err != nil {
@@ -231,6 +265,7 @@ func (b *Bill) settle(rec *ledger.UsageRecord, collect bool) error {
 	if err := settle(b.logger, b.hold, rec); err != nil {
 		return err
 	}
+	b.charged.Store(int64(rec.Charged))
 	b.report.setSettled(rec)
 	// checked here, not in Debugf: the fields (and the amount's text) are
 	// built only when debug logging is on, not on every request (#23)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,11 @@ type call struct {
 	upstreamKeyID string
 	ttft          time.Duration
 	hosted        hostedTally // what the answer showed of its hosted-tool uses (#16)
+
+	choices int // the answers the request asked for (OpenAI's n)
+	// hungUp is when the client hung up on a stream its provider stops
+	// (on_hangup stop), in Unix nanoseconds; 0 before.
+	hungUp atomic.Int64
 }
 
 // reserve holds the most the request can cost: the input bound at the
@@ -87,6 +93,7 @@ func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.
 		return 0, ferr
 	}
 	c.bill = bill
+	c.choices = max(choices, 1)
 	if got := bill.Held(); got < maxCost && outPrice > 0 {
 		outputCap = int(min(int64(outputCap), int64((got-inCost)/outPrice)))
 		c.outputCapped = true
@@ -119,7 +126,7 @@ func (c *call) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		err := c.proxyOnce(w, r)
-		if err == nil {
+		if err == nil || errors.Is(err, errStopped) {
 			return
 		}
 		var ae *attemptError
@@ -297,9 +304,11 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	keep := false // the stream keeps ctx; every other path cancels it
+	unwatch := c.watchHangup(req.Context(), cancel)
 	defer func() {
 		timer.Stop()
 		if !keep {
+			unwatch()
 			cancel()
 		}
 	}()
@@ -333,6 +342,9 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	sent := time.Now()
 	resp, err := p.Upstream.RoundTrip(out)
 	if err != nil {
+		if c.stoppedEarly() {
+			return nil, c.settleStoppedEarly(formats.Usage{})
+		}
 		return nil, c.fail(transportFailure(err, timedOut.Load()))
 	}
 	c.svc.Metrics.Headers(p.Name, c.upstreamKeyID, time.Since(sent))
@@ -350,18 +362,29 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, c.fail(upstream.CauseServer, 0, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer."))
 	}
 	s := &meteredStream{
-		c:      c,
-		client: req.Context(),
-		src:    resp.Body,
-		events: sse.NewReader(resp.Body, maxStreamEvent),
-		tr:     c.streamTranslator(),
-		cancel: cancel,
+		c:       c,
+		client:  req.Context(),
+		src:     resp.Body,
+		events:  sse.NewReader(resp.Body, maxStreamEvent),
+		tr:      c.streamTranslator(),
+		cancel:  cancel,
+		unwatch: unwatch,
+	}
+	if c.stopsOnHangup() {
+		s.meter = tokencount.NewMeter(c.exactCount())
+		if m, ok := s.tr.(formats.Metered); ok {
+			m.SetTokenMeter(s.meter)
+		}
 	}
 	// Read the first event before committing to this attempt: a stream
 	// that breaks or errs before it can still fail over.
 	event, data, err := s.events.Next()
+	s.firstEvent = time.Now()
 	if err != nil {
 		resp.Body.Close()
+		if c.stoppedEarly() {
+			return nil, c.settleStoppedEarly(formats.Usage{})
+		}
 		cause := upstream.CauseClosed
 		if timedOut.Load() {
 			cause = upstream.CauseTimeout
@@ -369,6 +392,13 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off before it began."))
 	}
 	first, done, ferr := s.tr.Feed(nil, event, data)
+	if ferr == nil && !done && c.stoppedEarly() {
+		// the client left while the stream opened: what it reported of
+		// the input (Anthropic's message_start) is billed
+		resp.Body.Close()
+		u, _ := s.tr.Usage()
+		return nil, c.settleStoppedEarly(u)
+	}
 	if ferr != nil {
 		resp.Body.Close()
 		cause := upstream.CauseServer
@@ -432,7 +462,9 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 	if err := c.settle(usage, hasUsage, outputBytes, http.StatusOK, outcomeOK, false); err != nil {
 		return c.errorResponse(req, billingFailed()), nil
 	}
-	return okResponse(req, resp, out), nil
+	ok := okResponse(req, resp, out)
+	c.bill.setCostHeaders(ok.Header)
+	return ok, nil
 }
 
 // countAnswer turns an upstream's token count into the client's format.
@@ -622,6 +654,13 @@ type meteredStream struct {
 	tr     formats.StreamTranslator
 	cancel context.CancelFunc
 
+	// With on_hangup stop: meter counts the generated output, firstEvent
+	// is when the upstream's first event came (the output's rate is
+	// measured from it), unwatch stops watching the client.
+	meter      *tokencount.Meter
+	firstEvent time.Time
+	unwatch    func()
+
 	out    []byte // client bytes not yet read
 	off    int
 	ended  bool // the bill is settled and out holds the last bytes
@@ -716,6 +755,11 @@ func (s *meteredStream) step() {
 		return
 	}
 	if err != nil {
+		if s.meter != nil && s.c.hungUp.Load() != 0 {
+			// the gateway closed the upstream: its client hung up
+			s.stop()
+			return
+		}
 		// the upstream's stream ended before its terminal event
 		s.end(outcomeUpstreamCut, formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off."))
 		return
@@ -746,6 +790,9 @@ func (s *meteredStream) finish() {
 	u, final := s.tr.Usage()
 	switch err := s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcome, true); {
 	case err == nil:
+		if c, ok := s.tr.(formats.Costed); ok && s.c.format == FormatChat {
+			c.SetCost(s.c.bill.Charged().String())
+		}
 		s.out = s.tr.Finish(s.out)
 	case errors.Is(err, ledger.ErrWriteFailed):
 		s.out = s.tr.Fail(s.out, billingDelayed())
@@ -779,10 +826,15 @@ func (s *meteredStream) Close() error {
 	}
 	s.closed = true
 	if !s.ended {
-		s.drain()
-		u, final := s.tr.Usage()
-		_ = s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeClientClosed, true)
+		if s.meter != nil {
+			s.stop()
+		} else {
+			s.drain()
+			u, final := s.tr.Usage()
+			_ = s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeClientClosed, true)
+		}
 	}
+	s.unwatch()
 	err := s.src.Close()
 	s.cancel()
 	if s.ka != nil {
@@ -924,4 +976,133 @@ func (p *eventPump) release() {
 		p.pending = false
 		p.ack <- struct{}{}
 	}
+}
+
+// Stopping a stream whose client hung up (on_hangup stop, docs/billing.md
+// "When the client hangs up"). OpenAI and Anthropic stop generating, and
+// billing, when the connection closes: so does the gateway. It closes the
+// upstream connection as soon as the client's is gone and bills what it
+// counted of the output sent until then, plus a margin for what the
+// provider made before it saw the close.
+
+// errStopped ends an attempt whose client hung up before the stream began:
+// the call is over, with nobody to answer and nothing to fail over.
+var errStopped = errors.New("the client hung up; the upstream was stopped")
+
+// hangupMarginMin and hangupMarginWindow make the in-flight margin: the
+// tokens of the last hangupMarginWindow at the stream's observed rate, and
+// at least hangupMarginMin.
+const (
+	hangupMarginMin    = 16
+	hangupMarginWindow = 200 * time.Millisecond
+)
+
+// stopsOnHangup reports whether this call's stream stops when its client
+// hangs up: the provider's on_hangup is stop, and the model does not
+// reason out of sight. A reasoning model's thinking is hidden (OpenAI) or
+// shown as a summary (Claude 4 and later, Gemini), so the text sent
+// understates what the provider bills and a count of it would not cover
+// the bill: such a stream is drained.
+func (c *call) stopsOnHangup() bool {
+	return c.stream && c.route.Provider.StopOnHangup && !c.model.Reasoning
+}
+
+// exactCount reports whether the route's model is counted with the
+// encoding the gateway ships (o200k_base, OpenAI's GPT-4o and later, the o
+// series and GPT-5 families); every other model is counted with
+// tokencount.Bound.
+func (c *call) exactCount() bool {
+	if c.route.Provider.Format != upstream.FormatOpenAI {
+		return false
+	}
+	m := strings.ToLower(c.route.UpstreamModel)
+	for _, family := range []string{"gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "codex-"} {
+		if strings.HasPrefix(m, family) {
+			return true
+		}
+	}
+	return false
+}
+
+// watchHangup makes a client's hang-up cancel the upstream call at once,
+// when the call stops on hang-up; the returned func stops the watch.
+func (c *call) watchHangup(client context.Context, cancel context.CancelFunc) func() {
+	if !c.stopsOnHangup() {
+		return func() {}
+	}
+	stop := context.AfterFunc(client, func() {
+		c.hungUp.CompareAndSwap(0, time.Now().UnixNano())
+		cancel()
+	})
+	return func() { stop() }
+}
+
+// stoppedEarly reports whether the client hung up on a call that stops.
+func (c *call) stoppedEarly() bool { return c.hungUp.Load() != 0 }
+
+// settleStoppedEarly bills a stream whose client hung up before its first
+// event reached it: the input (as the upstream reported it, else the
+// request's own count) and the in-flight margin, as client_closed.
+func (c *call) settleStoppedEarly(u formats.Usage) error {
+	c.settleCounted(u, 0, 0)
+	return errStopped
+}
+
+// settleCounted bills a stopped stream: counted output tokens over the
+// time since the first event, plus the margin, within the output cap.
+func (c *call) settleCounted(u formats.Usage, counted int64, elapsed time.Duration) {
+	out := counted + hangupMargin(counted, elapsed)
+	if limit := int64(c.outputCap) * int64(max(c.choices, 1)); limit > 0 {
+		out = min(out, max(limit, counted))
+	}
+	u.Output = max(u.Output, out)
+	status := http.StatusOK
+	if c.ttft == 0 {
+		status = statusClientClosed
+	}
+	hosted, hostedCost := c.hostedCost(u)
+	_ = c.bill.SettleCounted(u, hosted, hostedCost,
+		End{Status: status, Outcome: outcomeClientClosed, Collect: true, Route: c.route, UpstreamKeyID: c.upstreamKeyID, TTFT: c.ttft})
+}
+
+// hangupMargin is the in-flight margin of a stream stopped after elapsed,
+// having counted tokens: what the provider generated before it saw the
+// close, at the stream's observed rate.
+func hangupMargin(counted int64, elapsed time.Duration) int64 {
+	if elapsed <= 0 {
+		return hangupMarginMin
+	}
+	window := (counted*int64(hangupMarginWindow) + int64(elapsed) - 1) / int64(elapsed)
+	return max(hangupMarginMin, window)
+}
+
+// stop ends a stream whose client hung up: the upstream is closed at once,
+// the events it had already delivered to the gateway are counted, and the
+// bill settled with what was counted.
+func (s *meteredStream) stop() {
+	s.c.hungUp.CompareAndSwap(0, time.Now().UnixNano())
+	s.cancel()
+	if s.ka == nil {
+		var scratch []byte
+		for s.events.Ready() {
+			event, data, err := s.events.Next()
+			if err != nil {
+				break
+			}
+			var done bool
+			var ferr *formats.Error
+			if scratch, done, ferr = s.tr.Feed(scratch[:0], event, data); done || ferr != nil {
+				break
+			}
+		}
+	}
+	s.ended = true
+	if u, final := s.tr.Usage(); final {
+		// the vendor's own count came before the hang-up was seen
+		_ = s.c.settle(u, true, s.tr.OutputBytes(), http.StatusOK, outcomeClientClosed, true)
+		return
+	}
+	u, _ := s.tr.Usage()
+	elapsed := time.Duration(s.c.hungUp.Load() - s.firstEvent.UnixNano())
+	s.c.settleCounted(u, s.meter.Tokens(), elapsed)
 }

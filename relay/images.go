@@ -399,6 +399,7 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 		WriteError(w, FormatImages, billingFailed())
 		return true, 0, nil
 	}
+	ic.bill.setCostHeaders(w.Header())
 	WriteJSON(w, http.StatusOK, data)
 	return true, 0, nil
 }

@@ -83,6 +83,10 @@ type Provider struct {
 	// ResponseTimeout a non-streamed answer; DrainTimeout the reading of a
 	// stream whose client left.
 	FirstByteTimeout, ResponseTimeout, DrainTimeout time.Duration
+	// StopOnHangup says that a stream whose client hangs up is stopped at
+	// once and billed what was counted (on_hangup stop), rather than read
+	// to its end (drain).
+	StopOnHangup bool
 	// Upstream sends one HTTP request to the provider (dialing, TLS,
 	// connection pools).
 	Upstream http.RoundTripper

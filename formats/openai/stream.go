@@ -33,7 +33,11 @@ type passThrough struct {
 	lastShape chunkShape
 
 	meter formats.TokenMeter // nil unless the call may stop early
+	cost  string             // the settled cost, for usage.cost
 }
+
+// SetCost gives the usage chunk the answer's settled cost.
+func (t *passThrough) SetCost(cost string) { t.cost = cost }
 
 // SetTokenMeter makes the stream report its generated strings to m.
 func (t *passThrough) SetTokenMeter(m formats.TokenMeter) { t.meter = m }
@@ -325,6 +329,8 @@ func (t *passThrough) HostedUses() formats.HostedUses {
 func (t *passThrough) Finish(dst []byte) []byte {
 	if t.wantUsage {
 		switch {
+		case t.held != nil && t.cost != "":
+			dst = sse.AppendData(dst, withCost(t.held, t.cost))
 		case t.held != nil:
 			dst = sse.AppendData(dst, t.held)
 		case t.synth && t.hasUsage:
@@ -335,7 +341,7 @@ func (t *passThrough) Finish(dst []byte) []byte {
 			dst = append(dst, `,"model":`...)
 			dst = append(dst, t.model...)
 			dst = append(dst, `,"choices":[],"usage":`...)
-			dst = appendUsage(dst, t.usage)
+			dst = appendUsageCost(dst, t.usage, t.cost)
 			dst = append(dst, "}\n\n"...)
 		}
 	}

@@ -283,6 +283,7 @@ type streamEncoder struct {
 	finished     bool
 	ended        bool
 	usage        formats.Usage
+	cost         string // the settled cost, for usage.cost
 	hasUsage     bool
 }
 
@@ -388,14 +389,14 @@ func (e *streamEncoder) Encode(dst []byte, ev *formats.Event) []byte {
 	case formats.EventFinish:
 		return e.finish(dst, ev.Stop)
 	case formats.EventUsage:
-		e.usage, e.hasUsage = ev.Usage, true
+		e.usage, e.hasUsage, e.cost = ev.Usage, true, ev.Cost
 	case formats.EventEnd:
 		dst = e.finish(dst, formats.StopEnd)
 		if e.includeUsage && e.hasUsage {
 			dst = append(dst, "data: "...)
 			dst = append(dst, e.prefix[:len(e.prefix)-len(`[`)]...)
 			dst = append(dst, `[],"usage":`...)
-			dst = appendUsage(dst, e.usage)
+			dst = appendUsageCost(dst, e.usage, e.cost)
 			dst = append(dst, "}\n\n"...)
 		}
 		e.ended = true

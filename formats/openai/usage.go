@@ -31,6 +31,34 @@ func appendUsage(dst []byte, u formats.Usage) []byte {
 	return append(dst, "}}"...)
 }
 
+// appendUsageCost is appendUsage with the answer's settled cost as
+// usage.cost, a number in the gateway's currency (as OpenRouter reports
+// it); without a cost, appendUsage.
+func appendUsageCost(dst []byte, u formats.Usage, cost string) []byte {
+	dst = appendUsage(dst, u)
+	if cost == "" {
+		return dst
+	}
+	dst = append(dst[:len(dst)-1], `,"cost":`...)
+	dst = append(dst, cost...)
+	return append(dst, '}')
+}
+
+// withCost is a usage chunk with the settled cost set as usage.cost (the
+// chunk as it was when it has no usage object).
+func withCost(chunk []byte, cost string) []byte {
+	start, end, err := rawjson.Find(chunk, "usage")
+	if err != nil || start < 0 || chunk[start] != '{' {
+		return chunk
+	}
+	out := append([]byte(nil), chunk[:start]...)
+	out, err = rawjson.Set(out, chunk[start:end], "cost", []byte(cost))
+	if err != nil {
+		return chunk
+	}
+	return append(out, chunk[end:]...)
+}
+
 // finishToIR maps an OpenAI finish_reason.
 func finishToIR(v []byte) formats.StopReason {
 	switch {
