@@ -370,12 +370,13 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 		cancel:  cancel,
 		unwatch: unwatch,
 	}
-	if c.stopsOnHangup() {
-		s.meter = tokencount.NewMeter(c.exactCount())
-		if m, ok := s.tr.(formats.Metered); ok {
-			m.SetTokenMeter(s.meter)
-		}
+	// the output is counted as it passes: the bill of a stream that ends
+	// without the vendor's final usage rests on it
+	s.meter = tokencount.NewMeter(c.exactCount())
+	if m, ok := s.tr.(formats.Metered); ok {
+		m.SetTokenMeter(s.meter)
 	}
+	s.stops = c.stopsOnHangup()
 	// Read the first event before committing to this attempt: a stream
 	// that breaks or errs before it can still fail over.
 	event, data, err := s.events.Next()
@@ -654,10 +655,12 @@ type meteredStream struct {
 	tr     formats.StreamTranslator
 	cancel context.CancelFunc
 
-	// With on_hangup stop: meter counts the generated output, firstEvent
-	// is when the upstream's first event came (the output's rate is
-	// measured from it), unwatch stops watching the client.
+	// meter counts the generated output. With stops (on_hangup stop), a
+	// hang-up stops the stream; firstEvent is when the upstream's first
+	// event came (the output's rate is measured from it); unwatch stops
+	// watching the client.
 	meter      *tokencount.Meter
+	stops      bool
 	firstEvent time.Time
 	unwatch    func()
 
@@ -755,7 +758,7 @@ func (s *meteredStream) step() {
 		return
 	}
 	if err != nil {
-		if s.meter != nil && s.c.hungUp.Load() != 0 {
+		if s.stops && s.c.hungUp.Load() != 0 {
 			// the gateway closed the upstream: its client hung up
 			s.stop()
 			return
@@ -787,7 +790,7 @@ func (s *meteredStream) finish() {
 		// writeTo; the answer was made all the same and is billed (#16).
 		outcome = outcomeClientClosed
 	}
-	u, final := s.tr.Usage()
+	u, final := s.usage()
 	switch err := s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcome, true); {
 	case err == nil:
 		if c, ok := s.tr.(formats.Costed); ok && s.c.format == FormatChat {
@@ -806,7 +809,7 @@ func (s *meteredStream) finish() {
 // appends the client format's error event.
 func (s *meteredStream) end(outcome string, e *formats.Error) {
 	s.send()
-	u, final := s.tr.Usage()
+	u, final := s.usage()
 	s.c.logger.Warn("stream ended early",
 		zap.String("request_id", s.c.reqID),
 		zap.String("provider", s.c.route.Provider.Name),
@@ -826,11 +829,11 @@ func (s *meteredStream) Close() error {
 	}
 	s.closed = true
 	if !s.ended {
-		if s.meter != nil {
+		if s.stops {
 			s.stop()
 		} else {
 			s.drain()
-			u, final := s.tr.Usage()
+			u, final := s.usage()
 			_ = s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeClientClosed, true)
 		}
 	}
@@ -1105,4 +1108,16 @@ func (s *meteredStream) stop() {
 	u, _ := s.tr.Usage()
 	elapsed := time.Duration(s.c.hungUp.Load() - s.firstEvent.UnixNano())
 	s.c.settleCounted(u, s.meter.Tokens(), elapsed)
+}
+
+// usage is the stream's usage so far and whether it is final; a figure that
+// is not final has at least the output the meter counted, so that the
+// estimate of a stream cut short never counts fewer tokens than the
+// vendor's tokenizer (4 bytes a token undercounts code and CJK text).
+func (s *meteredStream) usage() (formats.Usage, bool) {
+	u, final := s.tr.Usage()
+	if !final {
+		u.Output = max(u.Output, s.meter.Tokens())
+	}
+	return u, final
 }

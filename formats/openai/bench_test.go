@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/tokencount"
 )
 
 // benchChat is a typical small chat request (~1 KB).
@@ -86,6 +87,28 @@ func BenchmarkPassThroughChunk(b *testing.B) {
 	for _, want := range []bool{true, false} {
 		b.Run("include_usage="+strconv.FormatBool(want), func(b *testing.B) {
 			tr := NewPassThroughStream("gpt-4o-mini", want)
+			dst := make([]byte, 0, 512)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(benchChunk)))
+			for b.Loop() {
+				out, done, err := tr.Feed(dst[:0], nil, benchChunk)
+				if err != nil || done || len(out) == 0 {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPassThroughChunkMetered is BenchmarkPassThroughChunk for a
+// stream that stops when its client hangs up: its output is also told to a
+// token meter, exact (o200k_base, counted in batches: the cost of a long
+// stream) or the bound.
+func BenchmarkPassThroughChunkMetered(b *testing.B) {
+	for _, exact := range []bool{true, false} {
+		b.Run("exact="+strconv.FormatBool(exact), func(b *testing.B) {
+			tr := NewPassThroughStream("gpt-4o-mini", true)
+			tr.(formats.Metered).SetTokenMeter(tokencount.NewMeter(exact))
 			dst := make([]byte, 0, 512)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(benchChunk)))

@@ -16,9 +16,14 @@ import (
 // vendors' tokenizers make of the same text.
 
 // exactBatch is how much pending text an exact meter keeps before it counts
-// a batch of it: a stream's memory stays bounded, and a stream that ends
-// normally (the common case) counts nothing at all.
-const exactBatch = 16 << 10
+// a batch of it: a stream's memory stays bounded, and a stream shorter than
+// that (some 16,000 tokens) that ends normally counts nothing at all. The
+// encoder costs some 0.5 µs a token, against some 5 ns to keep its text.
+const exactBatch = 64 << 10
+
+// exactStart is the first capacity of the pending text: a few hundred
+// tokens without growing it.
+const exactStart = 2 << 10
 
 // Meter counts the tokens of a stream's generated output, piece by piece
 // (a formats.TokenMeter). It is not safe for concurrent use.
@@ -44,6 +49,9 @@ func (m *Meter) Text(p []byte) {
 	if !m.exact {
 		m.counted += boundHalves(p)
 		return
+	}
+	if m.pending == nil {
+		m.pending = make([]byte, 0, exactStart)
 	}
 	m.pending = append(m.pending, p...)
 	if len(m.pending) >= exactBatch {
