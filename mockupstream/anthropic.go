@@ -1099,7 +1099,7 @@ func (s *Server) anthropicComplete(c *call, p *plan, u anthropicUsage) {
 		c.writeErrorRetry(anthropicAPI{}.statusError(c, http.StatusInternalServerError, ""), p.retryAfterSeconds(500))
 		return
 	}
-	if !c.beforeHeaders(p.streamDelay(p.reasoning + p.tokens)) {
+	if !c.beforeHeaders(p.streamDelay(p.reasoning + p.tokens + p.argumentChunks())) {
 		return
 	}
 	content := []any{}
@@ -1188,7 +1188,7 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 			return
 		}
 		for i := range p.reasoning {
-			if !c.sleep(p.delay) || !delta(`{"type":"thinking_delta","thinking":`+string(jsonString(streamToken(ThinkingToken, i)))+`}`) {
+			if !c.generate(p, 1) || !delta(`{"type":"thinking_delta","thinking":`+string(jsonString(streamToken(ThinkingToken, i)))+`}`) {
 				return
 			}
 		}
@@ -1214,7 +1214,7 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 			if p.cutHere(i) {
 				break
 			}
-			if !c.sleep(p.delay) || !delta(`{"type":"text_delta","text":`+string(jsonString(streamToken(ReplyToken, i)))+`}`) {
+			if !c.generate(p, 1) || !delta(`{"type":"text_delta","text":`+string(jsonString(streamToken(ReplyToken, i)))+`}`) {
 				return
 			}
 			c.streamedText()
@@ -1238,8 +1238,8 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 		if !delta(`{"type":"input_json_delta","partial_json":""}`) {
 			return
 		}
-		for _, frag := range toolArgumentFragments {
-			if !delta(`{"type":"input_json_delta","partial_json":` + string(jsonString(frag)) + `}`) {
+		for j, frag := range toolArgumentFragments {
+			if !c.generate(p, fragmentTokens(j)) || !delta(`{"type":"input_json_delta","partial_json":`+string(jsonString(frag))+`}`) {
 				return
 			}
 		}
@@ -1247,6 +1247,7 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 			return
 		}
 	}
+	c.produce(p.unsent())
 	if !pinged && !event("ping", `{"type":"ping"}`) {
 		return
 	}

@@ -21,8 +21,9 @@ type Config struct {
 	Keys []string
 	// Latency is waited before the response headers of every request.
 	Latency time.Duration
-	// TokenDelay is waited before each streamed content chunk; a non-stream
-	// answer waits N × TokenDelay before its headers.
+	// TokenDelay is waited before each streamed chunk that carries output
+	// tokens (text, shown thinking, tool-call arguments); a non-stream answer
+	// waits TokenDelay for each such chunk before its headers.
 	TokenDelay time.Duration
 	// ReplyTokens is the default reply length in tokens. Default: 12.
 	ReplyTokens int

@@ -297,7 +297,7 @@
 //	mock:echo_model=NAME   answer with model NAME instead of the request's model
 //	mock:no_usage          report no usage at all (no usage, usageMetadata, or OpenAI usage chunk)
 //	mock:latency=DURATION  wait before the response headers (Go duration: 250ms, 2s)
-//	mock:delay=DURATION    wait before each streamed text or thinking chunk
+//	mock:delay=DURATION    wait before each streamed chunk that carries output tokens (see Timing)
 //	mock:status=CODE       fail with that status (400–599) and the vendor's envelope
 //	mock:retry_after=S     Retry-After header, seconds (or a Go duration, rounded up);
 //	                       a 429 or 529 without it gets Retry-After: 1
@@ -367,12 +367,24 @@
 // # Timing
 //
 // Before the response headers the server waits Latency (Config.Latency, or the
-// latency directive), plus Fault.Latency when a fault applies. A non-stream
-// answer also waits TokenDelay for each chunk its stream would have (text
-// tokens, plus thinking tokens when they are shown), as a real model
-// generates the whole reply first; a stream waits TokenDelay (or the delay
-// directive) before each text or thinking chunk. Every wait ends early when
-// the client goes away or [Server.Close] is called.
+// latency directive), plus Fault.Latency when a fault applies. A stream waits
+// TokenDelay (or the delay directive) before each chunk that carries output
+// tokens: each text chunk, each thinking chunk where thinking is shown
+// (Anthropic; Gemini with includeThoughts), each tool-argument fragment
+// (OpenAI chat and Responses, Anthropic: 4 per call), and Gemini's one
+// element of calls; hidden reasoning and the other chunks are sent without
+// a wait. A non-stream answer waits TokenDelay for each such chunk its
+// stream would have, before its headers, as a real model generates the
+// whole reply first. Every wait ends early when the client goes away or
+// [Server.Close] is called.
+//
+// A stream stops as soon as its connection is gone, as the real providers
+// stop generating (and billing) when their client hangs up: when the
+// request's context is done (net/http cancels it when it notices the
+// closed connection, during a wait or between two chunks, with or without
+// a delay) or a write or flush fails, the server writes and produces
+// nothing more, and the request counts as canceled (or failed, when an
+// injected failure had already counted it so).
 //
 // # Counters
 //
@@ -385,7 +397,29 @@
 // StreamedText counts the text chunks of streamed answers written to the
 // connection, one reply token each: what a real provider charges for,
 // whether or not its client read them.
+//
+// ProducedOutput counts the output tokens of streamed answers as the vendor
+// bills them, up to where each stream stopped. A token counts when the
+// server is about to write the chunk that carries it (after the chunk's
+// wait, before the write: a chunk whose write failed counts, the provider
+// generated it). Thinking counts one token per thinking chunk where it is
+// shown, and all R tokens at once where it is hidden (OpenAI chat and
+// Responses, Gemini without includeThoughts), at the point where the model
+// reasons: after OpenAI's role chunk, after Responses' response.in_progress,
+// before Gemini's first element. Text counts one token per text chunk. A
+// tool call counts its ToolCallTokens (10) over its 4 argument fragments,
+// 3, 3, 2 and 2 (OpenAI chat and Responses, Anthropic; the call's header
+// counts none), and Gemini's element of calls counts 10 per call. The tokens
+// of a call the cap cut off (output − R − N − 10·K, see Output cap) count
+// after the last call. So a stream that completes has produced exactly the
+// output of its usage (R + N + 10·K, or the cap), reported or not, and a
+// stream that stops early (its client went away, mock:cut, mock:error_after)
+// what it reached. Non-stream answers count nothing here.
+// Stats.ProducedOutput is the sum over every key.
 // [Server.Requests] returns the last 100 requests as received, headers
-// (anthropic-beta ...) and body included. The package never logs, and never
-// prints a key.
+// (anthropic-beta ...) and body included, each with the ProducedOutput of
+// its own answer, final once the record's Finished is true (the server is
+// done with the request). [Server.WaitIdle] waits until no request of a key
+// is being served, so that a test reads final counts once the server has
+// seen its client go away. The package never logs, and never prints a key.
 package mockupstream

@@ -827,6 +827,9 @@ func (s *Server) geminiGenerate(c *call, model string, stream bool) {
 	if a.thought {
 		chunks += p.reasoning
 	}
+	if len(p.calls) > 0 {
+		chunks++ // the element of calls
+	}
 	if !c.beforeHeaders(p.streamDelay(chunks)) {
 		return
 	}
@@ -887,10 +890,11 @@ func (s *Server) geminiStream(c *call, a *geminiAnswer, sse bool) {
 	thoughts := 0 // thought tokens reported so far
 	if !a.thought {
 		thoughts = p.reasoning // hidden thinking is done before the first element
+		c.produce(p.reasoning)
 	}
 	if a.thought {
 		for i := range p.reasoning {
-			if !c.sleep(p.delay) {
+			if !c.generate(p, 1) {
 				return
 			}
 			thoughts = i + 1
@@ -905,11 +909,12 @@ func (s *Server) geminiStream(c *call, a *geminiAnswer, sse bool) {
 		if p.cutHere(i) {
 			break
 		}
-		if !c.sleep(p.delay) {
+		if !c.generate(p, 1) {
 			return
 		}
 		part := []geminiPart{textPart(streamToken(ReplyToken, i), false)}
 		if finalOnText && i == p.tokens-1 {
+			c.produce(p.unsent())
 			if write(a.element(part, geminiFinish(p.finish), a.final()), true) {
 				c.streamedText()
 				c.complete()
@@ -932,7 +937,10 @@ func (s *Server) geminiStream(c *call, a *geminiAnswer, sse bool) {
 	parts := a.callParts()
 	if len(parts) == 0 {
 		parts = []geminiPart{textPart("", false)}
+	} else if !c.generate(p, len(p.calls)*ToolCallTokens) {
+		return
 	}
+	c.produce(p.unsent())
 	if write(a.element(parts, geminiFinish(p.finish), a.final()), true) {
 		c.complete()
 	}

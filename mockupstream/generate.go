@@ -260,6 +260,30 @@ func (p *plan) cutHere(i int) bool {
 // streamDelay is the wait of a non-stream answer with chunks streamed chunks.
 func (p *plan) streamDelay(chunks int) time.Duration { return time.Duration(chunks) * p.delay }
 
+// argumentChunks is the number of streamed chunks that carry the tool calls'
+// arguments, one per fragment of every call (OpenAI, Anthropic).
+func (p *plan) argumentChunks() int { return len(p.calls) * len(toolArgumentFragments) }
+
+// fragmentTokens is the share of a call's ToolCallTokens that its argument
+// fragment j carries: the tokens spread evenly over the fragments, the
+// first ones taking the remainder (3, 3, 2, 2), so that a whole call
+// carries exactly ToolCallTokens.
+func fragmentTokens(j int) int {
+	n := len(toolArgumentFragments)
+	t := ToolCallTokens / n
+	if j < ToolCallTokens%n {
+		t++
+	}
+	return t
+}
+
+// unsent is the part of the output billed that no chunk carries: the
+// tokens of a tool call that the cap cut off, generated after the text and
+// the whole calls, but not sent (0 when the cap did not cut).
+func (p *plan) unsent() int {
+	return p.output - p.reasoning - p.tokens - len(p.calls)*ToolCallTokens
+}
+
 // ---------------------------------------------------------------------------
 // JSON helpers for the strict parsers
 

@@ -106,7 +106,7 @@ func (s *Server) openAIImageEdit(w http.ResponseWriter, r *http.Request) {
 		Files  []file            `json:"files"`
 		Served *ImagesServed     `json:"served,omitempty"`
 	}{Fields: map[string]string{}, Files: []file{}}
-	defer func() { s.record(r, marshal(summary)) }()
+	defer func() { c.rec = s.record(r, marshal(summary)) }() // before c.end, which marks it finished
 
 	var q imageRequest
 	var perr *apiError

@@ -643,7 +643,7 @@ func (s *Server) openAIComplete(c *call, p *plan, q *chat, u chatUsage) {
 		c.writeErrorRetry(openAI{}.statusError(c, http.StatusInternalServerError, ""), p.retryAfterSeconds(500))
 		return
 	}
-	if !c.beforeHeaders(p.streamDelay(p.tokens)) {
+	if !c.beforeHeaders(p.streamDelay(p.tokens + p.argumentChunks())) {
 		return
 	}
 	reply := chatReply{Role: "assistant", Annotations: chatAnnotations(p)}
@@ -725,14 +725,12 @@ func (s *Server) openAIStream(c *call, p *plan, q *chat, u chatUsage) {
 	if !chunk(first) {
 		return
 	}
+	c.produce(p.reasoning) // the hidden reasoning, done before the answer
 	for i := range p.tokens {
 		if p.cutHere(i) {
 			break
 		}
-		if !c.sleep(p.delay) {
-			return
-		}
-		if !chunk(`{"index":0,"delta":{"content":` + string(jsonString(streamToken(ReplyToken, i))) + tail) {
+		if !c.generate(p, 1) || !chunk(`{"index":0,"delta":{"content":`+string(jsonString(streamToken(ReplyToken, i)))+tail) {
 			return
 		}
 		c.streamedText()
@@ -756,14 +754,15 @@ func (s *Server) openAIStream(c *call, p *plan, q *chat, u chatUsage) {
 			return
 		}
 	}
-	for _, frag := range toolArgumentFragments {
+	for j, frag := range toolArgumentFragments {
 		for k := range p.calls {
-			if !chunk(`{"index":0,"delta":{"tool_calls":[{"index":` + strconv.Itoa(k) + `,"function":{"arguments":` +
-				string(jsonString(frag)) + `}}]` + tail) {
+			if !c.generate(p, fragmentTokens(j)) || !chunk(`{"index":0,"delta":{"tool_calls":[{"index":`+strconv.Itoa(k)+
+				`,"function":{"arguments":`+string(jsonString(frag))+`}}]`+tail) {
 				return
 			}
 		}
 	}
+	c.produce(p.unsent())
 	if p.searches > 0 && !chunk(`{"index":0,"delta":{"annotations":`+string(chatAnnotations(p))+tail) {
 		return
 	}

@@ -310,7 +310,7 @@ func (s *Server) responsesComplete(c *call, p *plan, u responsesUsage) {
 		c.writeErrorRetry(openAI{}.statusError(c, http.StatusInternalServerError, ""), p.retryAfterSeconds(500))
 		return
 	}
-	if !c.beforeHeaders(p.streamDelay(p.tokens)) {
+	if !c.beforeHeaders(p.streamDelay(p.tokens + p.argumentChunks())) {
 		return
 	}
 	output := c.responsesHosted(p, "completed")
@@ -353,6 +353,7 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 		!send("response.in_progress", map[string]any{"response": json.RawMessage(c.responsesObject(p, "in_progress", nil, nil))}) {
 		return
 	}
+	c.produce(p.reasoning) // the hidden reasoning, done before the answer
 	var output []json.RawMessage
 	index := 0
 	// hosted tool calls first (#16): added, progress, done
@@ -381,10 +382,7 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 			if p.cutHere(i) {
 				break
 			}
-			if !c.sleep(p.delay) {
-				return
-			}
-			if !send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0,
+			if !c.generate(p, 1) || !send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": index, "content_index": 0,
 				"delta": streamToken(ReplyToken, i), "logprobs": []any{}}) {
 				return
 			}
@@ -416,8 +414,9 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 		if !send("response.output_item.added", map[string]any{"output_index": index, "item": responsesCall(tc, "", "in_progress")}) {
 			return
 		}
-		for _, frag := range toolArgumentFragments {
-			if !send("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": index, "delta": frag}) {
+		for j, frag := range toolArgumentFragments {
+			if !c.generate(p, fragmentTokens(j)) ||
+				!send("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": index, "delta": frag}) {
 				return
 			}
 		}
@@ -431,6 +430,7 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 		}
 		index++
 	}
+	c.produce(p.unsent())
 	var up *responsesUsage
 	if !p.noUsage {
 		up = &u

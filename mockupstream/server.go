@@ -35,13 +35,15 @@ type Server struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	mu      sync.Mutex
-	faults  []Fault
-	left    []int // uses left of each fault with Times > 0
-	total   int64
-	byKey   map[string]*KeyStats
-	records []Recorded // ring of maxRecorded
-	next    int        // next slot of records once full
+	mu       sync.Mutex
+	faults   []Fault
+	left     []int // uses left of each fault with Times > 0
+	total    int64
+	produced int64 // output tokens produced by streamed answers
+	byKey    map[string]*KeyStats
+	records  []*Recorded   // ring of maxRecorded
+	next     int           // next slot of records once full
+	ended    chan struct{} // closed, and replaced, whenever a request ends
 }
 
 // KeyStats counts the requests made with one key. Every finished request
@@ -57,14 +59,19 @@ type KeyStats struct {
 	// the connection (one reply token each): what a real provider would
 	// charge for, whether or not the client read it.
 	StreamedText int64
+	// ProducedOutput counts the output tokens the streamed answers produced
+	// up to where each stopped, as the vendor bills them: thinking, text
+	// and tool-call tokens (see Counters in the package doc).
+	ProducedOutput int64
 	// ByStatus counts the statuses sent (a closed connection sends none).
 	ByStatus map[int]int64
 }
 
 // Stats is a snapshot of the counters.
 type Stats struct {
-	Requests int64               // every request
-	ByKey    map[string]KeyStats // by upstream key; "" for requests without one
+	Requests       int64               // every request
+	ProducedOutput int64               // output tokens produced by streamed answers, every key
+	ByKey          map[string]KeyStats // by upstream key; "" for requests without one
 }
 
 // Recorded is a request as received.
@@ -76,6 +83,13 @@ type Recorded struct {
 	Query    url.Values
 	Header   http.Header // a clone; holds the key as sent
 	Body     []byte
+	// ProducedOutput is the output tokens the request's streamed answer
+	// produced (as KeyStats.ProducedOutput counts them; 0 for a request
+	// answered otherwise), final once Finished.
+	ProducedOutput int64
+	// Finished reports that the server is done with the request: its
+	// counters and ProducedOutput no longer change.
+	Finished bool
 }
 
 // New returns a server for cfg. An invalid fault (see [Config.Validate])
@@ -87,6 +101,7 @@ func New(cfg Config) *Server {
 		replyTokens: cfg.ReplyTokens,
 		done:        make(chan struct{}),
 		byKey:       make(map[string]*KeyStats),
+		ended:       make(chan struct{}),
 	}
 	if s.replyTokens <= 0 {
 		s.replyTokens = DefaultReplyTokens
@@ -152,7 +167,7 @@ func (s *Server) Close() {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Requests: s.total, ByKey: make(map[string]KeyStats, len(s.byKey))}
+	st := Stats{Requests: s.total, ProducedOutput: s.produced, ByKey: make(map[string]KeyStats, len(s.byKey))}
 	for k, v := range s.byKey {
 		st.ByKey[k] = v.clone()
 	}
@@ -184,7 +199,7 @@ func (k *KeyStats) clone() KeyStats {
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.total = 0
+	s.total, s.produced = 0, 0
 	active := make(map[string]*KeyStats)
 	for k, v := range s.byKey {
 		if v.Active > 0 {
@@ -200,12 +215,37 @@ func (s *Server) Requests() []Recorded {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Recorded, 0, len(s.records))
-	out = append(out, s.records[s.next:]...)
-	return append(out, s.records[:s.next]...)
+	for i := range s.records {
+		out = append(out, *s.records[(s.next+i)%len(s.records)])
+	}
+	return out
 }
 
-func (s *Server) record(r *http.Request, body []byte) {
-	rec := Recorded{
+// WaitIdle waits until no request made with key ("" for requests without
+// one) is being served, so that the counters and the recorded
+// ProducedOutput of the requests that were in flight are final. It returns
+// ctx's error if ctx ends first.
+func (s *Server) WaitIdle(ctx context.Context, key string) error {
+	for {
+		s.mu.Lock()
+		busy := s.byKey[key] != nil && s.byKey[key].Active > 0
+		ended := s.ended
+		s.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// record keeps a request as received; the server updates the returned
+// record (under s.mu) while it serves the request.
+func (s *Server) record(r *http.Request, body []byte) *Recorded {
+	rec := &Recorded{
 		Time:     time.Now(),
 		Method:   r.Method,
 		Path:     r.URL.Path,
@@ -218,10 +258,11 @@ func (s *Server) record(r *http.Request, body []byte) {
 	defer s.mu.Unlock()
 	if len(s.records) < maxRecorded {
 		s.records = append(s.records, rec)
-		return
+		return rec
 	}
 	s.records[s.next] = rec
 	s.next = (s.next + 1) % maxRecorded
+	return rec
 }
 
 // stats returns the counters of key, creating them; s.mu must be held.
@@ -241,9 +282,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	s.record(r, body)
+	rec := s.record(r, body)
 	handle, vendor, key := s.route(r)
 	c := s.begin(w, r, key, body, vendor)
+	c.rec = rec
 	defer c.end()
 	switch {
 	case err != nil:
@@ -328,6 +370,7 @@ type call struct {
 	latency time.Duration // waited once, before the headers
 	waited  bool
 	outcome int
+	rec     *Recorded // the request's record, or nil
 }
 
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, key string, body []byte, v vendor) *call {
@@ -349,8 +392,13 @@ func (c *call) requestID() string { return "req_mock" + strconv.FormatUint(c.id,
 
 func (c *call) end() {
 	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
 	c.s.stats(c.key).Active--
-	c.s.mu.Unlock()
+	if c.rec != nil {
+		c.rec.Finished = true
+	}
+	close(c.s.ended)
+	c.s.ended = make(chan struct{})
 }
 
 // finish sets the outcome once.
@@ -380,6 +428,32 @@ func (c *call) streamedText() {
 	c.s.stats(c.key).StreamedText++
 	c.s.mu.Unlock()
 }
+
+// produce counts n output tokens as produced by the streamed answer.
+func (c *call) produce(n int) {
+	if n <= 0 {
+		return
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.s.produced += int64(n)
+	c.s.stats(c.key).ProducedOutput += int64(n)
+	if c.rec != nil {
+		c.rec.ProducedOutput += int64(n)
+	}
+}
+
+// generate waits the delay before a streamed chunk that carries n output
+// tokens, then counts them as produced, before the chunk is written; false
+// (the call canceled) when the client went away during the wait.
+func (c *call) generate(p *plan, n int) bool {
+	if !c.sleep(p.delay) {
+		return false
+	}
+	c.produce(n)
+	return true
+}
+
 func (c *call) fail()   { c.finish(outFailed) }
 func (c *call) cancel() { c.finish(outCanceled) }
 
