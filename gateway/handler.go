@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -25,8 +26,9 @@ func init() {
 // APIHandler serves the gateway's API: the index at / and /v1, the OpenAI
 // and Anthropic routes under /v1, the Gemini routes under /v1beta (and under
 // /v1/models/{model}:…, where the Google GenAI SDK sends them), and
-// /api/usage. Requests for other paths go to the next handler. Every answer,
-// errors included, is in the client's wire format (docs/api.md).
+// /api/usage and /api/usage/requests/{id}. Requests for other paths go to
+// the next handler. Every answer, errors included, is in the client's wire
+// format (docs/api.md).
 //
 // The account of an authenticated request is the user of Caddy's access
 // log (the http.auth.user.id placeholder, the user_id field), and each API
@@ -103,6 +105,7 @@ const (
 	routeGeminiStream                     // POST …/models/{model}:streamGenerateContent
 	routeGeminiCount                      // POST …/models/{model}:countTokens
 	routeUsage                            // GET /api/usage
+	routeUsageRequest                     // GET /api/usage/requests/{id}: one request's usage row
 	routePaymentWebhook                   // POST /api/payments/stripe: the payment provider's notifications
 	routeUnknown                          // under /v1 or /v1beta but no such route: 404
 )
@@ -110,7 +113,7 @@ const (
 // routeInfo is a classified request path.
 type routeInfo struct {
 	route  apiRoute
-	arg    string       // the model of a model or Gemini route
+	arg    string       // the model of a model or Gemini route, the request id of a usage request route
 	format relay.Format // the format its errors are written in
 	method string       // the HTTP method it accepts
 }
@@ -141,6 +144,9 @@ func classify(path string) routeInfo {
 	case "/api/payments/stripe":
 		return routeInfo{route: routePaymentWebhook, method: http.MethodPost}
 	}
+	if id, ok := strings.CutPrefix(path, usageRequestPrefix); ok && id != "" && !strings.Contains(id, "/") {
+		return routeInfo{route: routeUsageRequest, arg: id, method: http.MethodGet}
+	}
 	if rest, ok := strings.CutPrefix(path, "/v1beta/models/"); ok {
 		return classifyGemini(rest, true)
 	}
@@ -158,6 +164,10 @@ func classify(path string) routeInfo {
 	}
 	return routeInfo{route: routeNone}
 }
+
+// usageRequestPrefix begins the path of one request's usage; the request
+// id follows.
+const usageRequestPrefix = "/api/usage/requests/"
 
 // classifyGemini maps "{model}" or "{model}:{method}" of a Gemini path.
 func classifyGemini(rest string, v1beta bool) routeInfo {
@@ -291,6 +301,8 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		h.serveModel(w, ri.format, p.Plan, ri.arg)
 	case routeUsage:
 		h.serveUsage(w, r, p)
+	case routeUsageRequest:
+		h.serveUsageRequest(w, r, p, ri.arg)
 	case routeImageGenerations, routeImageEdits:
 		h.serveImages(w, r, p, ri, reqID)
 	default:
@@ -444,8 +456,91 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.
 			return
 		}
 	}
+	h.usageReadFailed(w, p, err)
+}
+
+// usageReadFailed logs a failed read of the usage routes and answers 500.
+func (h *APIHandler) usageReadFailed(w http.ResponseWriter, p relay.Principal, err error) {
 	h.logger.Error("reading usage", zap.String("key_id", p.KeyID), zap.Error(err))
 	relay.WriteError(w, relay.FormatChat, formats.NewError(formats.KindInternal, "The gateway could not read the usage; try again."))
+}
+
+// requestUsageView is the answer of GET /api/usage/requests/{id}: what one
+// request was billed, as its usage row has it (docs/api.md). Money is an
+// exact decimal string; durations are milliseconds with three decimals.
+// The provider, its name for the model and its key are not shown.
+type requestUsageView struct {
+	Object           string           `json:"object"`
+	ID               string           `json:"id"`
+	Created          int64            `json:"created"`
+	Model            string           `json:"model"`
+	Stream           bool             `json:"stream"`
+	Status           int              `json:"status"`
+	Outcome          string           `json:"outcome"`
+	UsageSource      string           `json:"usage_source"`
+	InputTokens      int64            `json:"input_tokens"`
+	OutputTokens     int64            `json:"output_tokens"`
+	CacheReadTokens  int64            `json:"cache_read_tokens"`
+	CacheWriteTokens int64            `json:"cache_write_tokens"`
+	ReasoningTokens  int64            `json:"reasoning_tokens"`
+	HostedTools      *hostedToolsView `json:"hosted_tools,omitempty"`
+	Cost             string           `json:"cost"`
+	Charged          string           `json:"charged"`
+	Discount         string           `json:"discount"`
+	LatencyMS        float64          `json:"latency_ms"`
+	TTFTMS           float64          `json:"ttft_ms"`
+}
+
+// hostedToolsView is the hosted-tool uses of a request and their part of
+// its cost, before the discount; absent when it used none.
+type hostedToolsView struct {
+	WebSearches     int64  `json:"web_searches"`
+	WebFetches      int64  `json:"web_fetches"`
+	GeneratedImages int64  `json:"generated_images"`
+	Cost            string `json:"cost"`
+}
+
+// requestUsageOf is the view of a usage row.
+func requestUsageOf(u *ledger.UsageRecord) requestUsageView {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	v := requestUsageView{
+		Object: "usage.request", ID: u.RequestID, Created: u.CreatedAt.Unix(), Model: u.Model, Stream: u.Stream,
+		Status: u.Status, Outcome: u.Outcome, UsageSource: u.UsageSource,
+		InputTokens: u.Tokens.Input, OutputTokens: u.Tokens.Output, CacheReadTokens: u.Tokens.CacheRead,
+		CacheWriteTokens: u.Tokens.CacheWrite, ReasoningTokens: u.Tokens.Reasoning,
+		Cost: u.Cost.String(), Charged: u.Charged.String(), Discount: u.Discount.String(),
+		LatencyMS: ms(u.Latency), TTFTMS: ms(u.TTFT),
+	}
+	if u.Hosted != (ledger.HostedUses{}) || u.HostedCost != 0 {
+		v.HostedTools = &hostedToolsView{WebSearches: u.Hosted.WebSearch, WebFetches: u.Hosted.WebFetch,
+			GeneratedImages: u.Hosted.ImageGeneration, Cost: u.HostedCost.String()}
+	}
+	return v
+}
+
+// serveUsageRequest answers GET /api/usage/requests/{id} with the usage row
+// of one request of the calling key, which a client that left a stream
+// early reads its bill from (docs/api.md). A request of another key, of
+// the same account or not, is not found, as an unknown or unbilled one
+// is, with the same answer. Neither answer is cacheable: a request not
+// found now is found once it settles.
+func (h *APIHandler) serveUsageRequest(w http.ResponseWriter, r *http.Request, p relay.Principal, id string) {
+	w.Header().Set("Cache-Control", "no-store")
+	u, err := h.app.store.UsageByRequestID(r.Context(), id)
+	if err == nil && u.KeyID != p.KeyID {
+		err = ledger.ErrNotFound
+	}
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		relay.WriteError(w, relay.FormatChat, &formats.Error{Kind: formats.KindNotFound, Code: "not_found",
+			Message: "No billed request of this API key has this id. A request is listed once it is billed."})
+		return
+	case err != nil:
+		h.usageReadFailed(w, p, err)
+		return
+	}
+	b, _ := json.Marshal(requestUsageOf(&u))
+	relay.WriteJSON(w, http.StatusOK, b)
 }
 
 // serveGeneration handles the generation and token-count routes of every

@@ -196,7 +196,7 @@ func indexDoc() []byte {
 			"messages": {"POST /v1/messages", "POST /v1/messages/count_tokens"},
 			"gemini": {"GET /v1beta/models", "GET /v1beta/models/{model}", "POST /v1beta/models/{model}:generateContent",
 				"POST /v1beta/models/{model}:streamGenerateContent", "POST /v1beta/models/{model}:countTokens"},
-			"usage": {"GET /api/usage"},
+			"usage": {"GET /api/usage", "GET /api/usage/requests/{id}"},
 		},
 	})
 	return b

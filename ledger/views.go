@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // RegisterModel records a model id the first time it is seen and returns
@@ -90,6 +92,33 @@ func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, er
 		out[i] = rows[i].rec
 	}
 	return out, nil
+}
+
+// UsageByRequestID reads the usage row of one request, the one Settle
+// wrote for that request id; ErrNotFound when there is none (the request
+// was not billed, or is not settled yet). It reads the usage table itself,
+// through its unique index on request_id, and none of the tables the
+// rollup derives from it (rollup.go), so unlike UsageRows it needs no
+// catch-up: on both engines a row is there as soon as its Settle has
+// returned. An id no row can have on PostgreSQL (empty, not UTF-8, or
+// with a NUL byte) is not found on both engines, without a query.
+func (s *Store) UsageByRequestID(ctx context.Context, requestID string) (UsageRecord, error) {
+	if requestID == "" || !utf8.ValidString(requestID) || strings.IndexByte(requestID, 0) >= 0 {
+		return UsageRecord{}, fmt.Errorf("ledger: usage of request %q: %w", requestID, ErrNotFound)
+	}
+	done, err := s.beginRead()
+	if err != nil {
+		return UsageRecord{}, err
+	}
+	defer done()
+	rows, err := s.queryUsage(ctx, `SELECT `+s.usageSelect()+` FROM usage WHERE request_id = ?`, requestID)
+	if err != nil {
+		return UsageRecord{}, fmt.Errorf("ledger: usage of request %q: %w", requestID, err)
+	}
+	if len(rows) == 0 {
+		return UsageRecord{}, fmt.Errorf("ledger: usage of request %q: %w", requestID, ErrNotFound)
+	}
+	return rows[0].rec, nil
 }
 
 // usageRow is a usage record with its row id (the tie-breaker for equal times).
