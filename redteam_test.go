@@ -173,7 +173,8 @@ func TestRedTeamStreamCutOrFailed(t *testing.T) {
 }
 
 // TestRedTeamHangUpPastTheDrain: the client reads a few events and hangs
-// up on a long answer; the provider goes on generating. The gateway goes on
+// up on a long answer from providers set to drain (on_hangup drain); the
+// provider goes on generating. The gateway goes on
 // reading until the provider's drain_timeout (here 400ms; 30 minutes by
 // default), then cuts it off, and bills at least every output byte it read,
 // the drained ones included: never message_start's 1 token.
@@ -182,7 +183,7 @@ func TestRedTeamHangUpPastTheDrain(t *testing.T) {
 	for _, p := range []struct{ name, format, model string }{
 		{"drain-openai", "openai", "drain-gpt"}, {"drain-anthropic", "anthropic", "drain-claude"}, {"drain-gemini", "gemini", "drain-gemini"},
 	} {
-		extra += fmt.Sprintf("\t\tprovider %s {\n\t\t\tformat %s\n\t\t\tbase_url {env.MG_TEST_MOCK_URL}\n\t\t\tkeys {env.MG_TEST_UPSTREAM_KEY}\n\t\t\tdrain_timeout 400ms\n\t\t}\n"+
+		extra += fmt.Sprintf("\t\tprovider %s {\n\t\t\tformat %s\n\t\t\tbase_url {env.MG_TEST_MOCK_URL}\n\t\t\tkeys {env.MG_TEST_UPSTREAM_KEY}\n\t\t\tdrain_timeout 400ms\n\t\t\ton_hangup drain\n\t\t}\n"+
 			"\t\tmodel %s {\n\t\t\troute %s up-%s\n\t\t\tprice input 0.5 output 1.5\n\t\t\tmax_output 4000\n\t\t}\n", p.name, p.format, p.model, p.name, p.model)
 	}
 	g := startGateway(t, gatewayOptions{extra: extra})
@@ -223,9 +224,11 @@ func TestRedTeamHangUpPastTheDrain(t *testing.T) {
 // TestRedTeamAbandonedCalls: the client sends a request and leaves before
 // the upstream answers (its timeout is shorter than the upstream's
 // latency), non-streamed or streamed, in every format on every upstream.
-// The provider makes (and charges for) the answer anyway, so the gateway
-// lets the upstream call finish, reads its usage and bills it exactly,
-// outcome client_closed.
+// A non-streamed answer, and a stream from Gemini, is made (and charged
+// for) anyway, so the gateway lets the upstream call finish, reads its
+// usage and bills it exactly, outcome client_closed. OpenAI and Anthropic
+// stop a stream whose connection closes, so the gateway stops it too and
+// bills the input and the in-flight margin, usage_source counted.
 func TestRedTeamAbandonedCalls(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	const prompt = "answer slowly mock:tokens=30 mock:latency=700ms"
@@ -246,6 +249,17 @@ func TestRedTeamAbandonedCalls(t *testing.T) {
 				}()
 				defer func() {
 					row := g.waitRow(acct, 10*time.Second)
+					if stream && m != "gemini-test" {
+						// OpenAI and Anthropic stop when the connection
+						// closes (on_hangup stop): the mock, still in its
+						// latency, made nothing; the bill is the input and
+						// the in-flight margin
+						g.checkBilled(label, acct, row, 0, "counted", "client_closed")
+						if row.Tokens.Output != 16 || row.Status != 499 {
+							t.Errorf("%s: billed %d output tokens, status %d; want the margin of 16, 499", label, row.Tokens.Output, row.Status)
+						}
+						return
+					}
 					g.checkBilled(label, acct, row, 30, "upstream", "client_closed")
 					if row.Tokens.Output != 30 {
 						t.Errorf("%s: billed %d output tokens, the upstream made 30", label, row.Tokens.Output)

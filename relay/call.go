@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -68,8 +69,11 @@ type call struct {
 
 	choices int // the answers the request asked for (OpenAI's n)
 	// hungUp is when the client hung up on a stream its provider stops
-	// (on_hangup stop), in Unix nanoseconds; 0 before.
+	// (on_hangup stop), in Unix nanoseconds; 0 before. wrote says the
+	// upstream request was written whole: a hang-up before it costs
+	// nothing.
 	hungUp atomic.Int64
+	wrote  atomic.Bool
 }
 
 // reserve holds the most the request can cost: the input bound at the
@@ -313,6 +317,11 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}()
 
+	if c.stopsOnHangup() {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
+		})
+	}
 	out := req.WithContext(ctx)
 	path, query := upstreamURL(p.Provider, c.route.UpstreamModel, c.stream, c.count, c.passThrough && c.format == FormatResponses)
 	out.URL = &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: path, RawQuery: query}
@@ -1044,10 +1053,14 @@ func (c *call) watchHangup(client context.Context, cancel context.CancelFunc) fu
 func (c *call) stoppedEarly() bool { return c.hungUp.Load() != 0 }
 
 // settleStoppedEarly bills a stream whose client hung up before its first
-// event reached it: the input (as the upstream reported it, else the
-// request's own count) and the in-flight margin, as client_closed.
+// event reached it, once the upstream had the whole request: the input (as
+// the upstream reported it, else the request's own count) and the
+// in-flight margin, as client_closed. A request the upstream never had
+// whole costs nothing.
 func (c *call) settleStoppedEarly(u formats.Usage) error {
-	c.settleCounted(u, 0, 0)
+	if c.wrote.Load() {
+		c.settleCounted(u, 0, 0)
+	}
 	return errStopped
 }
 
