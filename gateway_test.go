@@ -753,13 +753,17 @@ func TestUpstreamWithoutUsage(t *testing.T) {
 // TestClientDisconnectBillsRealUsage: a client that leaves mid-stream is
 // billed what the upstream reports for the answer, read to its end.
 func TestClientDisconnectBillsRealUsage(t *testing.T) {
-	g := startGateway(t, gatewayOptions{})
+	// a provider that drains (on_hangup drain): the stream is read to its
+	// end after the client left
+	g := startGateway(t, gatewayOptions{extra: "\t\tprovider mock-drain {\n\t\t\tformat openai\n\t\t\tbase_url {env.MG_TEST_MOCK_URL}\n" +
+		"\t\t\tkeys {env.MG_TEST_UPSTREAM_KEY}\n\t\t\ton_hangup drain\n\t\t}\n" +
+		"\t\tmodel drain-gpt {\n\t\t\troute mock-drain up-drain-gpt\n\t\t\tprice input 0.5 output 1.5\n\t\t}\n"})
 	const prompt = "leave early mock:tokens=20 mock:delay=20ms"
 	for _, tc := range []struct{ name, path, body string }{
-		{"openai client", "/v1/chat/completions", chatBody(testModel, prompt, `"stream":true`)},
+		{"openai client", "/v1/chat/completions", chatBody("drain-gpt", prompt, `"stream":true`)},
 		// an Anthropic client on a translated route reads through the
 		// keep-alive pump
-		{"anthropic client", "/v1/messages", `{"model":"gpt-test","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`},
+		{"anthropic client", "/v1/messages", `{"model":"drain-gpt","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`},
 	} {
 		acct, key := g.account("1.00")
 		ctx, cancel := context.WithCancel(context.Background())
