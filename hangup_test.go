@@ -12,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"google.golang.org/genai"
+
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/mockupstream"
 )
@@ -286,6 +291,7 @@ func TestHangUpAtRandom(t *testing.T) {
 	}
 	wg.Wait()
 	var produced, billed int64
+	byModel := map[string][2]int64{}
 	for i := range results {
 		r := &results[i]
 		row, ok := g.rowWithin(r.acct, 5*time.Second)
@@ -302,12 +308,17 @@ func TestHangUpAtRandom(t *testing.T) {
 		}
 		produced += r.produced
 		billed += r.billed
+		m := strings.SplitN(r.label, " on ", 2)[1]
+		byModel[m] = [2]int64{byModel[m][0] + r.produced, byModel[m][1] + r.billed}
 		if row.Outcome == "client_closed" && row.UsageSource != "counted" && row.UsageSource != "upstream" {
 			t.Errorf("%s: %s, %s", r.label, row.Outcome, row.UsageSource)
 		}
 	}
 	t.Logf("50 streams hung up at random: the mock produced %d output tokens, the gateway billed %d (%.2fx)",
 		produced, billed, float64(billed)/float64(max(produced, 1)))
+	for m, pb := range byModel {
+		t.Logf("  on %s: produced %d, billed %d (%.2fx)", m, pb[0], pb[1], float64(pb[1])/float64(max(pb[0], 1)))
+	}
 	if billed < produced {
 		t.Errorf("billed %d output tokens for %d produced", billed, produced)
 	}
@@ -348,5 +359,119 @@ func TestCostOnTheAnswer(t *testing.T) {
 	}
 	if got := r.header.Get("X-Modelgate-Request-Id"); got != rows[0].RequestID {
 		t.Errorf("stream: X-Modelgate-Request-Id %q, the row is %q", got, rows[0].RequestID)
+	}
+}
+
+// TestHangUpThroughTheSDKs: the official SDKs (openai-go for chat and
+// Responses, anthropic-sdk-go, Google's genai) read a stream until its
+// fifth text token, then their context is cancelled, as an interrupted
+// agent does, on an OpenAI and an Anthropic upstream. Each bill is counted
+// within what the SDK saw and what the mock made plus the margin; the
+// usage row of the request, fetched with the same key as a client would,
+// says so. And a chat stream read to its end carries usage.cost, kept by
+// openai-go among the usage's extra fields.
+func TestHangUpThroughTheSDKs(t *testing.T) {
+	g := startGateway(t, gatewayOptions{extra: hangupModels})
+	const prompt = " mock:tokens=200 mock:delay=5ms"
+	sdks := []struct {
+		name string
+		read func(ctx context.Context, key, model, prompt string, enough func(text string) bool) string
+	}{
+		{"openai-go chat", func(ctx context.Context, key, model, prompt string, enough func(string) bool) string {
+			s := g.client(key).Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: model,
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}})
+			var text string
+			for s.Next() && !enough(text) {
+				if ch := s.Current(); len(ch.Choices) > 0 {
+					text += ch.Choices[0].Delta.Content
+				}
+			}
+			return text
+		}},
+		{"openai-go responses", func(ctx context.Context, key, model, prompt string, enough func(string) bool) string {
+			s := g.client(key).Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: model, Store: openai.Bool(false),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(prompt)}})
+			var text string
+			for s.Next() && !enough(text) {
+				if ev := s.Current(); ev.Type == "response.output_text.delta" {
+					text += ev.Delta
+				}
+			}
+			return text
+		}},
+		{"anthropic-sdk-go", func(ctx context.Context, key, model, prompt string, enough func(string) bool) string {
+			c := g.anthropicClient(key)
+			s := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 1000,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))}})
+			var text string
+			for s.Next() && !enough(text) {
+				if ev := s.Current(); ev.Type == "content_block_delta" {
+					text += ev.Delta.Text
+				}
+			}
+			return text
+		}},
+		{"genai", func(ctx context.Context, key, model, prompt string, enough func(string) bool) string {
+			var text string
+			for r, err := range g.geminiClient(t, key, "v1beta").Models.GenerateContentStream(ctx, model, genai.Text(prompt), nil) {
+				if err != nil || enough(text) {
+					break
+				}
+				text += r.Text()
+			}
+			return text
+		}},
+	}
+	for _, m := range []string{"gpt-4o-test", "claude-test"} {
+		perToken := int64(boundPerMockToken)
+		if m == "gpt-4o-test" {
+			perToken = 1
+		}
+		for i, sdk := range sdks {
+			label := sdk.name + " on " + m
+			marker := fmt.Sprintf("sdk%d-%s", i, m)
+			acct, key := g.account("1.00")
+			ctx, cancel := context.WithCancel(context.Background())
+			text := sdk.read(ctx, key, m, marker+prompt, func(text string) bool { return len(strings.Fields(text)) >= 5 })
+			cancel()
+			got := int64(len(strings.Fields(text)))
+			if got < 5 {
+				t.Fatalf("%s: the SDK saw %q", label, text)
+			}
+			row, ok := g.rowWithin(acct, time.Second)
+			if !ok {
+				t.Fatalf("%s: no usage row within a second of the hang-up", label)
+			}
+			made := g.produced(marker)
+			g.checkBilled(label, acct, row, got, "counted", "client_closed")
+			if hi := made*perToken + hangupMarginAllowance; row.Tokens.Output > hi || made >= 200 {
+				t.Errorf("%s: billed %d output tokens; the mock made %d, the SDK saw %d", label, row.Tokens.Output, made, got)
+			}
+			// the bill, as the client fetches it
+			r := g.do("GET", "/api/usage/requests/"+row.RequestID, "", "Authorization", "Bearer "+key)
+			if r.status != http.StatusOK || !strings.Contains(r.body, `"usage_source":"counted"`) ||
+				!strings.Contains(r.body, fmt.Sprintf(`"output_tokens":%d`, row.Tokens.Output)) {
+				t.Errorf("%s: GET /api/usage/requests/%s: %d %s", label, row.RequestID, r.status, r.body)
+			}
+			t.Logf("%-35s saw %d  made %3d  billed %3d", label, got, made, row.Tokens.Output)
+		}
+	}
+
+	// usage.cost, through openai-go
+	acct, key := g.account("1.00")
+	s := g.client(key).Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-4o-test",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello there")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+	var cost string
+	for s.Next() {
+		if f, ok := s.Current().Usage.JSON.ExtraFields["cost"]; ok {
+			cost = f.Raw()
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rows := g.rows(acct); len(rows) != 1 || cost != rows[0].Charged.String() {
+		t.Errorf("openai-go read usage.cost %q; the row: %+v", cost, rows)
 	}
 }

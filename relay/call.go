@@ -1067,11 +1067,7 @@ func (c *call) settleStoppedEarly(u formats.Usage) error {
 // settleCounted bills a stopped stream: counted output tokens over the
 // time since the first event, plus the margin, within the output cap.
 func (c *call) settleCounted(u formats.Usage, counted int64, elapsed time.Duration) {
-	out := counted + hangupMargin(counted, elapsed)
-	if limit := int64(c.outputCap) * int64(max(c.choices, 1)); limit > 0 {
-		out = min(out, max(limit, counted))
-	}
-	u.Output = max(u.Output, out)
+	u.Output = max(u.Output, c.withinCap(counted+hangupMargin(counted, elapsed)))
 	status := http.StatusOK
 	if c.ttft == 0 {
 		status = statusClientClosed
@@ -1084,10 +1080,12 @@ func (c *call) settleCounted(u formats.Usage, counted int64, elapsed time.Durati
 // hangupMargin is the in-flight margin of a stream stopped after elapsed,
 // having counted tokens: what the provider generated before it saw the
 // close, at the stream's observed rate.
+//
+// A stream younger than the window is measured over the window: a burst of
+// tokens in its first event says nothing of the rate, and the margin is
+// then never more than what was counted.
 func hangupMargin(counted int64, elapsed time.Duration) int64 {
-	if elapsed <= 0 {
-		return hangupMarginMin
-	}
+	elapsed = max(elapsed, hangupMarginWindow)
 	window := (counted*int64(hangupMarginWindow) + int64(elapsed) - 1) / int64(elapsed)
 	return max(hangupMarginMin, window)
 }
@@ -1130,7 +1128,17 @@ func (s *meteredStream) stop() {
 func (s *meteredStream) usage() (formats.Usage, bool) {
 	u, final := s.tr.Usage()
 	if !final {
-		u.Output = max(u.Output, s.meter.Tokens())
+		u.Output = max(u.Output, s.c.withinCap(s.meter.Tokens()))
 	}
 	return u, final
+}
+
+// withinCap is an output count no larger than the output cap the upstream
+// was sent, for every choice: no provider generates past it, and the bound
+// may count above what it made.
+func (c *call) withinCap(tokens int64) int64 {
+	if limit := int64(c.outputCap) * int64(max(c.choices, 1)); limit > 0 {
+		return min(tokens, limit)
+	}
+	return tokens
 }

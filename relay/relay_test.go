@@ -408,3 +408,28 @@ func TestDeliver(t *testing.T) {
 		t.Fatalf("%d %v %s", rec.Code, rec.Header(), rec.Body.String())
 	}
 }
+
+func TestHangupMargin(t *testing.T) {
+	for _, tc := range []struct {
+		counted int64
+		elapsed time.Duration
+		want    int64
+	}{
+		{0, 0, 16},                         // nothing yet: the floor
+		{10, time.Second, 16},              // 10 tokens a second: 2 in 200 ms
+		{100, time.Second, 20},             // 100 a second: 20
+		{300, 500 * time.Millisecond, 120}, // 600 a second: 120
+		{50, time.Millisecond, 50},         // a burst in the first event: no more than was counted
+	} {
+		if got := hangupMargin(tc.counted, tc.elapsed); got != tc.want {
+			t.Errorf("hangupMargin(%d, %s) = %d, want %d", tc.counted, tc.elapsed, got, tc.want)
+		}
+	}
+	c := &call{outputCap: 100, choices: 2}
+	if got := c.withinCap(500); got != 200 {
+		t.Errorf("withinCap(500) with a cap of 100 for 2 choices = %d, want 200", got)
+	}
+	if got := (&call{}).withinCap(500); got != 500 {
+		t.Errorf("withinCap without a cap = %d", got)
+	}
+}
