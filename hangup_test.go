@@ -235,11 +235,36 @@ func TestHangUpStopsTheUpstream(t *testing.T) {
 	g.audit()
 }
 
-// TestHangUpDrains: Gemini goes on generating after a hang-up, and so does
-// an OpenAI reasoning model's hidden thinking in any case: both are read to
-// their end and billed the vendor's final usage.
+// TestHangUpDrains: Gemini goes on generating after a hang-up; a
+// reasoning model's thinking is out of sight (a model declared with the
+// reasoning feature, one of OpenAI's o series, a request that asks for
+// Anthropic's thinking, shown only as a summary): all are read to their
+// end and billed the vendor's final usage.
 func TestHangUpDrains(t *testing.T) {
 	g := startGateway(t, gatewayOptions{extra: hangupModels})
+	// Claude Code asks for thinking: a summary of it is all a stream shows
+	acct, key := g.account("1.00")
+	body := `{"model":"claude-test","max_tokens":2000,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},` +
+		`"messages":[{"role":"user","content":"drain-thinking mock:thinking=40 mock:tokens=60 mock:delay=2ms"}]}`
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", gatewayAddr+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	row := g.waitRow(acct, 10*time.Second)
+	if made := g.produced("drain-thinking"); row.UsageSource != "upstream" || row.Tokens.Output != made || made != 100 {
+		t.Errorf("a stream that asked for thinking: billed %d output tokens (%s), the mock made %d of 100", row.Tokens.Output, row.UsageSource, made)
+	}
+
 	for _, m := range []string{"gemini-test", "thinker"} {
 		for _, c := range redClients {
 			label := c.name + " on " + m

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/rawjson"
 	"github.com/modelgate/modelgate/formats/sse"
 	"github.com/modelgate/modelgate/formats/tokencount"
 	"github.com/modelgate/modelgate/ledger"
@@ -1010,13 +1011,79 @@ const (
 )
 
 // stopsOnHangup reports whether this call's stream stops when its client
-// hangs up: the provider's on_hangup is stop, and the model does not
-// reason out of sight. A reasoning model's thinking is hidden (OpenAI) or
-// shown as a summary (Claude 4 and later, Gemini), so the text sent
-// understates what the provider bills and a count of it would not cover
-// the bill: such a stream is drained.
+// hangs up: the provider's on_hangup is stop, and the provider does not
+// reason out of sight (reasonsOutOfSight).
 func (c *call) stopsOnHangup() bool {
-	return c.stream && c.route.Provider.StopOnHangup && !c.model.Reasoning
+	return c.stream && c.route.Provider.StopOnHangup && !c.reasonsOutOfSight()
+}
+
+// reasonsOutOfSight reports whether the provider may bill reasoning that
+// its stream does not show whole: a model declared with the reasoning
+// feature, a model of OpenAI's reasoning families on an OpenAI-format
+// provider (their reasoning is hidden), or a request that asks for
+// thinking (Claude 4 and later show a summary of it, billing the whole).
+// The text sent then understates the bill and a count of it would not
+// cover it: such a stream is drained.
+func (c *call) reasonsOutOfSight() bool {
+	if c.model.Reasoning {
+		return true
+	}
+	if c.route.Provider.Format == upstream.FormatOpenAI && hasPrefixFold(c.route.UpstreamModel, openAIReasoningFamilies) {
+		return true
+	}
+	return c.req != nil && asksThinking(c.req.body)
+}
+
+// openAIReasoningFamilies are the name prefixes of OpenAI's models that
+// always reason, out of sight.
+var openAIReasoningFamilies = []string{"o1", "o3", "o4", "gpt-5", "codex-"}
+
+// openAIFamilies are the name prefixes of the models o200k_base counts
+// exactly.
+var openAIFamilies = []string{"gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "codex-"}
+
+// hasPrefixFold reports whether s starts with one of prefixes, ignoring
+// case.
+func hasPrefixFold(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+// asksThinking reports whether a request body, in any client format, asks
+// for thinking or a reasoning effort: Anthropic's thinking (not disabled),
+// OpenAI's reasoning_effort and reasoning (not "none"), Gemini's
+// thinkingConfig (a budget other than 0).
+func asksThinking(body []byte) bool {
+	if v := rawjson.Get(body, "thinking"); v != nil && !rawjson.StringIs(rawjson.Get(v, "type"), "disabled") {
+		return true
+	}
+	if v := rawjson.Get(body, "reasoning_effort"); v != nil && !rawjson.IsNull(v) && !rawjson.StringIs(v, "none") {
+		return true
+	}
+	if v := rawjson.Get(body, "reasoning"); rawjson.Kind(v) == '{' && !rawjson.StringIs(rawjson.Get(v, "effort"), "none") {
+		return true
+	}
+	gc := rawjson.Get(body, "generationConfig")
+	if gc == nil {
+		gc = rawjson.Get(body, "generation_config")
+	}
+	tc := rawjson.Get(gc, "thinkingConfig")
+	if tc == nil {
+		tc = rawjson.Get(gc, "thinking_config")
+	}
+	if rawjson.Kind(tc) == '{' {
+		budget := rawjson.Get(tc, "thinkingBudget")
+		if budget == nil {
+			budget = rawjson.Get(tc, "thinking_budget")
+		}
+		n, ok := rawjson.ParseInt(budget)
+		return !ok || n != 0
+	}
+	return false
 }
 
 // exactCount reports whether the route's model is counted with the
@@ -1027,13 +1094,7 @@ func (c *call) exactCount() bool {
 	if c.route.Provider.Format != upstream.FormatOpenAI {
 		return false
 	}
-	m := strings.ToLower(c.route.UpstreamModel)
-	for _, family := range []string{"gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "codex-"} {
-		if strings.HasPrefix(m, family) {
-			return true
-		}
-	}
-	return false
+	return hasPrefixFold(c.route.UpstreamModel, openAIFamilies)
 }
 
 // watchHangup makes a client's hang-up cancel the upstream call at once,

@@ -433,3 +433,29 @@ func TestHangupMargin(t *testing.T) {
 		t.Errorf("withinCap without a cap = %d", got)
 	}
 }
+
+func TestAsksThinking(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{`{"model":"m","messages":[]}`, false},
+		{`{"thinking":{"type":"enabled","budget_tokens":1024}}`, true},
+		{`{"thinking":{"type":"adaptive"}}`, true},
+		{`{"thinking":{"type":"disabled"}}`, false},
+		{`{"reasoning_effort":"low"}`, true},
+		{`{"reasoning_effort":"none"}`, false},
+		{`{"reasoning_effort":null}`, false},
+		{`{"reasoning":{"effort":"high","summary":"auto"}}`, true},
+		{`{"reasoning":{"effort":"none"}}`, false},
+		{`{"generationConfig":{"thinkingConfig":{"thinkingBudget":0}}}`, false},
+		{`{"generationConfig":{"thinkingConfig":{"thinkingBudget":2048}}}`, true},
+		{`{"generation_config":{"thinking_config":{"include_thoughts":true}}}`, true},
+		{`{"generationConfig":{"temperature":0.2}}`, false},
+		{`not json`, false},
+	} {
+		if got := asksThinking([]byte(tc.body)); got != tc.want {
+			t.Errorf("asksThinking(%s) = %v, want %v", tc.body, got, tc.want)
+		}
+	}
+}
