@@ -75,6 +75,9 @@ type call struct {
 	// nothing.
 	hungUp atomic.Int64
 	wrote  atomic.Bool
+	// thinking is whether the request asks for thinking or a reasoning
+	// effort (thinkingUnknown until reasonsOutOfSight reads its body).
+	thinking uint8
 }
 
 // reserve holds the most the request can cost: the input bound at the
@@ -1017,6 +1020,13 @@ func (c *call) stopsOnHangup() bool {
 	return c.stream && c.route.Provider.StopOnHangup && !c.reasonsOutOfSight()
 }
 
+// What a request's body says of thinking, once read (call.thinking).
+const (
+	thinkingUnknown = iota
+	thinkingNo
+	thinkingYes
+)
+
 // reasonsOutOfSight reports whether the provider may bill reasoning that
 // its stream does not show whole: a model declared with the reasoning
 // feature, a model of OpenAI's reasoning families on an OpenAI-format
@@ -1031,7 +1041,14 @@ func (c *call) reasonsOutOfSight() bool {
 	if c.route.Provider.Format == upstream.FormatOpenAI && hasPrefixFold(c.route.UpstreamModel, openAIReasoningFamilies) {
 		return true
 	}
-	return c.req != nil && asksThinking(c.req.body)
+	if c.thinking == thinkingUnknown {
+		// the body is read once, whatever the attempts
+		c.thinking = thinkingNo
+		if c.req != nil && asksThinking(c.req.body) {
+			c.thinking = thinkingYes
+		}
+	}
+	return c.thinking == thinkingYes
 }
 
 // openAIReasoningFamilies are the name prefixes of OpenAI's models that
@@ -1056,34 +1073,50 @@ func hasPrefixFold(s string, prefixes []string) bool {
 // asksThinking reports whether a request body, in any client format, asks
 // for thinking or a reasoning effort: Anthropic's thinking (not disabled),
 // OpenAI's reasoning_effort and reasoning (not "none"), Gemini's
-// thinkingConfig (a budget other than 0).
+// thinkingConfig (a budget other than 0). One walk over the body's
+// members.
 func asksThinking(body []byte) bool {
-	if v := rawjson.Get(body, "thinking"); v != nil && !rawjson.StringIs(rawjson.Get(v, "type"), "disabled") {
-		return true
+	it := rawjson.Object(body, 0)
+	for it.Next() {
+		v := it.Value()
+		switch {
+		case it.NameIs("thinking"):
+			if rawjson.Kind(v) == '{' && !rawjson.StringIs(rawjson.Get(v, "type"), "disabled") {
+				return true
+			}
+		case it.NameIs("reasoning_effort"):
+			if rawjson.Kind(v) == '"' && !rawjson.StringIs(v, "none") {
+				return true
+			}
+		case it.NameIs("reasoning"):
+			if rawjson.Kind(v) == '{' && !rawjson.StringIs(rawjson.Get(v, "effort"), "none") {
+				return true
+			}
+		case it.NameIs("generationConfig"), it.NameIs("generation_config"):
+			if geminiThinks(v) {
+				return true
+			}
+		}
 	}
-	if v := rawjson.Get(body, "reasoning_effort"); v != nil && !rawjson.IsNull(v) && !rawjson.StringIs(v, "none") {
-		return true
-	}
-	if v := rawjson.Get(body, "reasoning"); rawjson.Kind(v) == '{' && !rawjson.StringIs(rawjson.Get(v, "effort"), "none") {
-		return true
-	}
-	gc := rawjson.Get(body, "generationConfig")
-	if gc == nil {
-		gc = rawjson.Get(body, "generation_config")
-	}
+	return false
+}
+
+// geminiThinks reports whether a Gemini generationConfig has a
+// thinkingConfig whose budget is not 0.
+func geminiThinks(gc []byte) bool {
 	tc := rawjson.Get(gc, "thinkingConfig")
 	if tc == nil {
 		tc = rawjson.Get(gc, "thinking_config")
 	}
-	if rawjson.Kind(tc) == '{' {
-		budget := rawjson.Get(tc, "thinkingBudget")
-		if budget == nil {
-			budget = rawjson.Get(tc, "thinking_budget")
-		}
-		n, ok := rawjson.ParseInt(budget)
-		return !ok || n != 0
+	if rawjson.Kind(tc) != '{' {
+		return false
 	}
-	return false
+	budget := rawjson.Get(tc, "thinkingBudget")
+	if budget == nil {
+		budget = rawjson.Get(tc, "thinking_budget")
+	}
+	n, ok := rawjson.ParseInt(budget)
+	return !ok || n != 0
 }
 
 // exactCount reports whether the route's model is counted with the
