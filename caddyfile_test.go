@@ -85,6 +85,9 @@ func TestCaddyfileErrors(t *testing.T) {
 		"unknown format": {
 			"\t\tprovider p {\n\t\t\tformat grpc\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t}\n",
 			`provider p: unknown format "grpc" (want openai, anthropic or gemini), at Caddyfile:4`},
+		"bad on_hangup": {
+			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t\tkeys k\n\t\t\ton_hangup wait\n\t\t}\n",
+			`provider p: on_hangup "wait": want stop or drain, at Caddyfile:7`},
 		"provider without keys": {
 			"\t\tprovider p {\n\t\t\tformat openai\n\t\t\tbase_url http://x\n\t\t}\n",
 			"provider p: missing keys, at Caddyfile:3"},
