@@ -371,19 +371,36 @@ func TestCostOnTheAnswer(t *testing.T) {
 		t.Errorf("X-Modelgate-Request-Id %q, the row is %q", got, rows[0].RequestID)
 	}
 
+	// an image: a whole answer too
 	acct, key = g.account("1.00")
-	r = g.do("POST", "/v1/chat/completions", chatBody("gpt-4o-test", "Hello there", `"stream":true,"stream_options":{"include_usage":true}`),
+	r = g.do("POST", "/v1/images/generations", `{"model":"gpt-test","prompt":"a fox","size":"1024x1024","quality":"low"}`,
 		"Authorization", "Bearer "+key)
-	rows = g.rows(acct)
-	if len(rows) != 1 {
-		t.Fatalf("%d rows", len(rows))
+	if rows := g.rows(acct); r.status != http.StatusOK || len(rows) != 1 || r.header.Get("X-Modelgate-Cost") != rows[0].Charged.String() ||
+		r.header.Get("X-Modelgate-Request-Id") != rows[0].RequestID {
+		t.Errorf("image: %d, X-Modelgate-Cost %q, X-Modelgate-Request-Id %q; rows %+v", r.status, r.header.Get("X-Modelgate-Cost"),
+			r.header.Get("X-Modelgate-Request-Id"), rows)
 	}
-	want := `"cost":` + rows[0].Charged.String() + `}`
-	if !strings.Contains(r.body, want) {
-		t.Errorf("the stream's usage chunk lacks %s: %s", want, r.body)
-	}
-	if got := r.header.Get("X-Modelgate-Request-Id"); got != rows[0].RequestID {
-		t.Errorf("stream: X-Modelgate-Request-Id %q, the row is %q", got, rows[0].RequestID)
+
+	// a chat stream, passed through (OpenAI upstream) and translated
+	// (Anthropic upstream)
+	for _, m := range []string{"gpt-4o-test", "claude-test"} {
+		acct, key := g.account("1.00")
+		r := g.do("POST", "/v1/chat/completions", chatBody(m, "Hello there", `"stream":true,"stream_options":{"include_usage":true}`),
+			"Authorization", "Bearer "+key)
+		rows := g.rows(acct)
+		if len(rows) != 1 {
+			t.Fatalf("%s: %d rows", m, len(rows))
+		}
+		want := `"cost":` + rows[0].Charged.String() + `}`
+		if !strings.Contains(r.body, want) {
+			t.Errorf("%s: the stream's usage chunk lacks %s: %s", m, want, r.body)
+		}
+		if got := r.header.Get("X-Modelgate-Request-Id"); got != rows[0].RequestID {
+			t.Errorf("%s stream: X-Modelgate-Request-Id %q, the row is %q", m, got, rows[0].RequestID)
+		}
+		if r.header.Get("X-Modelgate-Cost") != "" {
+			t.Errorf("%s: a stream's headers cannot know its cost, yet say %q", m, r.header.Get("X-Modelgate-Cost"))
+		}
 	}
 }
 

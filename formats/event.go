@@ -109,7 +109,7 @@ type translator struct {
 	hasStop    bool
 	done       bool
 	outBytes   int64
-	meter      TokenMeter // nil unless the call may stop early
+	meter      TokenMeter // nil when no bill needs a count
 	cost       string     // the settled cost, for the final usage
 }
 

@@ -424,39 +424,29 @@ func testCut(t *testing.T, k streamKind, cc cutCase) {
 	}
 }
 
-// TestProducedClientHangsUpMidText: a client reads 10 of 200 text tokens
-// (5 ms apart) and hangs up; every stream kind stops.
-func TestProducedClientHangsUpMidText(t *testing.T) {
-	for _, k := range textStreamKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			testCut(t, k, cutCase{"a long story mock:tokens=200 mock:delay=5ms", 5 * time.Millisecond, 1, 200,
-				func(g received) bool { return g.text >= 10 }})
-		})
-	}
-}
-
-// TestProducedClientHangsUpMidThinking: the same, 10 tokens into 100 of
-// shown thinking.
-func TestProducedClientHangsUpMidThinking(t *testing.T) {
-	for _, k := range thinkingStreamKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			testCut(t, k, cutCase{"think mock:thinking=100 mock:tokens=5 mock:delay=5ms", 5 * time.Millisecond, 1, 105,
-				func(g received) bool { return g.thinking >= 10 }})
-		})
-	}
-}
-
-// TestProducedClientHangsUpMidArguments: three tool calls, 40 ms between
-// argument fragments; the client hangs up after 3 of the 12 fragments.
-func TestProducedClientHangsUpMidArguments(t *testing.T) {
-	for _, k := range argumentStreamKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			testCut(t, k, cutCase{"call mock:tools=3 mock:delay=40ms", 40 * time.Millisecond, fragmentTokens(0), 3 * ToolCallTokens,
-				func(g received) bool { return g.fragments >= 3 }})
-		})
+// TestProducedClientHangsUp: a client reads part of a stream and hangs up;
+// every stream kind stops: 10 of 200 text tokens (5 ms apart), 10 tokens
+// into 100 of shown thinking, 3 of the 12 argument fragments of three tool
+// calls (40 ms apart).
+func TestProducedClientHangsUp(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kinds []streamKind
+		cut   cutCase
+	}{
+		{"mid-text", textStreamKinds, cutCase{"a long story mock:tokens=200 mock:delay=5ms", 5 * time.Millisecond, 1, 200,
+			func(g received) bool { return g.text >= 10 }}},
+		{"mid-thinking", thinkingStreamKinds, cutCase{"think mock:thinking=100 mock:tokens=5 mock:delay=5ms", 5 * time.Millisecond, 1, 105,
+			func(g received) bool { return g.thinking >= 10 }}},
+		{"mid-arguments", argumentStreamKinds, cutCase{"call mock:tools=3 mock:delay=40ms", 40 * time.Millisecond, fragmentTokens(0), 3 * ToolCallTokens,
+			func(g received) bool { return g.fragments >= 3 }}},
+	} {
+		for _, k := range tc.kinds {
+			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				testCut(t, k, tc.cut)
+			})
+		}
 	}
 }
 

@@ -108,11 +108,18 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 // amount an answer's X-Modelgate-Cost header and usage.cost say.
 func (b *Bill) Charged() ledger.Money { return ledger.Money(b.charged.Load()) }
 
-// setCostHeaders says on a whole answer, once its bill is settled, what
-// it cost (exactly the amount debited, in the ledger's currency) and which
-// usage row bills it (docs/api.md, "What an answer cost").
-func (b *Bill) setCostHeaders(h http.Header) {
+// setCostHeader says on a whole answer, once its bill is settled, what it
+// cost: exactly the amount debited, in the ledger's currency (docs/api.md,
+// "What an answer cost"). X-Modelgate-Request-Id went on when the hold was
+// taken (setRequestIDHeader).
+func (b *Bill) setCostHeader(h http.Header) {
 	h.Set("X-Modelgate-Cost", b.Charged().String())
+}
+
+// setRequestIDHeader names, on every answer of a held request, the usage
+// row that bills it, for GET /api/usage/requests/{id}: a stream's cost is
+// known only after its headers went.
+func (b *Bill) setRequestIDHeader(h http.Header) {
 	h.Set("X-Modelgate-Request-Id", b.requestID)
 }
 
@@ -185,9 +192,7 @@ func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hoste
 // counted with the in-flight margin; the input is what the upstream
 // reported, else the request's own count. The row says "counted".
 func (b *Bill) SettleCounted(u formats.Usage, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
-	if u.Input <= 0 {
-		u.Input = b.inputEstimate
-	}
+	u, _ = billedUsage(u, false, 0, b.inputEstimate) // the input rule of any bill not final
 	return b.settleTokens(u, usageCounted, hosted, hostedCost, e)
 }
 

@@ -312,7 +312,8 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	keep := false // the stream keeps ctx; every other path cancels it
-	unwatch := c.watchHangup(req.Context(), cancel)
+	stops := c.stopsOnHangup()
+	unwatch := c.watchHangup(stops, req.Context(), cancel)
 	defer func() {
 		timer.Stop()
 		if !keep {
@@ -321,7 +322,7 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}()
 
-	if c.stopsOnHangup() {
+	if stops {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
 		})
@@ -389,7 +390,7 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	if m, ok := s.tr.(formats.Metered); ok {
 		m.SetTokenMeter(s.meter)
 	}
-	s.stops = c.stopsOnHangup()
+	s.stops = stops
 	// Read the first event before committing to this attempt: a stream
 	// that breaks or errs before it can still fail over.
 	event, data, err := s.events.Next()
@@ -477,7 +478,7 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 		return c.errorResponse(req, billingFailed()), nil
 	}
 	ok := okResponse(req, resp, out)
-	c.bill.setCostHeaders(ok.Header)
+	c.bill.setCostHeader(ok.Header)
 	return ok, nil
 }
 
@@ -771,7 +772,7 @@ func (s *meteredStream) step() {
 		return
 	}
 	if err != nil {
-		if s.stops && s.c.hungUp.Load() != 0 {
+		if s.stops && s.c.stoppedEarly() {
 			// the gateway closed the upstream: its client hung up
 			s.stop()
 			return
@@ -881,13 +882,18 @@ func (s *meteredStream) drain() {
 		if err != nil {
 			return
 		}
-		var done bool
-		var ferr *formats.Error
-		scratch, done, ferr = s.tr.Feed(scratch[:0], event, data)
-		if done || ferr != nil {
+		var more bool
+		if scratch, more = s.discard(scratch, event, data); !more {
 			return
 		}
 	}
+}
+
+// discard meters an upstream event that no client will read (its bytes go
+// to scratch, returned for the next); false once the stream is over.
+func (s *meteredStream) discard(scratch, event, data []byte) ([]byte, bool) {
+	scratch, done, ferr := s.tr.Feed(scratch[:0], event, data)
+	return scratch, !done && ferr == nil
 }
 
 // DefaultKeepAlive is Service.KeepAlive's default.
@@ -1132,8 +1138,8 @@ func (c *call) exactCount() bool {
 
 // watchHangup makes a client's hang-up cancel the upstream call at once,
 // when the call stops on hang-up; the returned func stops the watch.
-func (c *call) watchHangup(client context.Context, cancel context.CancelFunc) func() {
-	if !c.stopsOnHangup() {
+func (c *call) watchHangup(stops bool, client context.Context, cancel context.CancelFunc) func() {
+	if !stops {
 		return func() {}
 	}
 	stop := context.AfterFunc(client, func() {
@@ -1190,19 +1196,15 @@ func hangupMargin(counted int64, elapsed time.Duration) int64 {
 func (s *meteredStream) stop() {
 	s.c.hungUp.CompareAndSwap(0, time.Now().UnixNano())
 	s.cancel()
-	if s.ka == nil {
-		var scratch []byte
-		for s.events.Ready() {
-			event, data, err := s.events.Next()
-			if err != nil {
-				break
-			}
-			var done bool
-			var ferr *formats.Error
-			if scratch, done, ferr = s.tr.Feed(scratch[:0], event, data); done || ferr != nil {
-				break
-			}
+	// the events already read from the connection (the pump, if any,
+	// holds at most one, and it fails with the cancel)
+	var scratch []byte
+	for more := s.ka == nil; more && s.events.Ready(); {
+		event, data, err := s.events.Next()
+		if err != nil {
+			break
 		}
+		scratch, more = s.discard(scratch, event, data)
 	}
 	s.ended = true
 	if u, final := s.tr.Usage(); final {

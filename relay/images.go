@@ -98,6 +98,7 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 		return
 	}
 	defer ic.bill.Release()
+	ic.bill.setRequestIDHeader(w.Header())
 	if ic.form != nil {
 		ic.form.Late = ic.late
 	}
@@ -399,7 +400,7 @@ func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, ca
 		WriteError(w, FormatImages, billingFailed())
 		return true, 0, nil
 	}
-	ic.bill.setCostHeaders(w.Header())
+	ic.bill.setCostHeader(w.Header())
 	WriteJSON(w, http.StatusOK, data)
 	return true, 0, nil
 }

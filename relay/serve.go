@@ -123,9 +123,7 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 		return
 	}
 	defer c.bill.Release() // every path that does not settle gives the hold back
-	// the usage row's id, for GET /api/usage/requests/{id}: a stream's
-	// cost is known only after its headers went
-	w.Header().Set("X-Modelgate-Request-Id", reqID)
+	c.bill.setRequestIDHeader(w.Header())
 	if c.outputCapped {
 		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
 	}

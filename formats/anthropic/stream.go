@@ -40,7 +40,7 @@ type passThrough struct {
 	done     bool
 	outBytes int64
 	seen     formats.HostedUses // server_tool_use blocks started (#16)
-	meter    formats.TokenMeter // nil unless the call may stop early
+	meter    formats.TokenMeter // nil when no bill needs a count
 }
 
 // SetTokenMeter makes the stream report its generated strings to m.

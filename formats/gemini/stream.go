@@ -36,7 +36,7 @@ type passThrough struct {
 	// candidates seen and finished, by index (bit i for index i < 64)
 	seen, finished uint64
 	hosted         formats.HostedUses // the most grounding one element reported (#16)
-	meter          formats.TokenMeter // nil unless the call may stop early
+	meter          formats.TokenMeter // nil when no bill needs a count
 }
 
 // SetTokenMeter makes the stream report its generated text and call

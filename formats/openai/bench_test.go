@@ -86,39 +86,34 @@ var benchChunk = []byte(`{"id":"chatcmpl-AbC123","object":"chat.completion.chunk
 func BenchmarkPassThroughChunk(b *testing.B) {
 	for _, want := range []bool{true, false} {
 		b.Run("include_usage="+strconv.FormatBool(want), func(b *testing.B) {
-			tr := NewPassThroughStream("gpt-4o-mini", want)
-			dst := make([]byte, 0, 512)
-			b.ReportAllocs()
-			b.SetBytes(int64(len(benchChunk)))
-			for b.Loop() {
-				out, done, err := tr.Feed(dst[:0], nil, benchChunk)
-				if err != nil || done || len(out) == 0 {
-					b.Fatal(err)
-				}
-			}
+			benchFeed(b, NewPassThroughStream("gpt-4o-mini", want))
 		})
 	}
 }
 
-// BenchmarkPassThroughChunkMetered is BenchmarkPassThroughChunk for a
-// stream that stops when its client hangs up: its output is also told to a
-// token meter, exact (o200k_base, counted in batches: the cost of a long
-// stream) or the bound.
+// BenchmarkPassThroughChunkMetered is BenchmarkPassThroughChunk with the
+// token meter every stream has: exact (o200k_base, counted in batches: the
+// cost of a stream longer than a batch) or the bound.
 func BenchmarkPassThroughChunkMetered(b *testing.B) {
 	for _, exact := range []bool{true, false} {
 		b.Run("exact="+strconv.FormatBool(exact), func(b *testing.B) {
 			tr := NewPassThroughStream("gpt-4o-mini", true)
 			tr.(formats.Metered).SetTokenMeter(tokencount.NewMeter(exact))
-			dst := make([]byte, 0, 512)
-			b.ReportAllocs()
-			b.SetBytes(int64(len(benchChunk)))
-			for b.Loop() {
-				out, done, err := tr.Feed(dst[:0], nil, benchChunk)
-				if err != nil || done || len(out) == 0 {
-					b.Fatal(err)
-				}
-			}
+			benchFeed(b, tr)
 		})
+	}
+}
+
+// benchFeed feeds benchChunk to tr, over and over.
+func benchFeed(b *testing.B, tr formats.StreamTranslator) {
+	dst := make([]byte, 0, 512)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchChunk)))
+	for b.Loop() {
+		out, done, err := tr.Feed(dst[:0], nil, benchChunk)
+		if err != nil || done || len(out) == 0 {
+			b.Fatal(err)
+		}
 	}
 }
 

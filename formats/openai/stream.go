@@ -32,7 +32,7 @@ type passThrough struct {
 	last      textShape
 	lastShape chunkShape
 
-	meter formats.TokenMeter // nil unless the call may stop early
+	meter formats.TokenMeter // nil when no bill needs a count
 	cost  string             // the settled cost, for usage.cost
 }
 

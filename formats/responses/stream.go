@@ -318,7 +318,7 @@ type passThrough struct {
 	// hosted tool calls: the items added so far, and those of the
 	// terminal response (#16)
 	added, terminal formats.HostedUses
-	meter           formats.TokenMeter // nil unless the call may stop early
+	meter           formats.TokenMeter // nil when no bill needs a count
 }
 
 // SetTokenMeter makes the stream report its generated deltas to m.
