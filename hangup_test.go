@@ -132,8 +132,9 @@ func (g *testGateway) rowWithin(acct string, within time.Duration) (ledger.Usage
 	}
 }
 
-// produced is what the mock made for the request whose prompt has marker,
-// once the mock is done with it.
+// produced is what the mock made for the request whose prompt has marker
+// (a word of its own: "random2" is not "random20"), once the mock is done
+// with it.
 func (g *testGateway) produced(marker string) int64 {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -142,7 +143,7 @@ func (g *testGateway) produced(marker string) int64 {
 		g.t.Fatalf("the mock is still serving: %v", err)
 	}
 	for _, r := range g.mock.Requests() {
-		if bytes.Contains(r.Body, []byte(marker)) {
+		if hasMarker(r.Body, marker) {
 			return r.ProducedOutput
 		}
 	}
@@ -153,11 +154,19 @@ func (g *testGateway) produced(marker string) int64 {
 // mock.
 func (g *testGateway) mockGot(marker string) bool {
 	for _, r := range g.mock.Requests() {
-		if bytes.Contains(r.Body, []byte(marker)) {
+		if hasMarker(r.Body, marker) {
 			return true
 		}
 	}
 	return false
+}
+
+// hasMarker reports whether a request body has marker as a word of its
+// prompt: followed by a space, so that a marker is never taken for another
+// it begins (a request that hung up before reaching the mock must not be
+// matched with one that did).
+func hasMarker(body []byte, marker string) bool {
+	return bytes.Contains(body, []byte(marker+" "))
 }
 
 func contains(s string) func([]byte) bool {
