@@ -422,7 +422,7 @@ func chatToolPairs(msgs []chatMessage) *apiError {
 		if m.Role == "tool" {
 			if at < 0 {
 				return invalid(fmt.Sprintf("messages.[%d].role", i), "", "Invalid parameter: messages with role 'tool' "+
-					"must be a response to a preceeding message with 'tool_calls'.")
+					"must be a response to a preceeding message with 'tool_calls'.") //nolint:misspell // OpenAI's own message, spelling included
 			}
 			j := slices.Index(pending, *m.ToolCallID)
 			if j < 0 {

@@ -36,14 +36,14 @@ type (
 // the buffer before it calls the default VFS's.
 func setMethods() {
 	methods.FiVersion = 1
-	setFunc(&methods.FxClose, fileFunc(xClose))
-	setFunc(&methods.FxWrite, rwFunc(func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32 {
+	setFunc[fileFunc](&methods.FxClose, xClose)
+	setFunc[rwFunc](&methods.FxWrite, func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32 {
 		return lookup(pFile).write(tls, zBuf, amt, off)
-	}))
-	setFunc(&methods.FxRead, rwFunc(func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32 {
+	})
+	setFunc[rwFunc](&methods.FxRead, func(tls *libc.TLS, pFile, zBuf uintptr, amt int32, off int64) int32 {
 		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[rwFunc](f.m.FxRead)(tls, f.inner, zBuf, amt, off) })
-	}))
-	setFunc(&methods.FxTruncate, sizeFunc(func(tls *libc.TLS, pFile uintptr, size int64) int32 {
+	})
+	setFunc[sizeFunc](&methods.FxTruncate, func(tls *libc.TLS, pFile uintptr, size int64) int32 {
 		return flushFirst(tls, pFile, func(f *walFile) int32 {
 			rc := fn[sizeFunc](f.m.FxTruncate)(tls, f.inner, size)
 			if rc == sqlite3.SQLITE_OK {
@@ -51,33 +51,33 @@ func setMethods() {
 			}
 			return rc
 		})
-	}))
-	setFunc(&methods.FxSync, intFunc(func(tls *libc.TLS, pFile uintptr, flags int32) int32 {
+	})
+	setFunc[intFunc](&methods.FxSync, func(tls *libc.TLS, pFile uintptr, flags int32) int32 {
 		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[intFunc](f.m.FxSync)(tls, f.inner, flags) })
-	}))
-	setFunc(&methods.FxLock, intFunc(func(tls *libc.TLS, pFile uintptr, lock int32) int32 {
+	})
+	setFunc[intFunc](&methods.FxLock, func(tls *libc.TLS, pFile uintptr, lock int32) int32 {
 		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[intFunc](f.m.FxLock)(tls, f.inner, lock) })
-	}))
-	setFunc(&methods.FxUnlock, intFunc(func(tls *libc.TLS, pFile uintptr, lock int32) int32 {
+	})
+	setFunc[intFunc](&methods.FxUnlock, func(tls *libc.TLS, pFile uintptr, lock int32) int32 {
 		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[intFunc](f.m.FxUnlock)(tls, f.inner, lock) })
-	}))
-	setFunc(&methods.FxFileSize, outFunc(func(tls *libc.TLS, pFile, pSize uintptr) int32 {
+	})
+	setFunc[outFunc](&methods.FxFileSize, func(tls *libc.TLS, pFile, pSize uintptr) int32 {
 		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[outFunc](f.m.FxFileSize)(tls, f.inner, pSize) })
-	}))
-	setFunc(&methods.FxCheckReservedLock, outFunc(func(tls *libc.TLS, pFile, pResOut uintptr) int32 {
+	})
+	setFunc[outFunc](&methods.FxCheckReservedLock, func(tls *libc.TLS, pFile, pResOut uintptr) int32 {
 		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[outFunc](f.m.FxCheckReservedLock)(tls, f.inner, pResOut) })
-	}))
-	setFunc(&methods.FxFileControl, ctrlFunc(func(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
+	})
+	setFunc[ctrlFunc](&methods.FxFileControl, func(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
 		return flushFirst(tls, pFile, func(f *walFile) int32 { return fn[ctrlFunc](f.m.FxFileControl)(tls, f.inner, op, pArg) })
-	}))
-	setFunc(&methods.FxSectorSize, fileFunc(func(tls *libc.TLS, pFile uintptr) int32 {
+	})
+	setFunc[fileFunc](&methods.FxSectorSize, func(tls *libc.TLS, pFile uintptr) int32 {
 		f := lookup(pFile)
 		return fn[fileFunc](f.m.FxSectorSize)(tls, f.inner)
-	}))
-	setFunc(&methods.FxDeviceCharacteristics, fileFunc(func(tls *libc.TLS, pFile uintptr) int32 {
+	})
+	setFunc[fileFunc](&methods.FxDeviceCharacteristics, func(tls *libc.TLS, pFile uintptr) int32 {
 		f := lookup(pFile)
 		return fn[fileFunc](f.m.FxDeviceCharacteristics)(tls, f.inner)
-	}))
+	})
 }
 
 // flushFirst writes the buffer of the file at pFile, then calls call.

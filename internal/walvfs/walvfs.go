@@ -56,7 +56,7 @@ const (
 
 var (
 	registerOnce sync.Once
-	registerErr  error
+	errRegister  error
 
 	base    *sqlite3.Tsqlite3_vfs // the default VFS
 	basePtr uintptr
@@ -68,8 +68,8 @@ var (
 
 // Register registers the VFS (once; later calls return the first result).
 func Register() error {
-	registerOnce.Do(func() { registerErr = register() })
-	return registerErr
+	registerOnce.Do(func() { errRegister = register() })
+	return errRegister
 }
 
 func register() error {
@@ -196,7 +196,7 @@ func (f *walFile) flush(tls *libc.TLS) int32 {
 	n := f.n
 	f.n = 0
 	f.writes++
-	return fn[rwFunc](f.m.FxWrite)(tls, f.inner, uintptr(unsafe.Pointer(&f.buf[0])), int32(n), f.off)
+	return fn[rwFunc](f.m.FxWrite)(tls, f.inner, uintptr(unsafe.Pointer(&f.buf[0])), int32(n), f.off) //nolint:gosec // n is at most len(f.buf)
 }
 
 // Writes reports the write calls made to the log of the database file at
@@ -220,7 +220,7 @@ func ptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p
 // cAlloc allocates n zeroed bytes of C memory, never freed (the VFS is
 // registered for the life of the process).
 func cAlloc(tls *libc.TLS, n int) uintptr {
-	p := libc.Xcalloc(tls, 1, libc.Tsize_t(n))
+	p := libc.Xcalloc(tls, 1, libc.Tsize_t(n)) //nolint:gosec // n is a struct size, never negative
 	if p == 0 {
 		panic("walvfs: out of memory")
 	}

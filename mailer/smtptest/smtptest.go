@@ -68,7 +68,7 @@ func (m Mail) Text() string {
 	if err != nil {
 		return ""
 	}
-	var r io.Reader = msg.Body
+	r := msg.Body
 	switch strings.ToLower(msg.Header.Get("Content-Transfer-Encoding")) {
 	case "quoted-printable":
 		r = quotedprintable.NewReader(r)
