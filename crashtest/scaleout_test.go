@@ -25,7 +25,7 @@ import (
 	"github.com/modelgate/modelgate/mockupstream"
 )
 
-// Several gateway processes on one PostgreSQL ledger (#19): they bill one
+// Several gateway processes on one PostgreSQL ledger: they bill one
 // balance exactly, whatever races, crashes or database restarts happen.
 // MODELGATE_TEST_POSTGRES names the test server (a URL); each test works in
 // a schema of its own. Without it the tests skip, unless CI or

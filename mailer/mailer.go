@@ -1,5 +1,5 @@
 // Package mailer sends the console's mail (password reset and email
-// verification links, #20 item 7) through an SMTP server, with
+// verification links) through an SMTP server, with
 // github.com/wneessen/go-mail. It is plain Go: the gateway fills a Config
 // from the Caddyfile's smtp block (docs/caddyfile.md, "smtp").
 package mailer

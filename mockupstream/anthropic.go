@@ -467,7 +467,7 @@ func parseMessages(body []byte, count bool) (antParse, *apiError) {
 	return q, nil
 }
 
-// antHosted finds the server tools the mock plays (#16): web_search_* and
+// antHosted finds the server tools the mock plays: web_search_* and
 // web_fetch_* (named web_search and web_fetch), forced by a tool_choice of
 // type tool with their name.
 func antHosted(tools []json.RawMessage, choice json.RawMessage) hostedAsk {
@@ -1015,7 +1015,7 @@ type anthropicUsage struct {
 	ServiceTier              string                    `json:"service_tier,omitempty"`
 }
 
-// anthropicServerToolUsage counts the server tools' uses (#16).
+// anthropicServerToolUsage counts the server tools' uses.
 type anthropicServerToolUsage struct {
 	WebSearchRequests int `json:"web_search_requests"`
 	WebFetchRequests  int `json:"web_fetch_requests"`
@@ -1196,7 +1196,7 @@ func (s *Server) anthropicStream(c *call, p *plan, u anthropicUsage) {
 			return
 		}
 	}
-	// server tools run before the text that uses them (#16)
+	// server tools run before the text that uses them
 	uses, results := c.antServerToolBlocks(p)
 	for i := range uses {
 		input := uses[i].Input

@@ -196,7 +196,7 @@ type directives struct {
 	hang, close               bool
 	noUsage                   bool
 	cut, errorAfter           int // -1 = not given
-	// uses of the hosted tools the request offers (#16); -1 = not given
+	// uses of the hosted tools the request offers; -1 = not given
 	webSearch, webFetch, imageGeneration int
 
 	// The zero values below mean "not given".
@@ -364,7 +364,7 @@ type plan struct {
 	finish            string
 	noUsage           bool // report no usage at all (some compatible servers do not)
 
-	// hosted tool uses (#16): web searches, page fetches, generated images
+	// hosted tool uses: web searches, page fetches, generated images
 	searches, fetches, images int
 
 	cacheWrite   int        // input tokens written to the cache (Anthropic)

@@ -323,7 +323,7 @@
 // # Hosted tools and background responses
 //
 // The mock plays the hosted tools that cost a fee per use, so that a
-// gateway's billing of them can be tested (issue #16). A tool is used only
+// gateway's billing of them can be tested. A tool is used only
 // when the request offers it: N times with the directive (web_search=N,
 // web_fetch=N, image_generation=N), once when tool_choice forces it, else
 // not at all. Token counts do not change. Where each vendor shows the uses:

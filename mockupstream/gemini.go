@@ -455,7 +455,7 @@ func parseGemini(body []byte, model string, count bool) (gParse, *apiError) {
 		return q, err
 	}
 	for i, t := range req.Tools {
-		// the built-in tools the mock plays (#16); Gemini cannot force them
+		// the built-in tools the mock plays; Gemini cannot force them
 		q.hosted.search = q.hosted.search || present(t.GoogleSearch) || present(t.GoogleSearchRetrieval)
 		q.hosted.fetch = q.hosted.fetch || present(t.URLContext)
 		for j, fd := range t.FunctionDeclarations {
@@ -683,7 +683,7 @@ type geminiCandidate struct {
 }
 
 // grounding is the candidate's grounding metadata for the plan's searches
-// and fetches (#16): one webSearchQueries entry per search, one urlMetadata
+// and fetches: one webSearchQueries entry per search, one urlMetadata
 // entry per fetched page.
 func grounding(p *plan) (search, urls json.RawMessage) {
 	if p.searches > 0 {

@@ -44,8 +44,8 @@ const maxToolCalls = 64
 // maxHostedUses bounds mock:web_search=N and its kin.
 const maxHostedUses = 100
 
-// hostedAsk is what a request offers of the hosted tools the mock plays
-// (#16), and which of them it forces.
+// hostedAsk is what a request offers of the hosted tools the mock plays,
+// and which of them it forces.
 type hostedAsk struct {
 	search, fetch, image                bool
 	forceSearch, forceFetch, forceImage bool

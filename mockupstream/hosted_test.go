@@ -33,7 +33,7 @@ func postWith(t *testing.T, ts *httptest.Server, path, body string, headers ...s
 
 // TestHostedTools: the hosted tools a request offers are used as the
 // directives say (or once when tool_choice forces them), and each vendor's
-// answer shows the uses where the real one does (#16): Anthropic
+// answer shows the uses where the real one does: Anthropic
 // server_tool_use blocks and usage.server_tool_use, Responses
 // web_search_call and image_generation_call items, chat url_citation
 // annotations, Gemini grounding metadata. A directive for a tool the

@@ -274,7 +274,7 @@ type chat struct {
 	texts        [][]string // per message, the texts whose words count
 	lastUser     []string   // the texts of the last user message
 	firstTool    string     // the name of the first tool, or ""
-	hosted       hostedAsk  // the hosted tools offered (#16)
+	hosted       hostedAsk  // the hosted tools offered
 	background   bool       // Responses: a background response
 }
 
@@ -401,7 +401,7 @@ func parseChat(body []byte) (chat, *apiError) {
 		q.firstTool = req.Tools[0].Function.Name
 	}
 	if present(req.WebSearchOptions) {
-		// a search model searches once for every request (#16)
+		// a search model searches once for every request
 		q.hosted.search, q.hosted.forceSearch = true, true
 	}
 	return q, nil
@@ -608,7 +608,7 @@ type chatReply struct {
 }
 
 // chatAnnotations are the url_citation annotations of an answer that
-// searched the web (#16), or none.
+// searched the web, or none.
 func chatAnnotations(p *plan) json.RawMessage {
 	if p.searches == 0 {
 		return json.RawMessage(`[]`)

@@ -137,7 +137,7 @@ func parseResponses(body []byte) (chat, *apiError) {
 		if t.Type == "function" && q.firstTool == "" {
 			q.firstTool = t.Name
 		}
-		// the hosted tools the mock plays (#16)
+		// the hosted tools the mock plays
 		switch {
 		case strings.HasPrefix(t.Type, "web_search"):
 			q.hosted.search = true
@@ -239,7 +239,7 @@ func (c *call) responsesObject(p *plan, st string, output []json.RawMessage, u *
 
 // responsesQueued answers a background request as OpenAI does: the
 // response is queued, without output or usage, and generated later at the
-// account's cost (#16). A stream gets response.created and response.queued,
+// account's cost. A stream gets response.created and response.queued,
 // then ends.
 func (s *Server) responsesQueued(c *call, p *plan, stream bool) {
 	if !c.beforeHeaders(0) {
@@ -262,7 +262,7 @@ func (s *Server) responsesQueued(c *call, p *plan, stream bool) {
 	c.complete()
 }
 
-// responsesHosted are the hosted tool calls of the plan (#16), as output
+// responsesHosted are the hosted tool calls of the plan, as output
 // items in a state: web_search_call per search, image_generation_call per
 // image, in that order, before the message.
 func (c *call) responsesHosted(p *plan, st string) []json.RawMessage {
@@ -356,7 +356,7 @@ func (s *Server) responsesStream(c *call, p *plan, u responsesUsage) {
 	c.produce(p.reasoning) // the hidden reasoning, done before the answer
 	var output []json.RawMessage
 	index := 0
-	// hosted tool calls first (#16): added, progress, done
+	// hosted tool calls first: added, progress, done
 	done := c.responsesHosted(p, "completed")
 	for i, item := range c.responsesHosted(p, "in_progress") {
 		var it struct{ Type, ID string }

@@ -17,7 +17,7 @@ type ConsoleFrame struct {
 	Error    string // why the last action failed
 	// Unverified: the signed-in account's email awaits verification (its
 	// link was mailed at sign-up); every page says so, with a form that
-	// mails the link again (#20 item 7)
+	// mails the link again
 	Unverified bool
 }
 
@@ -27,7 +27,7 @@ type ConsoleAuthPage struct {
 	SignUp     bool // the sign-up form rather than the sign-in form
 	SignUpOpen bool // visitors may create accounts
 	// WillVerify says that a sign-up mails a link to verify the email
-	// (smtp configured, #20 item 7)
+	// (smtp configured)
 	WillVerify bool
 	FormEmail  string
 }
@@ -39,14 +39,14 @@ type ConsoleOverview struct {
 	Plan, State              string
 	Suspended                bool
 	Keys                     int // live keys
-	// Owed is what the account owes after a reversal (#20); Owing is
+	// Owed is what the account owes after a reversal; Owing is
 	// set when that is more than zero, and ForDebt when the debt is what
 	// suspended the account (a top-up resumes it).
 	Owed           Amount
 	Owing, ForDebt bool
 }
 
-// BillingLine is one entry of the account's money history (#20).
+// BillingLine is one entry of the account's money history.
 type BillingLine struct {
 	When, WhenISO string // UTC, "2006-01-02 15:04", and RFC 3339 for <time>
 	Kind, What    string // the entry's kind ("topup") and its name for people ("Top-up")
@@ -106,7 +106,7 @@ type UsageLine struct {
 }
 
 // ConsoleMonth is the account's spend in the current calendar month (UTC)
-// and where it stands among its plan's volume tiers (#20).
+// and where it stands among its plan's volume tiers.
 type ConsoleMonth struct {
 	Month string // "November 2026"
 	Spent Amount
@@ -136,7 +136,7 @@ type ConsoleUsage struct {
 	Month *ConsoleMonth
 	// CSVHref is the address of the CSV export of this view, its query
 	// included (a whole URL, so that the template escapes it as one and
-	// not as a value in a query, #17)
+	// not as a value in a query)
 	CSVHref string
 }
 

@@ -1,6 +1,6 @@
 // Package web renders modelgate's pages: the status page, the customer
 // console and the usage lookup page. It is plain Go with no
-// Caddy import: the root package fills a view model from the gateway's state
+// Caddy import: package gateway fills a view model from the gateway's state
 // and calls a Render function.
 //
 // Everything a page needs travels in one response. Templates and the shared

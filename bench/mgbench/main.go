@@ -301,7 +301,7 @@ func (e *env) bench(d time.Duration, latN, nStreams, rssStreams int, profile str
 		}
 	}
 	waitProfile(profDone)
-	// The targets are issue #23's, against both floors: CPU per request
+	// The targets (bench/RESULTS.md), against both floors: CPU per request
 	// ≤ 1.10× passing through and ≤ 1.30× translating, throughput ≥ 0.90×
 	// (≥ 0.80× on PostgreSQL), added p50 ≤ 0.15 ms and time to first token
 	// ≤ 0.10 ms, memory per open stream no more than the floor's.

@@ -1,6 +1,6 @@
 // Package guard limits the console's sign-ins and sign-ups and the lookup
 // page's key guesses, atomically, per client address and per email, with
-// a bounded queue of password Hashes (#17). Its state lives in a Caddy
+// a bounded queue of password Hashes. Its state lives in a Caddy
 // usage pool, so that a config reload keeps the counts.
 package guard
 
@@ -23,7 +23,7 @@ import (
 // windows. The limits are atomic: an attempt is reserved before the work it
 // guards (a password hash, a key lookup) and counts as failed until it is
 // forgiven, which only a success does; so however many attempts race,
-// at most the limit are ever verified (#17). Attempts under way at once
+// at most the limit are ever verified. Attempts under way at once
 // are capped too, per address and per email, and the password Hashes wait
 // in a bounded queue: past it, the answer is 429 at once, so a burst
 // cannot make the console unusable for everyone else.
@@ -48,7 +48,7 @@ const (
 	LookupWindow   = 10 * time.Minute
 	// MailRequests requests for a password reset or verification mail per
 	// client address in MailWindow, and MailsPerEmail mails to one email
-	// in the same window (#20 item 7): every request counts, so that
+	// in the same window: every request counts, so that
 	// neither the form nor a stranger can flood a mailbox.
 	MailRequests  = 10
 	MailsPerEmail = 3

@@ -5,7 +5,7 @@
 // frame header and the page, in two writes; a ledger batch of ten settles
 // dirties some ten pages, so twenty pwrite system calls, which on a
 // virtual machine cost more than the SQL around them (docs/design.md,
-// "The SQLite write path", #23). This VFS is the default one (unix) with
+// "The SQLite write path"). This VFS is the default one (unix) with
 // the WAL file's writes gathered: frames appended at the end of the log
 // are buffered, and the buffer is written as soon as the frame that ends a
 // transaction (its header carries the database size: the commit mark) has
