@@ -634,7 +634,7 @@ func antMessage(i int, raw json.RawMessage, last bool, pending *[]string, pendin
 	var blocks []json.RawMessage
 	var str string
 	if json.Unmarshal(m.Content, &str) == nil {
-		if str == "" && (!last || m.Role != "assistant") {
+		if str == "" && !(last && m.Role == "assistant") {
 			return nil, nil, empty
 		}
 		b, _ := json.Marshal(map[string]string{"type": "text", "text": str})
@@ -643,7 +643,7 @@ func antMessage(i int, raw json.RawMessage, last bool, pending *[]string, pendin
 		}
 	} else if err := json.Unmarshal(m.Content, &blocks); err != nil {
 		return nil, nil, antInvalid("messages.%d.content: Input should be a valid string or a valid list", i)
-	} else if len(blocks) == 0 && (!last || m.Role != "assistant") {
+	} else if len(blocks) == 0 && !(last && m.Role == "assistant") {
 		return nil, nil, empty
 	}
 
