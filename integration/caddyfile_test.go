@@ -199,7 +199,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		"ledger twice": {
 			"\t\tledger sqlite a.db\n\t\tledger sqlite b.db\n",
 			"ledger already specified, at Caddyfile:4"},
-		// hosted tools and upstream state (#16)
+		// hosted tools' prices, the stateful features a model allows, anthropic_beta, public_url, the admin opt-in
 		"hosted price not whole nanos": {
 			provider + "\t\tmodel m {\n\t\t\troute p x\n\t\t\tprice input 1 output 2 web_search 0.0000001\n\t\t}\n",
 			"model m: price web_search 0.0000001: ledger: price per 1,000 uses \"0.0000001\" is not a whole number of nanos per use"},
@@ -300,7 +300,7 @@ func TestExampleAdapts(t *testing.T) {
 // TestExampleTimeouts: Caddyfile.example sets the server timeouts that keep
 // a slow client from holding a connection: request headers, the whole
 // request body, idle connections; and no write timeout, which would cut
-// long streams (#17).
+// long streams.
 func TestExampleTimeouts(t *testing.T) {
 	data, err := os.ReadFile(exampleCaddyfile)
 	if err != nil {

@@ -187,7 +187,7 @@ func generateAt(base, client, model, text string, stream bool, key string) (int,
 // through Redis); and the slots of an instance killed mid-stream lapse
 // within their lease.
 //
-// One server per SQLite file (#16): until the instances can share a
+// One server per SQLite file: until the instances can share a
 // PostgreSQL ledger, the second runs on a copy of the first's, made once
 // the accounts and keys exist, and a key or account change is made to both
 // files (to the second's as the CLI would, unannounced), so that only

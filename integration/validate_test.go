@@ -18,7 +18,7 @@ import (
 // --validate` check a configuration's ledger settings, but neither create
 // a ledger that does not exist nor migrate or write one that does (the
 // models of Caddyfile.example would otherwise be registered in it); a
-// ledger path that cannot be one still fails validation (#22 item 5).
+// ledger path that cannot be one still fails validation.
 func TestValidateTouchesNoLedger(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildGateway(t, dir)
