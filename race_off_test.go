@@ -1,5 +1,0 @@
-//go:build !race
-
-package modelgate
-
-const raceEnabled = false
