@@ -175,72 +175,6 @@ func skipScan(table string) string {
 	) `
 }
 
-// availStmts are the writer's availability statements.
-type availStmts struct {
-	minutes, days                       *multiStmt
-	ongoing, insIncident, closeIncident *sql.Stmt
-	pruneMinutes, pruneDays             *sql.Stmt
-}
-
-func (st *availStmts) stmts() []**sql.Stmt {
-	return []**sql.Stmt{&st.ongoing, &st.insIncident, &st.closeIncident, &st.pruneMinutes, &st.pruneDays}
-}
-
-func (st *availStmts) prepare(ctx context.Context, conn *sql.Conn) error {
-	cols := availColumns()
-	set := make([]string, len(cols))
-	for i, c := range cols {
-		set[i] = c + " = " + c + " + excluded." + c
-	}
-	upsert := func(table, at string) func(string) string {
-		return func(values string) string {
-			return `INSERT INTO ` + table + ` (provider, ` + at + `, ` + strings.Join(cols, ", ") + `) VALUES ` + values + `
-				ON CONFLICT (provider, ` + at + `) DO UPDATE SET ` + strings.Join(set, ", ")
-		}
-	}
-	var err error
-	if st.minutes, err = prepareMulti(ctx, conn, availRowCols, upsert("availability_minutes", "minute"), ""); err != nil {
-		return err
-	}
-	if st.days, err = prepareMulti(ctx, conn, availRowCols, upsert("availability_daily", "day"), ""); err != nil {
-		return err
-	}
-	queries := []string{
-		`SELECT id FROM incidents WHERE provider = ? AND ended_at IS NULL`,
-		`INSERT INTO incidents (provider, cause, started_at) VALUES (?, ?, ?) RETURNING id`,
-		`UPDATE incidents SET ended_at = max(?, started_at) WHERE provider = ? AND ended_at IS NULL`,
-		skipScan("availability_minutes") + `DELETE FROM availability_minutes
-			WHERE provider IN (SELECT name FROM providers WHERE name IS NOT NULL) AND minute < ?`,
-		skipScan("availability_daily") + `DELETE FROM availability_daily
-			WHERE provider IN (SELECT name FROM providers WHERE name IS NOT NULL) AND day < ?`,
-	}
-	for i, q := range queries {
-		stmt, err := conn.PrepareContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("ledger: prepare availability statement %d: %w", i, err)
-		}
-		*st.stmts()[i] = stmt
-	}
-	return nil
-}
-
-func (st *availStmts) close() error {
-	var errs []error
-	for _, p := range st.stmts() {
-		if *p != nil {
-			errs = append(errs, (*p).Close())
-			*p = nil
-		}
-	}
-	for _, m := range []**multiStmt{&st.minutes, &st.days} {
-		if *m != nil {
-			errs = append(errs, (*m).close())
-			*m = nil
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // availKey identifies a minute row (at = unix seconds of the minute's start)
 // or a daily row (at = days since the unix epoch).
 type availKey struct {
@@ -324,56 +258,6 @@ func (g *availAgg) appendRows(m *multiStmt, counts map[availKey]AvailabilityTota
 	}
 }
 
-// flushAvailability upserts the batch's summed availability counts: minute
-// rows and their daily rollup.
-func (s *Store) flushAvailability(ctx context.Context, g *availAgg) error {
-	if len(g.minutes) == 0 {
-		return nil
-	}
-	st := &s.st.avail
-	g.appendRows(st.minutes, g.minutes, func(minute int64) any { return minute })
-	if err := st.minutes.run(ctx); err != nil {
-		return fmt.Errorf("availability minutes: %w", err)
-	}
-	g.appendRows(st.days, g.days, func(day int64) any { return dayString(day) })
-	if err := st.days.run(ctx); err != nil {
-		return fmt.Errorf("availability rollup: %w", err)
-	}
-	return nil
-}
-
-// execAvailability runs one availability command inside the batch transaction.
-func (s *Store) execAvailability(ctx context.Context, c *command, g *availAgg) error {
-	st := &s.st.avail
-	switch c.kind {
-	case cmdAvailability:
-		g.add(c.counts)
-		return nil
-
-	case cmdOpenIncident:
-		// The transaction holds the write lock, so nobody can open one in between.
-		err := st.ongoing.QueryRowContext(ctx, c.id).Scan(&c.n)
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		return st.insIncident.QueryRowContext(ctx, c.id, c.str, c.now).Scan(&c.n)
-
-	case cmdCloseIncident:
-		_, err := st.closeIncident.ExecContext(ctx, c.now, c.id)
-		return err
-
-	case cmdPruneAvailability:
-		minuteCutoff := -floorDiv(-(c.now - MinuteRetention.Milliseconds()), 1000) // ceil: whole seconds
-		if _, err := st.pruneMinutes.ExecContext(ctx, minuteCutoff); err != nil {
-			return err
-		}
-		dayCutoff := dayString(floorDiv(c.now-DailyRetention.Milliseconds(), millisPerDay))
-		_, err := st.pruneDays.ExecContext(ctx, dayCutoff)
-		return err
-	}
-	return fmt.Errorf("unknown availability command kind %d", c.kind)
-}
-
 // describeAvailability names an availability command for logs.
 func (c *command) describeAvailability() string {
 	switch c.kind {
@@ -427,16 +311,7 @@ func (s *Store) RecordAvailability(ctx context.Context, counts []MinuteCount) er
 		}
 		counts = kept
 	}
-	if s.pg != nil {
-		return s.pg.recordAvailability(ctx, counts)
-	}
-	c := getCommand(cmdAvailability)
-	defer putCommand(c)
-	c.counts = counts
-	if err := s.submit(ctx, c); err != nil {
-		return err
-	}
-	return c.err
+	return s.eng.recordAvailability(ctx, counts)
 }
 
 // Availability sums a provider's counts over the minutes that start in
@@ -574,16 +449,7 @@ func (s *Store) OpenIncident(ctx context.Context, provider, cause string, start 
 	if start.IsZero() {
 		return 0, fmt.Errorf("ledger: open incident for %q: zero start", provider)
 	}
-	if s.pg != nil {
-		return s.pg.openIncident(ctx, provider, cause, start.UnixMilli())
-	}
-	c := getCommand(cmdOpenIncident)
-	defer putCommand(c)
-	c.id, c.str, c.now = provider, cause, start.UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
-		return 0, err
-	}
-	return c.n, c.err
+	return s.eng.openIncident(ctx, provider, cause, start.UnixMilli())
 }
 
 // CloseIncident ends provider's ongoing incident, if any, at end (or at its
@@ -595,16 +461,7 @@ func (s *Store) CloseIncident(ctx context.Context, provider string, end time.Tim
 	if end.IsZero() {
 		return fmt.Errorf("ledger: close incident for %q: zero end", provider)
 	}
-	if s.pg != nil {
-		return s.pg.closeIncident(ctx, provider, end.UnixMilli())
-	}
-	c := getCommand(cmdCloseIncident)
-	defer putCommand(c)
-	c.id, c.now = provider, end.UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
-		return err
-	}
-	return c.err
+	return s.eng.closeIncident(ctx, provider, end.UnixMilli())
 }
 
 // Incidents returns provider's incidents (all providers' when provider is
@@ -660,14 +517,5 @@ func (s *Store) PruneAvailability(ctx context.Context, now time.Time) error {
 	if now.IsZero() {
 		return errors.New("ledger: prune availability: zero now")
 	}
-	if s.pg != nil {
-		return s.pg.pruneAvailability(ctx, now.UnixMilli())
-	}
-	c := getCommand(cmdPruneAvailability)
-	defer putCommand(c)
-	c.now = now.UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
-		return err
-	}
-	return c.err
+	return s.eng.pruneAvailability(ctx, now.UnixMilli())
 }

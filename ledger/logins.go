@@ -25,16 +25,7 @@ type Session struct {
 
 // execCommand runs fn as one write (see command.fn) named what.
 func (s *Store) execCommand(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error {
-	if s.pg != nil {
-		return s.pg.execSQL(ctx, what, fn)
-	}
-	c := getCommand(cmdExec)
-	defer putCommand(c)
-	c.str, c.fn = what, fn
-	if err := s.submit(ctx, c); err != nil {
-		return err
-	}
-	return c.err
+	return s.eng.execSQL(ctx, what, fn)
 }
 
 // CreateLogin creates an active account that signs in to the console with

@@ -283,3 +283,20 @@ func (p *pgEngine) pruneAvailability(ctx context.Context, now int64) error {
 		return err
 	})
 }
+
+// applyMoney runs the change in a transaction of its own, then applies it
+// to the cached account.
+func (p *pgEngine) applyMoney(ctx context.Context, ch *MoneyChange, fn func(ctx context.Context, conn execer) error, mem *moneyMem) error {
+	err := p.execSQL(ctx, "money "+ch.Kind+" "+ch.AccountID, fn)
+	if err == nil {
+		p.applyLocked(func() {
+			if a := p.s.cachedAccount(ch.AccountID); a != nil {
+				a.mu.Lock()
+				a.balance += mem.delta
+				a.state, a.debt = mem.state, mem.debt
+				a.mu.Unlock()
+			}
+		})
+	}
+	return err
+}

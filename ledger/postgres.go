@@ -1,6 +1,6 @@
 package ledger
 
-// The PostgreSQL engine (#19): one ledger shared by any number of gateway
+// The PostgreSQL engine: one ledger shared by any number of gateway
 // instances, each a Store opened on the same database.
 //
 // Holds. A hold is a row of holds and the account's held column grows by
@@ -47,10 +47,10 @@ package ledger
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,8 +66,6 @@ import (
 )
 
 const (
-	defaultLease    = 15 * time.Second
-	defaultMaxConns = 16
 	// maxReapInterval bounds how long a lapsed lease waits for a reaper.
 	maxReapInterval = time.Second
 	// pgBatchTimeout bounds one batch transaction; pgOpTimeout one
@@ -80,13 +78,14 @@ const (
 
 // pgEngine is a Store's PostgreSQL state.
 type pgEngine struct {
-	s      *Store
-	pool   *pgxpool.Pool
-	cfg    *pgxpool.Config
-	id     string // this Open's row in instances
-	name   string
-	schema string // current_schema(), to tell our notifications from other schemas'
-	lease  time.Duration
+	s       *Store
+	rebound sync.Map // query → query with $n placeholders (rebind)
+	pool    *pgxpool.Pool
+	cfg     *pgxpool.Config
+	id      string // this Open's row in instances
+	name    string
+	schema  string // current_schema(), to tell our notifications from other schemas'
+	lease   time.Duration
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -120,35 +119,9 @@ type pgEngine struct {
 	closeErr  error
 }
 
-// openPostgres opens the ledger in the PostgreSQL database opts.Postgres.
+// openPostgres opens the ledger in the PostgreSQL database opts.Postgres;
+// opts has its defaults.
 func openPostgres(ctx context.Context, opts Options) (*Store, error) {
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = defaultMaxBatch
-	}
-	if opts.BusyTimeout <= 0 {
-		opts.BusyTimeout = defaultBusyTimeout
-	}
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = defaultPgPollInterval
-	}
-	if opts.CommitDelay == 0 {
-		opts.CommitDelay = defaultPgCommitDelay
-	}
-	if opts.CommitSiblings <= 0 {
-		opts.CommitSiblings = defaultCommitSiblings
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
-	if opts.Lease <= 0 {
-		opts.Lease = defaultLease
-	}
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = defaultMaxConns
-	}
-	if opts.Instance == "" {
-		opts.Instance, _ = os.Hostname()
-	}
 	// pgx leaves the password out of its parse errors
 	cfg, err := pgxpool.ParseConfig(opts.Postgres)
 	if err != nil {
@@ -170,20 +143,11 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open postgres: %w", err)
 	}
-	s := &Store{
-		opts:       opts,
-		log:        opts.Logger,
-		cmds:       make(chan *command, 4*opts.MaxBatch),
-		writerDone: make(chan struct{}),
-		ckptKick:   make(chan struct{}, 1),
-		refresh:    make(chan struct{}, 1),
-		keys:       newKeyCache(),
-		agg:        newBatchAgg(),
-	}
+	s := newStore(opts)
 	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease,
 		reserves: make(chan *reserveReq, maxReserveGroup), live: map[*advance]struct{}{}, tend: make(chan struct{}, 1)}
 	p.idle.Store(int64(advanceIdle))
-	s.pg = p
+	s.eng = p
 	ok := false
 	defer func() {
 		if !ok {
@@ -503,17 +467,23 @@ func (p *pgEngine) poll() {
 	s.stats.reloads.Add(1)
 }
 
-// close stops the store; with release, this instance's holds are released
+// addStats adds the counters of leases, lapses and advances.
+func (p *pgEngine) addStats(st *Stats) {
+	st.Reaped, st.Lapsed, st.LeaseLost = p.reaped.Load(), p.lapsed.Load(), p.leaseLost.Load()
+	st.DatabaseReserves, st.CarvedHolds = p.dbReserves.Load(), p.carved.Load()
+}
+
+// close is Store.Close: this instance's holds are released and its lease
+// ends.
+func (p *pgEngine) close() error { return p.stop(true) }
+
+// stop stops the store; with release, this instance's holds are released
 // and its lease ends (a clean stop), without, they stay until the lease
 // runs out (a crash, for tests).
-func (p *pgEngine) close(release bool) error {
+func (p *pgEngine) stop(release bool) error {
 	p.closeOnce.Do(func() {
 		s := p.s
-		s.closeMu.Lock()
-		s.closed = true
-		close(s.cmds)
-		s.closeMu.Unlock()
-		<-s.writerDone
+		s.stopWriter()
 		p.dropWriterConn()
 		p.bgCancel()
 		p.bg.Wait()
@@ -733,15 +703,22 @@ func randomHoldID() int64 {
 	return int64(binary.BigEndian.Uint64(b[:])>>1) | 1
 }
 
-// release is Hold.Release on PostgreSQL, once the hold is marked released:
-// its row goes, with the writer's next batch; a failed release is tried
-// again by the lease loop (until then the amount stays held).
-func (p *pgEngine) release(h *Hold) {
-	if adv := h.adv; adv != nil {
-		// carved from an advance: the advance has it back
-		h.acct.mu.Lock()
+// sharedHolds is true: every instance's holds are rows.
+func (p *pgEngine) sharedHolds() bool { return true }
+
+// unhold gives a hold carved from an advance back to the advance; the
+// others' rows go in releaseRow.
+func (p *pgEngine) unhold(h *Hold) {
+	if h.adv != nil {
 		p.closeCarved(h, 0)
-		h.acct.mu.Unlock()
+	}
+}
+
+// releaseRow deletes the hold's row with the writer's next batch; a
+// failed release is tried again by the lease loop (until then the amount
+// stays held). A hold carved from an advance has no row of its own.
+func (p *pgEngine) releaseRow(h *Hold) {
+	if h.adv != nil {
 		return
 	}
 	c := getCommand(cmdRelease)
@@ -758,11 +735,54 @@ func (p *pgEngine) release(h *Hold) {
 	}
 }
 
-// extend is the over-hold step of a settle: up to extra more, as far as
-// the available balance goes, on the hold's row (its advance's, for a
-// hold carved from one). It returns what was added, or -1 if the row has
-// lapsed.
+// localHeld does nothing: Held was read from the database.
+func (p *pgEngine) localHeld(*Account) {}
+
+// heldOf does nothing: balance and held were read together from the
+// database.
+func (p *pgEngine) heldOf(context.Context, []Account) error { return nil }
+
+// extend takes the extra first from what the hold's advance has free, in
+// memory, then from the account's available balance on the hold's row
+// (its advance's, for a hold carved from one).
 func (p *pgEngine) extend(h *Hold, extra Money) (Money, error) {
+	s := p.s
+	a := h.acct
+	var added Money
+	if adv := h.adv; adv != nil {
+		a.mu.Lock()
+		t := max(min(extra, adv.free), 0)
+		adv.free -= t
+		h.amount += t
+		h.over = true
+		a.mu.Unlock()
+		s.outstanding.Add(int64(t))
+		added, extra = t, extra-t
+	}
+	if extra <= 0 {
+		return added, nil
+	}
+	g, err := p.extendRow(h, extra)
+	if err != nil {
+		if retry, _ := pgRetryable(err); retry {
+			return 0, err
+		}
+		g = 0
+	}
+	if g < 0 {
+		return -1, nil
+	}
+	a.mu.Lock()
+	h.amount += g
+	a.mu.Unlock()
+	s.outstanding.Add(int64(g))
+	return added + g, nil
+}
+
+// extendRow adds up to extra to the hold's row (its advance's, for a hold
+// carved from one), as far as the available balance goes. It returns what
+// was added, or -1 if the row has lapsed.
+func (p *pgEngine) extendRow(h *Hold, extra Money) (Money, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.s.opts.BusyTimeout+pgOpTimeout)
 	defer cancel()
 	id := h.id
@@ -776,99 +796,18 @@ func (p *pgEngine) extend(h *Hold, extra Money) (Money, error) {
 	return Money(g), nil
 }
 
-// settle is Hold.Settle on PostgreSQL, after the checks of the record.
-func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
-	s := p.s
+// settled marks the hold settled once its batch deleted its row (a hold
+// carved from an advance: once the advance's row paid what it took).
+func (p *pgEngine) settled(h *Hold, c *command, amount Money) {
 	a := h.acct
 	a.mu.Lock()
-	if h.state != holdOpen {
-		a.mu.Unlock()
-		return ErrAlreadySettled
-	}
-	h.state = holdSettling
-	amount := h.amount
-	a.mu.Unlock()
-	reopen := func() {
-		a.mu.Lock()
-		h.state = holdOpen
-		a.mu.Unlock()
-		rec.Charged = 0
-	}
-
-	rec.Charged, rec.OverHold, rec.HoldLapsed = rec.Cost, false, false
-	if adv := h.adv; adv != nil && rec.Cost > amount {
-		// first from what the advance has free, in memory
-		a.mu.Lock()
-		t := max(min(rec.Cost-h.amount, adv.free), 0)
-		adv.free -= t
-		h.amount += t
-		h.over = true
-		amount = h.amount
-		a.mu.Unlock()
-		s.outstanding.Add(int64(t))
-	}
-	if rec.Cost > amount {
-		g, err := p.extend(h, rec.Cost-amount)
-		if err != nil {
-			if retry, _ := pgRetryable(err); retry {
-				reopen()
-				return fmt.Errorf("ledger: settle request %s: %w: %w", rec.RequestID, ErrWriteFailed, err)
-			}
-			g = 0
-		}
-		a.mu.Lock()
-		if g > 0 {
-			h.amount += g
-			s.outstanding.Add(int64(g))
-		}
-		h.over = true
-		amount = h.amount
-		a.mu.Unlock()
-		if g >= 0 {
-			rec.Charged = amount
-		}
-	}
-	a.mu.Lock()
-	rec.OverHold = h.over
-	rec.Hold = h.amount
-	a.mu.Unlock()
-
-	c := getCommand(cmdSettle)
-	defer putCommand(c)
-	c.hold, c.rec, c.amount = h, rec, rec.Charged
-	err := s.submit(context.Background(), c)
-	if err == nil {
-		err = c.err
-	}
-	gone := c.n == 1 // the batch that answered deleted the hold's row
-	if err == nil {
-		a.mu.Lock()
-		h.state = holdSettled
-		if h.adv != nil {
-			p.closeCarved(h, c.covered)
-		}
-		a.mu.Unlock()
-		s.outstanding.Add(-int64(amount))
-		s.openHolds.Add(-1)
-		return nil
-	}
-	if !gone && retryable(err) {
-		reopen()
-		return fmt.Errorf("ledger: settle request %s: %w: %w", rec.RequestID, ErrWriteFailed, err)
-	}
-	a.mu.Lock()
-	h.state = holdReleased
+	h.state = holdSettled
 	if h.adv != nil {
-		p.closeCarved(h, 0) // refused: nothing taken from the advance
+		p.closeCarved(h, c.covered)
 	}
 	a.mu.Unlock()
-	s.outstanding.Add(-int64(amount))
-	s.openHolds.Add(-1)
-	rec.Charged = 0
-	if !gone && !errors.Is(err, ErrClosed) && h.adv == nil {
-		p.release(h)
-	}
-	return fmt.Errorf("ledger: settle request %s: %w", rec.RequestID, err)
+	p.s.outstanding.Add(-int64(amount))
+	p.s.openHolds.Add(-1)
 }
 
 // pgBatch is one batch's columns and sums, reused by the writer.
@@ -1079,15 +1018,7 @@ attempts:
 		c.n = 1
 	}
 	took := time.Since(start)
-	s.stats.transactions.Add(1)
-	s.stats.commands.Add(uint64(len(batch)))
-	s.stats.commitNanos.Add(int64(took))
-	if n := int64(len(batch)); n > s.stats.maxBatch.Load() {
-		s.stats.maxBatch.Store(n)
-	}
-	if s.opts.OnCommit != nil {
-		s.opts.OnCommit(len(batch), took)
-	}
+	s.committed(len(batch), took)
 	return nil
 }
 
@@ -1602,7 +1533,35 @@ func (p *pgEngine) resolveDuplicates(ctx context.Context, conn *pgx.Conn, dups [
 // crash stops a PostgreSQL store as a crash would: its lease is no longer
 // renewed and its holds stay until another instance reaps them (tests).
 func (s *Store) crash() {
-	if s.pg != nil {
-		_ = s.pg.close(false)
+	if p, ok := s.eng.(*pgEngine); ok {
+		_ = p.stop(false)
 	}
+}
+
+// writerQuery runs query on the read pool: every instance reads the
+// database's latest state there.
+func (p *pgEngine) writerQuery(ctx context.Context, query string) (*sql.Rows, error) {
+	return p.s.query(ctx, query)
+}
+
+// rollupIfDue, rollupTail and catchUp do nothing: the derived tables are
+// written with each batch (several instances insert rows concurrently, so
+// row ids are not in commit order).
+func (p *pgEngine) rollupIfDue()                  {}
+func (p *pgEngine) rollupTail()                   {}
+func (p *pgEngine) catchUp(context.Context) error { return nil }
+
+// auditHolds checks that what each account holds is the sum of its holds'
+// rows, every instance's requests and advances.
+func (p *pgEngine) auditHolds(ctx context.Context, query auditQuery, out []Mismatch) ([]Mismatch, error) {
+	return auditAccounts(ctx, query, out, "holds", "accounts.held", `
+		SELECT a.id, a.held, coalesce(h.s, 0)::bigint
+		FROM accounts a LEFT JOIN (SELECT account_id, sum(amount) AS s FROM holds GROUP BY account_id) h ON h.account_id = a.id
+		WHERE a.held <> coalesce(h.s, 0)
+		ORDER BY a.id`)
+}
+
+// auditDerived adds nothing: the derived tables are audited with the rest.
+func (p *pgEngine) auditDerived(_ context.Context, _ auditQuery, out []Mismatch) ([]Mismatch, error) {
+	return out, nil
 }
