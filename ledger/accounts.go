@@ -53,7 +53,7 @@ type account struct {
 	plan    string
 	spend   monthSpend // the month's spend (spend.go)
 	debt    bool       // suspended for debt (#20)
-	// PostgreSQL (advance.go): this instance's advance on the account, its
+	// PostgreSQL (postgres_advance.go): this instance's advance on the account, its
 	// last reserve, and what the account had available after the last
 	// reserve that reached the database
 	adv         *advance

@@ -83,7 +83,7 @@ func Copy(ctx context.Context, dst, src *Store) (CopyReport, error) {
 	if dst == src {
 		return rep, errors.New("ledger: copy: the source is the destination")
 	}
-	// the source's rollups include every row (rollup.go)
+	// the source's rollups include every row (sqlite_rollup.go)
 	if err := src.eng.catchUp(ctx); err != nil {
 		return rep, err
 	}

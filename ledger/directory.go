@@ -231,7 +231,7 @@ func (s *Store) ListKeySummaries(ctx context.Context, accountID string) ([]KeySu
 // ErrNotFound.
 //
 // The rows are never all in memory: usage has no index by account (see
-// schema.go), so EachUsage reads each of the account's keys' index range in
+// sqlite_schema.go), so EachUsage reads each of the account's keys' index range in
 // chunks of rows already in order, continuing from the last row read, and
 // merges them. Each chunk is a short read of its own: no read stays open
 // between chunks, so fn may take its time (and call the store), and a

@@ -112,7 +112,7 @@ type upkeep interface {
 	// writer's turn.
 	poll()
 	// rollupIfDue and rollupTail bring the derived usage tables up to
-	// date where the engine defers them (rollup.go), in the writer's turn;
+	// date where the engine defers them (sqlite_rollup.go), in the writer's turn;
 	// catchUp does so before a read of them.
 	rollupIfDue()
 	rollupTail()

@@ -33,7 +33,7 @@ type Hold struct {
 	spendMonth int32
 	id         int64 // PostgreSQL: the hold's row (its own id, for a hold carved from an advance)
 	spent      Money
-	adv        *advance // PostgreSQL: the advance the hold is carved from, if any (advance.go)
+	adv        *advance // PostgreSQL: the advance the hold is carved from, if any (postgres_advance.go)
 }
 
 // Reserve reserves between min and max on the account, in one atomic step:

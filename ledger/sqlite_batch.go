@@ -25,7 +25,7 @@ type writeStmts struct {
 
 	// multi-row statements, run once per batch
 	usageRows, debits *multiStmt
-	// the rollup's (rollup.go), run once per rollup
+	// the rollup's (sqlite_rollup.go), run once per rollup
 	keyTotals, daily *multiStmt
 
 	avail availStmts // availability history and incidents
@@ -457,7 +457,7 @@ func (e *sqliteEngine) markDuplicates(ctx context.Context, chunk []*command, n i
 
 // flush inserts the batch's usage rows, then debits each account once with
 // what the batch took from it, both with as few statements as possible.
-// What is derived from the rows is the rollup's (rollup.go).
+// What is derived from the rows is the rollup's (sqlite_rollup.go).
 func (e *sqliteEngine) flush(ctx context.Context, g *batchAgg) error {
 	if len(g.settles) == 0 {
 		return nil

@@ -116,13 +116,13 @@ type Stats struct {
 	Reloads      uint64        // reloads after a change by another process (PostgreSQL: also each change notified)
 	MaxBatch     int           // largest batch committed so far
 	CommitTime   time.Duration // total time spent in committed write transactions
-	RolledUp     uint64        // SQLite: usage rows rolled up into the derived tables (rollup.go)
+	RolledUp     uint64        // SQLite: usage rows rolled up into the derived tables (sqlite_rollup.go)
 	// PostgreSQL only (#19):
 	Reaped    uint64 // holds of lapsed instances this store released
 	Lapsed    uint64 // this store's settles whose hold had lapsed (HoldLapsed)
 	LeaseLost uint64 // times this store found its own lease lapsed
 	// Reserves made in the database (top-ups of advances included), and
-	// holds carved from this store's advances in memory (advance.go).
+	// holds carved from this store's advances in memory (postgres_advance.go).
 	DatabaseReserves, CarvedHolds uint64
 }
 

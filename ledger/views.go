@@ -86,7 +86,7 @@ func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, er
 // wrote for that request id; ErrNotFound when there is none (the request
 // was not billed, or is not settled yet). It reads the usage table itself,
 // through its unique index on request_id, and none of the tables the
-// rollup derives from it (rollup.go), so unlike UsageRows it needs no
+// rollup derives from it (sqlite_rollup.go), so unlike UsageRows it needs no
 // catch-up: on both engines a row is there as soon as its Settle has
 // returned. An id no row can have on PostgreSQL (empty, not UTF-8, or
 // with a NUL byte) is not found on both engines, without a query.

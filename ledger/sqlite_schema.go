@@ -26,7 +26,7 @@ import (
 // listings merge the per-key index ranges of the account's keys instead
 // (UsageRows), and account totals come from accounts.balance and usage_daily.
 // After migration 11 that index is the table usage_by_key, filled with the
-// keys' totals and usage_daily by the rollup (rollup.go), in large groups:
+// keys' totals and usage_daily by the rollup (sqlite_rollup.go), in large groups:
 // a settle writes its usage row and its account's balance, nothing else.
 var migrations = []string{
 	// 1: initial schema.
@@ -256,7 +256,7 @@ UPDATE accounts SET month_spend = m.spent FROM (
 	// matching account.
 	accountsCreatedIndex,
 	// 11: what is derived from usage rows is written in large groups off
-	// the settle path (rollup.go, #23): usage_by_key replaces the usage_key
+	// the settle path (sqlite_rollup.go, #23): usage_by_key replaces the usage_key
 	// index, and usage_rollup.rolled is the last usage row whose effects
 	// are in usage_daily, the keys' totals and usage_by_key.
 	`

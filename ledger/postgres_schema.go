@@ -13,7 +13,7 @@ import (
 // at Open; the table ledger_schema records how many have run. Never edit a
 // shipped migration: append a new one.
 //
-// The tables and columns are SQLite's (schema.go), in the same units (money
+// The tables and columns are SQLite's (sqlite_schema.go), in the same units (money
 // in nanos, times in unix milliseconds, days as 'YYYY-MM-DD'), so that one
 // read path serves both engines and Copy moves rows as they are; flags are
 // booleans. What only a shared ledger needs:
@@ -410,7 +410,7 @@ $$;
 	// that an instance keeps on a busy account and grants its requests'
 	// holds from in memory. mg_reserve also grants, on request, an extra
 	// amount on the same hold (the whole hold at most a 64th of what the
-	// account has available beside it, advanceShare in advance.go), creating the
+	// account has available beside it, advanceShare in postgres_advance.go), creating the
 	// hold or raising it if it exists, and returns what the account has
 	// available after; mg_take lowers advances by what their settles took.
 	// Both lock the advances before any account, as every writer of holds.

@@ -5,7 +5,7 @@ package ledger
 // no single writer to go through). A write that changes what the caches
 // hold updates this store's caches once committed, under loadMu, so that a
 // cache fill racing with it cannot leave the old value behind; triggers
-// tell the other instances (pgschema.go).
+// tell the other instances (postgres_schema.go).
 
 import (
 	"context"
