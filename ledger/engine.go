@@ -91,16 +91,33 @@ type writes interface {
 	createKey(ctx context.Context, e *keyEntry, now int64) error
 	deleteKey(ctx context.Context, id string, now int64) error
 	registerModel(ctx context.Context, id string, now int64) (int64, error)
-	recordAvailability(ctx context.Context, counts []MinuteCount) error
-	openIncident(ctx context.Context, provider, cause string, start int64) (int64, error)
-	closeIncident(ctx context.Context, provider string, end int64) error
-	pruneAvailability(ctx context.Context, now int64) error
+	availabilityWrites
 	// execSQL runs fn (queries with ? placeholders) as one write named
 	// what (see command.fn).
 	execSQL(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error
 	// applyMoney runs fn, a money change's transaction (history.go), and
 	// applies mem to the cached account once it committed.
 	applyMoney(ctx context.Context, ch *MoneyChange, fn func(ctx context.Context, conn execer) error, mem *moneyMem) error
+}
+
+// availabilityWrites are the writes of the availability history
+// (availability.go).
+type availabilityWrites interface {
+	recordAvailability(ctx context.Context, counts []MinuteCount) error
+	openIncident(ctx context.Context, provider, cause string, start int64) (int64, error)
+	closeIncident(ctx context.Context, provider string, end int64) error
+	pruneAvailability(ctx context.Context, now int64) error
+}
+
+// sideDB is what the stores beside the money core (the availability
+// history, the console's logins and tokens) need of the ledger's database:
+// reads on the read pool, and writes the engine commits. *Store is it.
+type sideDB interface {
+	beginRead() (done func(), err error)
+	query(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	queryRow(ctx context.Context, query string, args ...any) *sql.Row
+	// execCommand runs fn as one write named what (see command.fn).
+	execCommand(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error
 }
 
 // upkeep is what runs beside the requests.

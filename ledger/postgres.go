@@ -144,7 +144,7 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease,
 		reserves: make(chan *reserveReq, maxReserveGroup), live: map[*advance]struct{}{}, tend: make(chan struct{}, 1)}
 	p.idle.Store(int64(advanceIdle))
-	s.eng = p
+	s.setEngine(p)
 	ok := false
 	defer func() {
 		if !ok {

@@ -139,7 +139,7 @@ func openSQLite(ctx context.Context, opts Options) (*Store, error) {
 		agg:      newBatchAgg(),
 		lock:     lock,
 	}
-	s.eng = e
+	s.setEngine(e)
 	ok := false
 	defer func() {
 		if !ok {

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -125,4 +126,19 @@ func (e *sqliteEngine) execAvailability(ctx context.Context, c *command, g *avai
 		return err
 	}
 	return fmt.Errorf("unknown availability command kind %d", c.kind)
+}
+
+// describeAvailability names an availability command for logs.
+func (c *command) describeAvailability() string {
+	switch c.kind {
+	case cmdAvailability:
+		return "record availability (" + strconv.Itoa(len(c.counts)) + " counts)"
+	case cmdOpenIncident:
+		return "open incident " + c.id
+	case cmdCloseIncident:
+		return "close incident " + c.id
+	case cmdPruneAvailability:
+		return "prune availability"
+	}
+	return "unknown"
 }

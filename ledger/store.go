@@ -71,6 +71,10 @@ type Store struct {
 
 	// eng is the database: sqliteEngine or pgEngine (engine.go).
 	eng engine
+	// The stores beside the money core, on the same database (setEngine):
+	// their methods are the Store's.
+	availabilityLog
+	loginStore
 	rdb *sql.DB // the read pool: SQLite's own, or a database/sql view of PostgreSQL's
 
 	cmds       chan *command
@@ -166,6 +170,19 @@ func newStore(opts Options) *Store {
 		refresh:    make(chan struct{}, 1),
 		keys:       newKeyCache(),
 	}
+}
+
+// setEngine puts s on eng, and the stores beside the money core on the
+// same database.
+func (s *Store) setEngine(eng engine) {
+	s.eng = eng
+	s.availabilityLog = availabilityLog{db: s, w: eng}
+	s.loginStore = loginStore{db: s}
+}
+
+// execCommand runs fn as one write (see command.fn) named what.
+func (s *Store) execCommand(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error {
+	return s.eng.execSQL(ctx, what, fn)
 }
 
 // Open opens (creating if needed) the ledger at opts.Path, or in the
