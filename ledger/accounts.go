@@ -28,15 +28,15 @@ type Account struct {
 	ID, Email, Plan string
 	State           State
 	Balance, Held   Money
-	// Owed is what a reversal or a debit could not take from the balance
-	// (#20); the next credits pay it first.
+	// Owed is what a reversal or a debit could not take from the balance;
+	// the next credits pay it first.
 	Owed Money
 	// SuspendedFor is SuspendedForDebt when a debt suspended the account
 	// (paying it resumes the account), "" otherwise.
 	SuspendedFor string
 	CreatedAt    time.Time
 	// MonthSpend is what the account was charged in the current calendar
-	// month (UTC), which a plan's volume tiers read (#20).
+	// month (UTC), which a plan's volume tiers read.
 	MonthSpend Money
 }
 
@@ -52,7 +52,7 @@ type account struct {
 	state   State
 	plan    string
 	spend   monthSpend // the month's spend (spend.go)
-	debt    bool       // suspended for debt (#20)
+	debt    bool       // suspended for debt
 	// PostgreSQL (postgres_advance.go): this instance's advance on the account, its
 	// last reserve, and what the account had available after the last
 	// reserve that reached the database
@@ -102,7 +102,7 @@ func (s *Store) cachedAccount(id string) *account {
 
 // NormalizeEmail is the form in which the ledger keeps and compares
 // emails: without surrounding white space, in lower case. Two emails that
-// differ only in case are one login name (#17).
+// differ only in case are one login name.
 func NormalizeEmail(email string) string {
 	return strings.ToLower(strings.TrimSpace(email))
 }
@@ -158,7 +158,7 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 // SetAccountState suspends or resumes an account (ErrNotFound if unknown).
 // It is the operator's decision: a suspension is then never lifted by a
 // payment, and resuming an account suspended for debt resumes it though it
-// still owes (#20).
+// still owes.
 func (s *Store) SetAccountState(ctx context.Context, id string, st State) error {
 	if !st.valid() {
 		return fmt.Errorf("ledger: invalid account state %q", st)
@@ -193,7 +193,7 @@ func (s *Store) AccountState(accountID string) (State, string, error) {
 }
 
 // SuspendedForDebt reports, from memory, whether a debt is what suspended
-// the account (#20): its requests are then refused with a word on paying
+// the account: its requests are then refused with a word on paying
 // it rather than on asking the operator.
 func (s *Store) SuspendedForDebt(accountID string) bool {
 	a, err := s.loadAccount(context.Background(), accountID)

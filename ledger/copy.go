@@ -64,7 +64,7 @@ var copyTables = []copyTable{
 
 // Copy copies the whole content of the ledger src (a SQLite ledger, as a
 // single server kept it) into dst, an empty PostgreSQL ledger, for moving
-// up to several instances (#19): accounts with their balances, keys with
+// up to several instances: accounts with their balances, keys with
 // their hashes and totals, credits, usage rows, daily rollups, models,
 // availability history and incidents, console logins, sessions and
 // password reset and verification tokens. It

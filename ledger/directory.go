@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The operator's views of the ledger (#20 item 4): accounts listed and
+// The operator's views of the ledger: accounts listed and
 // searched a page at a time, an account's keys with their running totals,
 // and an account's usage rows over a time range, streamed for an export.
 // They are reads only, one code path for both engines (dialect.go).

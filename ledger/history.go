@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// An account's money history (#20, migration 7): one row of the credits
+// An account's money history (migration 7): one row of the credits
 // table per change of its balance or of what it owes, with the balance and
 // the amount owed just after it. Usage debits are the usage rows; together
 // they reconcile: balance = Σ amount − Σ charged, owed = Σ owed (Audit).

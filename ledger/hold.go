@@ -119,12 +119,12 @@ type UsageRecord struct {
 	CreatedAt                                                                                time.Time // set by Settle if zero
 	// Hosted counts the hosted-tool uses billed (web searches, fetches,
 	// generated images), and HostedCost is their part of the cost, before
-	// the discount (#16).
+	// the discount.
 	Hosted     HostedUses
 	HostedCost Money
 	// TierBps is the discount of the plan's volume tier, on top of
 	// DiscountBps, and Discount what the two took off the list price
-	// (the list price − Cost), in nanos (#20).
+	// (the list price − Cost), in nanos.
 	TierBps  int
 	Discount Money
 
@@ -132,7 +132,7 @@ type UsageRecord struct {
 	Hold     Money // the amount that was reserved when settling (including any over-hold extra)
 	Charged  Money // what was actually debited (= Cost unless clamped)
 	OverHold bool  // Cost exceeded the hold
-	// HoldLapsed (PostgreSQL only, #19): the hold had lapsed before the
+	// HoldLapsed (PostgreSQL only): the hold had lapsed before the
 	// settle (its store's lease ran out, and another instance released
 	// it), so the cost was taken from the account's available balance
 	// instead, never below zero (OverHold is set if that fell short).

@@ -66,7 +66,7 @@ func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) err
 	err := p.write(ctx, "set "+column+" "+id, func(tx pgx.Tx) error {
 		set := column + ` = $1`
 		if column == "state" {
-			set += `, suspended_for = ''` // the operator's suspension, or none (#20)
+			set += `, suspended_for = ''` // the operator's suspension, or none
 		}
 		tag, err := tx.Exec(ctx, `UPDATE accounts SET `+set+` WHERE id = $2`, value, id)
 		if err != nil {

@@ -72,7 +72,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&st.usageRows, usageCols, func(v string) string {
 			// OR IGNORE: a conflict cannot abort the statement, so SQLite
 			// keeps no statement journal (a copy of every page the statement
-			// changes, ~30 % of the insert's cost over many accounts, #23);
+			// changes, ~30 % of the insert's cost over many accounts);
 			// insertUsage tells the skipped rows, duplicates, by their count.
 			return `INSERT OR IGNORE INTO usage (` + usageInsertColumns + `) VALUES ` + v
 		}, ""},
@@ -126,7 +126,7 @@ type multiStmt struct {
 // prepareMulti prepares query for each chunk size; one, when set, is the
 // one-row statement instead (an UPDATE … FROM (VALUES …) join costs SQLite
 // a temporary table even for one row: a plain UPDATE … WHERE id = ?1 is
-// about twice as fast, and one row is the common batch at low load, #23).
+// about twice as fast, and one row is the common batch at low load).
 func prepareMulti(ctx context.Context, conn *sql.Conn, cols int, query func(values string) string, one string) (*multiStmt, error) {
 	m := &multiStmt{cols: cols}
 	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"

@@ -121,7 +121,7 @@ type Stats struct {
 	MaxBatch     int           // largest batch committed so far
 	CommitTime   time.Duration // total time spent in committed write transactions
 	RolledUp     uint64        // SQLite: usage rows rolled up into the derived tables (sqlite_rollup.go)
-	// PostgreSQL only (#19):
+	// PostgreSQL only:
 	Reaped    uint64 // holds of lapsed instances this store released
 	Lapsed    uint64 // this store's settles whose hold had lapsed (HoldLapsed)
 	LeaseLost uint64 // times this store found its own lease lapsed

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// One-time login tokens (migration 8, #20 item 7): the links of password
+// One-time login tokens (migration 8): the links of password
 // resets and of email verification. As with sessions, the ledger keeps
 // the SHA-256 of a token, never the token. A token is used by deleting
 // its row in the same transaction as what it does, so that of two uses

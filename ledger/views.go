@@ -205,7 +205,7 @@ type DailyUsage struct {
 	Requests, InputTokens, OutputTokens, CacheRead, CacheWrite int64
 	Spent                                                      Money
 	// Discount is what the plan's discounts took off the list price of
-	// these requests (#20); Spent is after it.
+	// these requests; Spent is after it.
 	Discount Money
 }
 
@@ -267,7 +267,7 @@ func (m Mismatch) String() string {
 // Audit recomputes every account's balance as Σcredits − Σcharged (the
 // credits table is the money history: credits, top-ups, reversals,
 // adjustments and debt payments, each with its signed change of the
-// balance), what it owes as the Σ of the history's owed changes (#20), its
+// balance), what it owes as the Σ of the history's owed changes, its
 // month's spend as Σcharged of its rows of that month (spend.go), every
 // key's running totals and every daily rollup row from the usage rows
 // (with PostgreSQL also what each account holds, from its holds' rows; with
