@@ -80,17 +80,7 @@ func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) err
 	if err != nil {
 		return err
 	}
-	p.applyLocked(func() {
-		if a := p.s.cachedAccount(id); a != nil {
-			a.mu.Lock()
-			if column == "state" {
-				a.state, a.debt = State(value), false
-			} else {
-				a.plan = value
-			}
-			a.mu.Unlock()
-		}
-	})
+	p.applyLocked(func() { p.s.accountSet(id, column, value) })
 	return nil
 }
 
@@ -108,12 +98,7 @@ func (p *pgEngine) createKey(ctx context.Context, e *keyEntry, now int64) error 
 	if err != nil {
 		return err
 	}
-	p.applyLocked(func() {
-		kc := &p.s.keys
-		kc.mu.Lock()
-		kc.putLocked(e)
-		kc.mu.Unlock()
-	})
+	p.applyLocked(func() { p.s.keyAdded(e) })
 	return nil
 }
 
@@ -133,15 +118,7 @@ func (p *pgEngine) deleteKey(ctx context.Context, id string, now int64) error {
 	if err != nil {
 		return err
 	}
-	p.applyLocked(func() {
-		kc := &p.s.keys
-		kc.mu.RLock()
-		e := kc.byID[id]
-		kc.mu.RUnlock()
-		if e != nil {
-			e.deleted.Store(true)
-		}
-	})
+	p.applyLocked(func() { p.s.keyDeleted(id) })
 	return nil
 }
 
@@ -289,14 +266,7 @@ func (p *pgEngine) pruneAvailability(ctx context.Context, now int64) error {
 func (p *pgEngine) applyMoney(ctx context.Context, ch *MoneyChange, fn func(ctx context.Context, conn execer) error, mem *moneyMem) error {
 	err := p.execSQL(ctx, "money "+ch.Kind+" "+ch.AccountID, fn)
 	if err == nil {
-		p.applyLocked(func() {
-			if a := p.s.cachedAccount(ch.AccountID); a != nil {
-				a.mu.Lock()
-				a.balance += mem.delta
-				a.state, a.debt = mem.state, mem.debt
-				a.mu.Unlock()
-			}
-		})
+		p.applyLocked(func() { p.s.moneyApplied(ch.AccountID, mem) })
 	}
 	return err
 }

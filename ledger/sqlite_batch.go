@@ -510,29 +510,14 @@ func (e *sqliteEngine) apply(batch []*command) {
 			if c.commit != nil {
 				c.commit()
 			}
-		case cmdSetState, cmdSetPlan:
-			if a := s.cachedAccount(c.id); a != nil {
-				a.mu.Lock()
-				if c.kind == cmdSetState {
-					a.state, a.debt = State(c.str), false
-				} else {
-					a.plan = c.str
-				}
-				a.mu.Unlock()
-			}
+		case cmdSetState:
+			s.accountSet(c.id, "state", c.str)
+		case cmdSetPlan:
+			s.accountSet(c.id, "plan", c.str)
 		case cmdCreateKey:
-			kc := &s.keys
-			kc.mu.Lock()
-			kc.putLocked(c.key)
-			kc.mu.Unlock()
+			s.keyAdded(c.key)
 		case cmdDeleteKey:
-			kc := &s.keys
-			kc.mu.RLock()
-			e := kc.byID[c.id]
-			kc.mu.RUnlock()
-			if e != nil {
-				e.deleted.Store(true)
-			}
+			s.keyDeleted(c.id)
 		}
 	}
 }

@@ -118,21 +118,7 @@ func (e *sqliteEngine) applyMoney(ctx context.Context, ch *MoneyChange, fn func(
 		return fn(ctx, conn)
 	}
 	c.undo = func() { mem.undo() }
-	c.commit = func() { // under loadMu, after the commit (apply)
-		a := mem.acct
-		if a == nil {
-			a = s.cachedAccount(ch.AccountID)
-		}
-		if a == nil {
-			return
-		}
-		a.mu.Lock()
-		a.held -= mem.reserved
-		a.balance += mem.delta
-		a.state, a.debt = mem.state, mem.debt
-		a.mu.Unlock()
-		mem.reserved = 0
-	}
+	c.commit = func() { s.moneyApplied(ch.AccountID, mem) } // under loadMu, after the commit (apply)
 	err := s.submit(ctx, c)
 	if err == nil {
 		err = c.err
