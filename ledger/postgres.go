@@ -555,3 +555,5 @@ func (p *pgEngine) auditHolds(ctx context.Context, query auditQuery, out []Misma
 func (p *pgEngine) auditDerived(_ context.Context, _ auditQuery, out []Mismatch) ([]Mismatch, error) {
 	return out, nil
 }
+
+var _ engine = (*pgEngine)(nil)

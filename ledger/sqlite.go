@@ -315,3 +315,5 @@ func serverLock(path string) (*filelock.File, error) {
 		"Stop the other server or give this one its own ledger file; to run several instances on one set of accounts, use a shared PostgreSQL ledger. "+
 		"The caddy modelgate commands work beside a running server", ErrInUse, path, holder, lockPath)
 }
+
+var _ engine = (*sqliteEngine)(nil)

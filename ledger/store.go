@@ -284,3 +284,5 @@ func fromMilli(ms sql.NullInt64) time.Time {
 	}
 	return time.UnixMilli(ms.Int64).UTC()
 }
+
+var _ sideDB = (*Store)(nil)
