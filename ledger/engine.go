@@ -41,7 +41,7 @@ type dialect interface {
 	// the derived tables (usage_daily, the keys' totals, usage_by_key)
 	// include.
 	rolledUsage() string
-	// keyUsageQuery is Store.keyUsageQuery's query (views.go).
+	// keyUsageQuery is Store.keyUsageQuery's query (dialect.go).
 	keyUsageQuery(cond, order string) string
 	// keyTotalsQuery reads a key's running totals by its id (KeyUsage).
 	keyTotalsQuery() string

@@ -14,7 +14,7 @@
 // process owns the SQLite file (Options.ServerLock), and a restart drops
 // them, which releases them. Changes made to the file by other processes
 // (the CLI) are noticed through PRAGMA data_version within
-// Options.PollInterval.
+// Options.PollInterval. See sqlite.go.
 //
 // PostgreSQL: holds are rows that every instance sees, reserved by one
 // conditional update of the account (balance − held), under a lease that
