@@ -5,10 +5,12 @@ package ledger
 // (kept MinuteRetention), their per-UTC-day rollup (kept DailyRetention),
 // and incidents (a provider going down and coming back).
 //
-// Writes go through the writer like every other command: the counts of all
-// RecordAvailability calls in a batch are summed per (provider, minute) and
-// per (provider, day) and upserted with multi-row statements, minute rows
-// and rollup in the same transaction. Reads use the read-only pool.
+// It is no money: availabilityLog sees only the shared database (sideDB)
+// and the engine's availability writes. The counts are summed per
+// (provider, minute) and per (provider, day) (availAgg) and upserted, minute
+// rows and rollup in the same transaction: on SQLite with the writer's
+// batches (sqlite_availability.go), on PostgreSQL in a transaction of their
+// own (postgres_writes.go). Reads use the read pool.
 
 import (
 	"cmp"
@@ -17,10 +19,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
+
+// availabilityLog is the availability history and incidents. Store embeds
+// it, so its methods are the Store's.
+type availabilityLog struct {
+	db sideDB
+	w  availabilityWrites
+}
 
 // Failure causes, indexes into MinuteCount.Fail and AvailabilityTotals.Fail.
 const (
@@ -175,72 +183,6 @@ func skipScan(table string) string {
 	) `
 }
 
-// availStmts are the writer's availability statements.
-type availStmts struct {
-	minutes, days                       *multiStmt
-	ongoing, insIncident, closeIncident *sql.Stmt
-	pruneMinutes, pruneDays             *sql.Stmt
-}
-
-func (st *availStmts) stmts() []**sql.Stmt {
-	return []**sql.Stmt{&st.ongoing, &st.insIncident, &st.closeIncident, &st.pruneMinutes, &st.pruneDays}
-}
-
-func (st *availStmts) prepare(ctx context.Context, conn *sql.Conn) error {
-	cols := availColumns()
-	set := make([]string, len(cols))
-	for i, c := range cols {
-		set[i] = c + " = " + c + " + excluded." + c
-	}
-	upsert := func(table, at string) func(string) string {
-		return func(values string) string {
-			return `INSERT INTO ` + table + ` (provider, ` + at + `, ` + strings.Join(cols, ", ") + `) VALUES ` + values + `
-				ON CONFLICT (provider, ` + at + `) DO UPDATE SET ` + strings.Join(set, ", ")
-		}
-	}
-	var err error
-	if st.minutes, err = prepareMulti(ctx, conn, availRowCols, upsert("availability_minutes", "minute"), ""); err != nil {
-		return err
-	}
-	if st.days, err = prepareMulti(ctx, conn, availRowCols, upsert("availability_daily", "day"), ""); err != nil {
-		return err
-	}
-	queries := []string{
-		`SELECT id FROM incidents WHERE provider = ? AND ended_at IS NULL`,
-		`INSERT INTO incidents (provider, cause, started_at) VALUES (?, ?, ?) RETURNING id`,
-		`UPDATE incidents SET ended_at = max(?, started_at) WHERE provider = ? AND ended_at IS NULL`,
-		skipScan("availability_minutes") + `DELETE FROM availability_minutes
-			WHERE provider IN (SELECT name FROM providers WHERE name IS NOT NULL) AND minute < ?`,
-		skipScan("availability_daily") + `DELETE FROM availability_daily
-			WHERE provider IN (SELECT name FROM providers WHERE name IS NOT NULL) AND day < ?`,
-	}
-	for i, q := range queries {
-		stmt, err := conn.PrepareContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("ledger: prepare availability statement %d: %w", i, err)
-		}
-		*st.stmts()[i] = stmt
-	}
-	return nil
-}
-
-func (st *availStmts) close() error {
-	var errs []error
-	for _, p := range st.stmts() {
-		if *p != nil {
-			errs = append(errs, (*p).Close())
-			*p = nil
-		}
-	}
-	for _, m := range []**multiStmt{&st.minutes, &st.days} {
-		if *m != nil {
-			errs = append(errs, (*m).close())
-			*m = nil
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // availKey identifies a minute row (at = unix seconds of the minute's start)
 // or a daily row (at = days since the unix epoch).
 type availKey struct {
@@ -324,77 +266,12 @@ func (g *availAgg) appendRows(m *multiStmt, counts map[availKey]AvailabilityTota
 	}
 }
 
-// flushAvailability upserts the batch's summed availability counts: minute
-// rows and their daily rollup.
-func (s *Store) flushAvailability(ctx context.Context, g *availAgg) error {
-	if len(g.minutes) == 0 {
-		return nil
-	}
-	st := &s.st.avail
-	g.appendRows(st.minutes, g.minutes, func(minute int64) any { return minute })
-	if err := st.minutes.run(ctx); err != nil {
-		return fmt.Errorf("availability minutes: %w", err)
-	}
-	g.appendRows(st.days, g.days, func(day int64) any { return dayString(day) })
-	if err := st.days.run(ctx); err != nil {
-		return fmt.Errorf("availability rollup: %w", err)
-	}
-	return nil
-}
-
-// execAvailability runs one availability command inside the batch transaction.
-func (s *Store) execAvailability(ctx context.Context, c *command, g *availAgg) error {
-	st := &s.st.avail
-	switch c.kind {
-	case cmdAvailability:
-		g.add(c.counts)
-		return nil
-
-	case cmdOpenIncident:
-		// The transaction holds the write lock, so nobody can open one in between.
-		err := st.ongoing.QueryRowContext(ctx, c.id).Scan(&c.n)
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		return st.insIncident.QueryRowContext(ctx, c.id, c.str, c.now).Scan(&c.n)
-
-	case cmdCloseIncident:
-		_, err := st.closeIncident.ExecContext(ctx, c.now, c.id)
-		return err
-
-	case cmdPruneAvailability:
-		minuteCutoff := -floorDiv(-(c.now - MinuteRetention.Milliseconds()), 1000) // ceil: whole seconds
-		if _, err := st.pruneMinutes.ExecContext(ctx, minuteCutoff); err != nil {
-			return err
-		}
-		dayCutoff := dayString(floorDiv(c.now-DailyRetention.Milliseconds(), millisPerDay))
-		_, err := st.pruneDays.ExecContext(ctx, dayCutoff)
-		return err
-	}
-	return fmt.Errorf("unknown availability command kind %d", c.kind)
-}
-
-// describeAvailability names an availability command for logs.
-func (c *command) describeAvailability() string {
-	switch c.kind {
-	case cmdAvailability:
-		return "record availability (" + strconv.Itoa(len(c.counts)) + " counts)"
-	case cmdOpenIncident:
-		return "open incident " + c.id
-	case cmdCloseIncident:
-		return "close incident " + c.id
-	case cmdPruneAvailability:
-		return "prune availability"
-	}
-	return "unknown"
-}
-
 // RecordAvailability adds counts into the per-minute history and the
 // per-day rollup (UTC), in one transaction. Counts for a minute already
 // stored add to it; entries of counts with the same provider and minute add
 // up. Entries with nothing counted are skipped. It is not idempotent: record
 // each count once. counts must not be modified until it returns.
-func (s *Store) RecordAvailability(ctx context.Context, counts []MinuteCount) error {
+func (l availabilityLog) RecordAvailability(ctx context.Context, counts []MinuteCount) error {
 	nonZero := 0
 	for i := range counts {
 		m := &counts[i]
@@ -427,16 +304,7 @@ func (s *Store) RecordAvailability(ctx context.Context, counts []MinuteCount) er
 		}
 		counts = kept
 	}
-	if s.pg != nil {
-		return s.pg.recordAvailability(ctx, counts)
-	}
-	c := getCommand(cmdAvailability)
-	defer putCommand(c)
-	c.counts = counts
-	if err := s.submit(ctx, c); err != nil {
-		return err
-	}
-	return c.err
+	return l.w.recordAvailability(ctx, counts)
 }
 
 // Availability sums a provider's counts over the minutes that start in
@@ -445,12 +313,12 @@ func (s *Store) RecordAvailability(ctx context.Context, counts []MinuteCount) er
 // exact as long as those minute rows are kept (MinuteRetention): the 24 h,
 // 7 d and 90 d windows ending now always are. A window that starts before
 // the minute retention is exact when since is a UTC midnight.
-func (s *Store) Availability(ctx context.Context, provider string, since, until time.Time) (AvailabilityTotals, error) {
+func (l availabilityLog) Availability(ctx context.Context, provider string, since, until time.Time) (AvailabilityTotals, error) {
 	var t AvailabilityTotals
 	if provider == "" {
 		return t, errors.New("ledger: availability: empty provider")
 	}
-	done, err := s.beginRead()
+	done, err := l.db.beginRead()
 	if err != nil {
 		return t, err
 	}
@@ -471,7 +339,7 @@ func (s *Store) Availability(ctx context.Context, provider string, since, until 
 	for i := range t.Fail {
 		dest = append(dest, &t.Fail[i])
 	}
-	err = s.queryRow(ctx, availabilityQuery,
+	err = l.db.queryRow(ctx, availabilityQuery,
 		provider, lo, headEnd, provider, dayLo, dayHi, provider, tailStart, hi).Scan(dest...)
 	if err != nil {
 		return AvailabilityTotals{}, fmt.Errorf("ledger: availability of %q: %w", provider, err)
@@ -482,14 +350,14 @@ func (s *Store) Availability(ctx context.Context, provider string, since, until 
 // DailyAvailability returns a provider's totals for exactly days UTC days,
 // oldest first, the last one being now's UTC day. Days without data have
 // zero totals. Daily rows are kept DailyRetention.
-func (s *Store) DailyAvailability(ctx context.Context, provider string, days int, now time.Time) ([]DayAvailability, error) {
+func (l availabilityLog) DailyAvailability(ctx context.Context, provider string, days int, now time.Time) ([]DayAvailability, error) {
 	if provider == "" {
 		return nil, errors.New("ledger: daily availability: empty provider")
 	}
 	if days < 0 || days > maxAvailabilityDays {
 		return nil, fmt.Errorf("ledger: daily availability: days must be in [0, %d], got %d", maxAvailabilityDays, days)
 	}
-	done, err := s.beginRead()
+	done, err := l.db.beginRead()
 	if err != nil {
 		return nil, err
 	}
@@ -503,7 +371,7 @@ func (s *Store) DailyAvailability(ctx context.Context, provider string, days int
 	for i := range out {
 		out[i].Day = dayString(first + int64(i))
 	}
-	rows, err := s.query(ctx, dailyAvailabilityQuery, provider, out[0].Day, out[days-1].Day)
+	rows, err := l.db.query(ctx, dailyAvailabilityQuery, provider, out[0].Day, out[days-1].Day)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: daily availability of %q: %w", provider, err)
 	}
@@ -535,13 +403,13 @@ func (s *Store) DailyAvailability(ctx context.Context, provider string, days int
 
 // Providers lists the providers with availability history (daily rows) or
 // incidents, sorted.
-func (s *Store) Providers(ctx context.Context) ([]string, error) {
-	done, err := s.beginRead()
+func (l availabilityLog) Providers(ctx context.Context) ([]string, error) {
+	done, err := l.db.beginRead()
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	rows, err := s.query(ctx, skipScan("availability_daily")+`
+	rows, err := l.db.query(ctx, skipScan("availability_daily")+`
 		SELECT name FROM providers WHERE name IS NOT NULL
 		UNION SELECT provider FROM incidents
 		ORDER BY 1`)
@@ -567,52 +435,34 @@ func (s *Store) Providers(ctx context.Context) ([]string, error) {
 // text, typically one of CauseNames) and returns the incident's id. If the
 // provider already has an ongoing incident, its id is returned and nothing
 // changes. Times are stored to the millisecond.
-func (s *Store) OpenIncident(ctx context.Context, provider, cause string, start time.Time) (int64, error) {
+func (l availabilityLog) OpenIncident(ctx context.Context, provider, cause string, start time.Time) (int64, error) {
 	if provider == "" {
 		return 0, errors.New("ledger: open incident: empty provider")
 	}
 	if start.IsZero() {
 		return 0, fmt.Errorf("ledger: open incident for %q: zero start", provider)
 	}
-	if s.pg != nil {
-		return s.pg.openIncident(ctx, provider, cause, start.UnixMilli())
-	}
-	c := getCommand(cmdOpenIncident)
-	defer putCommand(c)
-	c.id, c.str, c.now = provider, cause, start.UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
-		return 0, err
-	}
-	return c.n, c.err
+	return l.w.openIncident(ctx, provider, cause, start.UnixMilli())
 }
 
 // CloseIncident ends provider's ongoing incident, if any, at end (or at its
 // start, should end be earlier).
-func (s *Store) CloseIncident(ctx context.Context, provider string, end time.Time) error {
+func (l availabilityLog) CloseIncident(ctx context.Context, provider string, end time.Time) error {
 	if provider == "" {
 		return errors.New("ledger: close incident: empty provider")
 	}
 	if end.IsZero() {
 		return fmt.Errorf("ledger: close incident for %q: zero end", provider)
 	}
-	if s.pg != nil {
-		return s.pg.closeIncident(ctx, provider, end.UnixMilli())
-	}
-	c := getCommand(cmdCloseIncident)
-	defer putCommand(c)
-	c.id, c.now = provider, end.UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
-		return err
-	}
-	return c.err
+	return l.w.closeIncident(ctx, provider, end.UnixMilli())
 }
 
 // Incidents returns provider's incidents (all providers' when provider is
 // empty) that were ongoing at or after since — ongoing ones and those that
 // ended at or after since — newest (by Start) first. limit defaults to 100
 // and is at most 10000.
-func (s *Store) Incidents(ctx context.Context, provider string, since time.Time, limit int) ([]Incident, error) {
-	done, err := s.beginRead()
+func (l availabilityLog) Incidents(ctx context.Context, provider string, since time.Time, limit int) ([]Incident, error) {
+	done, err := l.db.beginRead()
 	if err != nil {
 		return nil, err
 	}
@@ -627,7 +477,7 @@ func (s *Store) Incidents(ctx context.Context, provider string, since time.Time,
 		q += ` AND provider = ?`
 		args = append(args, provider)
 	}
-	rows, err := s.query(ctx, q+` ORDER BY started_at DESC, id DESC LIMIT ?`, append(args, limit)...)
+	rows, err := l.db.query(ctx, q+` ORDER BY started_at DESC, id DESC LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: incidents: %w", err)
 	}
@@ -656,18 +506,9 @@ func (s *Store) Incidents(ctx context.Context, provider string, since time.Time,
 // than MinuteRetention before now and the daily rows of UTC days before the
 // day of now − DailyRetention. Incidents are kept. Its cost is proportional
 // to the rows deleted, so call it often (e.g. hourly) rather than rarely.
-func (s *Store) PruneAvailability(ctx context.Context, now time.Time) error {
+func (l availabilityLog) PruneAvailability(ctx context.Context, now time.Time) error {
 	if now.IsZero() {
 		return errors.New("ledger: prune availability: zero now")
 	}
-	if s.pg != nil {
-		return s.pg.pruneAvailability(ctx, now.UnixMilli())
-	}
-	c := getCommand(cmdPruneAvailability)
-	defer putCommand(c)
-	c.now = now.UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
-		return err
-	}
-	return c.err
+	return l.w.pruneAvailability(ctx, now.UnixMilli())
 }

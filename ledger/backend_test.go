@@ -209,3 +209,15 @@ func (r *rawConn) lockWrites(t testing.TB, tables ...string) (unlock func()) {
 		conn.Close()
 	}
 }
+
+// pgOf is s's PostgreSQL engine, nil on SQLite.
+func pgOf(s *Store) *pgEngine {
+	p, _ := s.eng.(*pgEngine)
+	return p
+}
+
+// sqliteOf is s's SQLite engine, nil on PostgreSQL.
+func sqliteOf(s *Store) *sqliteEngine {
+	e, _ := s.eng.(*sqliteEngine)
+	return e
+}

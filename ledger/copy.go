@@ -64,7 +64,7 @@ var copyTables = []copyTable{
 
 // Copy copies the whole content of the ledger src (a SQLite ledger, as a
 // single server kept it) into dst, an empty PostgreSQL ledger, for moving
-// up to several instances (#19): accounts with their balances, keys with
+// up to several instances: accounts with their balances, keys with
 // their hashes and totals, credits, usage rows, daily rollups, models,
 // availability history and incidents, console logins, sessions and
 // password reset and verification tokens. It
@@ -76,14 +76,15 @@ var copyTables = []copyTable{
 // the gateway that uses src first (open src with ServerLock to be sure).
 func Copy(ctx context.Context, dst, src *Store) (CopyReport, error) {
 	rep := CopyReport{Rows: map[string]int64{}}
-	if dst.pg == nil {
+	pg, ok := dst.eng.(*pgEngine)
+	if !ok {
 		return rep, errors.New("ledger: copy: the destination must be a PostgreSQL ledger")
 	}
 	if dst == src {
 		return rep, errors.New("ledger: copy: the source is the destination")
 	}
-	// the source's rollups include every row (rollup.go)
-	if err := src.catchUp(ctx); err != nil {
+	// the source's rollups include every row (sqlite_rollup.go)
+	if err := src.eng.catchUp(ctx); err != nil {
 		return rep, err
 	}
 	srcDone, err := src.beginRead()
@@ -97,13 +98,13 @@ func Copy(ctx context.Context, dst, src *Store) (CopyReport, error) {
 	}
 	defer dstDone()
 
-	stx, err := src.rdb.BeginTx(ctx, &sql.TxOptions{Isolation: src.snapshotIsolation(), ReadOnly: src.pg != nil})
+	stx, err := src.rdb.BeginTx(ctx, src.eng.snapshot())
 	if err != nil {
 		return rep, fmt.Errorf("ledger: copy: read the source: %w", err)
 	}
 	defer func() { _ = stx.Rollback() }()
 
-	tx, err := dst.pg.pool.Begin(ctx)
+	tx, err := pg.pool.Begin(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("ledger: copy: %w", err)
 	}
@@ -122,7 +123,7 @@ func Copy(ctx context.Context, dst, src *Store) (CopyReport, error) {
 	for _, t := range copyTables {
 		order := t.order
 		if order == "rowid" {
-			order = src.keyInsertionOrder()
+			order = src.eng.keyInsertionOrder()
 		}
 		rows, err := stx.QueryContext(ctx, `SELECT `+strings.Join(t.cols, ", ")+` FROM `+t.name+` ORDER BY `+order)
 		if err != nil {

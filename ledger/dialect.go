@@ -8,26 +8,15 @@ import (
 	"strings"
 )
 
-// The read side of the ledger is one code path for both engines (#19): the
+// The read side of the ledger is one code path for both engines: the
 // queries are written once, with SQLite's ? placeholders, and run on a
 // database/sql pool: SQLite's read-only pool, or for PostgreSQL a
-// database/sql view of the pgx pool, after q rewrites the placeholders as
-// $1, $2, …. The few expressions that differ between the two are here.
+// database/sql view of the pgx pool, after the engine rewrites the
+// placeholders as $1, $2, …. The few expressions that differ between the
+// two are the engine's (engine.go, dialect).
 
-// q returns query in the store's dialect: ? placeholders become $n for
-// PostgreSQL. The queries never hold a ? inside a string literal.
-// Rewrites are cached per store.
-func (s *Store) q(query string) string {
-	if s.pg == nil {
-		return query
-	}
-	if v, ok := s.rebound.Load(query); ok {
-		return v.(string)
-	}
-	out := rebind(query)
-	s.rebound.Store(query, out)
-	return out
-}
+// q returns query in the store's dialect.
+func (s *Store) q(query string) string { return s.eng.rebind(query) }
 
 // rebind rewrites ? placeholders as $1, $2, ….
 func rebind(query string) string {
@@ -60,53 +49,26 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Ro
 
 // utcDay is an SQL expression for the UTC date ('YYYY-MM-DD') of ms, an
 // expression in unix milliseconds.
-func (s *Store) utcDay(ms string) string {
-	if s.pg != nil {
-		return "to_char(to_timestamp((" + ms + ") / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-	}
-	return "strftime('%Y-%m-%d', (" + ms + ") / 1000, 'unixepoch')"
-}
-
-// insertionOrder is the column that orders a keys row by insertion.
-func (s *Store) keyInsertionOrder() string {
-	if s.pg != nil {
-		return "seq"
-	}
-	return "rowid"
-}
+func (s *Store) utcDay(ms string) string { return s.eng.utcDay(ms) }
 
 // usageSelect is the column list UsageRows reads, in scanUsage's order.
 func (s *Store) usageSelect() string {
-	if s.pg != nil {
+	if s.eng.recordsLapses() {
 		return "id, " + usageInsertColumns + ", hold_lapsed"
 	}
 	return "id, " + usageInsertColumns
 }
 
 // rolledUsage is the condition on usage rows that selects the ones the
-// derived tables (usage_daily, the keys' totals, usage_by_key) include:
-// every row on PostgreSQL, the rows up to usage_rollup.rolled on SQLite
-// (rollup.go).
-func (s *Store) rolledUsage() string {
-	if s.pg != nil {
-		return "true"
-	}
-	return "id <= (SELECT rolled FROM usage_rollup)"
-}
+// derived tables (usage_daily, the keys' totals, usage_by_key) include.
+func (s *Store) rolledUsage() string { return s.eng.rolledUsage() }
 
 // keyUsageQuery is the query of the usage rows of one key of one account
 // that match cond (a condition on created_at and id, "" or starting with
 // " AND "), in order, at most a limit of them; its arguments are the key
 // id, the account id, cond's, then the limit. SQLite reads them through
 // usage_by_key: its callers call catchUp first.
-func (s *Store) keyUsageQuery(cond, order string) string {
-	if s.pg != nil {
-		return `SELECT ` + s.usageSelect() + ` FROM usage WHERE key_id = ? AND account_id = ?` + cond +
-			` ORDER BY ` + order + ` LIMIT ?`
-	}
-	return `SELECT ` + s.usageSelect() + ` FROM usage WHERE id IN (SELECT id FROM usage_by_key
-		WHERE key_id = ? AND account_id = ?` + cond + ` ORDER BY ` + order + ` LIMIT ?) ORDER BY ` + order
-}
+func (s *Store) keyUsageQuery(cond, order string) string { return s.eng.keyUsageQuery(cond, order) }
 
 // flag scans a boolean column stored as SQLite's 0/1 INTEGER or as
 // PostgreSQL's boolean.
@@ -132,28 +94,4 @@ func (f *flag) Scan(v any) error {
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// pgTx is a database/sql transaction on the PostgreSQL pool that takes
-// queries with ? placeholders.
-type pgTx struct {
-	s  *Store
-	tx *sql.Tx
-}
-
-func (t pgTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.s.q(query), args...)
-}
-
-func (t pgTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.s.q(query), args...)
-}
-
-// snapshotIsolation is the isolation level of a read that must see one
-// snapshot (Audit, Copy): SQLite's deferred transaction gives one already.
-func (s *Store) snapshotIsolation() sql.IsolationLevel {
-	if s.pg != nil {
-		return sql.LevelRepeatableRead
-	}
-	return sql.LevelDefault
 }

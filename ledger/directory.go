@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The operator's views of the ledger (#20 item 4): accounts listed and
+// The operator's views of the ledger: accounts listed and
 // searched a page at a time, an account's keys with their running totals,
 // and an account's usage rows over a time range, streamed for an export.
 // They are reads only, one code path for both engines (dialect.go).
@@ -100,11 +100,7 @@ func (s *Store) ListAccounts(ctx context.Context, q AccountQuery) (AccountPage, 
 		limit = DefaultAccountPage
 	}
 	limit = min(limit, MaxAccountPage)
-	held := "0"
-	if s.pg != nil {
-		held = "held"
-	}
-	query := `SELECT id, email, plan, state, balance, created_at, ` + held + `, owed, suspended_for, spend_month, month_spend FROM accounts WHERE 1 = 1`
+	query := `SELECT id, email, plan, state, balance, created_at, ` + s.eng.heldColumn() + `, owed, suspended_for, spend_month, month_spend FROM accounts WHERE 1 = 1`
 	var args []any
 	if q.Email != "" {
 		query += ` AND email LIKE ? ESCAPE '!'`
@@ -164,66 +160,17 @@ func (s *Store) ListAccounts(ctx context.Context, q AccountQuery) (AccountPage, 
 		return AccountPage{}, fmt.Errorf("ledger: list accounts: %w", err)
 	}
 	rows.Close()
-	if err := s.heldOf(ctx, page.Accounts); err != nil {
+	if err := s.eng.heldOf(ctx, page.Accounts); err != nil {
 		return AccountPage{}, fmt.Errorf("ledger: list accounts: %w", err)
 	}
 	return page, nil
-}
-
-// heldOf sets the Held of the accounts that have holds in this process's
-// memory (SQLite), with their balance read again at the same moment: as in
-// GetAccount, under loadMu, so that a batch's commit and its effect on the
-// holds are seen together. The listing's own query runs without loadMu,
-// which would stop the writer's commits for as long as it took; this one
-// reads the page's accounts by key. With PostgreSQL, balance and held
-// were read together from the database.
-func (s *Store) heldOf(ctx context.Context, accts []Account) error {
-	if s.pg != nil {
-		return nil
-	}
-	byID := map[string]*Account{}
-	for i := range accts {
-		if s.cachedAccount(accts[i].ID) != nil {
-			byID[accts[i].ID] = &accts[i]
-		}
-	}
-	if len(byID) == 0 {
-		return nil
-	}
-	args := make([]any, 0, len(byID))
-	for id := range byID {
-		args = append(args, id)
-	}
-	q := `SELECT id, balance FROM accounts WHERE id IN (?` + strings.Repeat(", ?", len(args)-1) + `)`
-	s.loadMu.RLock()
-	defer s.loadMu.RUnlock()
-	rows, err := s.query(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var balance Money
-		if err := rows.Scan(&id, &balance); err != nil {
-			return err
-		}
-		a := byID[id]
-		a.Balance = balance
-		if m := s.cachedAccount(id); m != nil {
-			m.mu.Lock()
-			a.Held = m.held
-			m.mu.Unlock()
-		}
-	}
-	return rows.Err()
 }
 
 // HeldEverywhere reports whether the Held of GetAccount and ListAccounts
 // counts every instance's holds (PostgreSQL), not only this process's
 // (SQLite, where a running gateway keeps its holds in its own memory, so a
 // CLI beside it sees none of them).
-func (s *Store) HeldEverywhere() bool { return s.pg != nil }
+func (s *Store) HeldEverywhere() bool { return s.eng.sharedHolds() }
 
 // KeySummary is a key with its running totals, as an operator lists them.
 // It holds neither the key nor its hash.
@@ -237,7 +184,7 @@ type KeySummary struct {
 // first, with their running totals (kept on the key rows: one indexed read).
 // An unknown account is ErrNotFound.
 func (s *Store) ListKeySummaries(ctx context.Context, accountID string) ([]KeySummary, error) {
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.eng.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	done, err := s.beginRead()
@@ -254,7 +201,7 @@ func (s *Store) ListKeySummaries(ctx context.Context, accountID string) ([]KeySu
 		return nil, fmt.Errorf("ledger: list keys: %w", err)
 	}
 	rows, err := s.query(ctx, `SELECT `+keyColumns+`, requests, input_tokens, output_tokens, spent
-		FROM keys WHERE account_id = ? ORDER BY created_at, `+s.keyInsertionOrder(), accountID)
+		FROM keys WHERE account_id = ? ORDER BY created_at, `+s.eng.keyInsertionOrder(), accountID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list keys: %w", err)
 	}
@@ -284,7 +231,7 @@ func (s *Store) ListKeySummaries(ctx context.Context, accountID string) ([]KeySu
 // ErrNotFound.
 //
 // The rows are never all in memory: usage has no index by account (see
-// schema.go), so EachUsage reads each of the account's keys' index range in
+// sqlite_schema.go), so EachUsage reads each of the account's keys' index range in
 // chunks of rows already in order, continuing from the last row read, and
 // merges them. Each chunk is a short read of its own: no read stays open
 // between chunks, so fn may take its time (and call the store), and a
@@ -306,7 +253,7 @@ func (s *Store) EachUsage(ctx context.Context, accountID string, from, to time.T
 
 // eachUsage is EachUsage with the sources' chunk size.
 func (s *Store) eachUsage(ctx context.Context, accountID string, keys []string, from, to time.Time, chunk int, fn func(*UsageRecord) error) error {
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.eng.catchUp(ctx); err != nil {
 		return err
 	}
 	var h usageHeap

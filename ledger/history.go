@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// An account's money history (#20, migration 7): one row of the credits
+// An account's money history (migration 7): one row of the credits
 // table per change of its balance or of what it owes, with the balance and
 // the amount owed just after it. Usage debits are the usage rows; together
 // they reconcile: balance = Σ amount − Σ charged, owed = Σ owed (Audit).
@@ -189,60 +189,7 @@ func (s *Store) ApplyMoney(ctx context.Context, ch MoneyChange) (MoneyResult, er
 		res, mem = MoneyResult{}, moneyMem{acct: mem.acct}
 		return s.moneyTx(ctx, conn, &ch, now, &res, &mem)
 	}
-	var err error
-	if s.pg != nil {
-		err = s.pg.execSQL(ctx, "money "+ch.Kind+" "+ch.AccountID, fn)
-		if err == nil {
-			s.pg.applyLocked(func() {
-				if a := s.cachedAccount(ch.AccountID); a != nil {
-					a.mu.Lock()
-					a.balance += mem.delta
-					a.state, a.debt = mem.state, mem.debt
-					a.mu.Unlock()
-				}
-			})
-		}
-	} else {
-		// a debit reserves what it takes in the in-memory account (moneyTx),
-		// which it loads first; a credit changes the account if it is
-		// cached when the change commits, as credits always did
-		var pre *account
-		if ch.Kind == KindRefund || ch.Kind == KindDispute || (ch.Kind == KindAdjustment && ch.Amount < 0) {
-			a, lerr := s.loadAccount(ctx, ch.AccountID)
-			if lerr != nil {
-				return MoneyResult{}, lerr
-			}
-			pre = a
-		}
-		c := getCommand(cmdExec)
-		defer putCommand(c)
-		c.str, c.fn = "money "+ch.Kind+" "+ch.AccountID, func(ctx context.Context, conn execer) error {
-			mem.acct = pre
-			return fn(ctx, conn)
-		}
-		c.undo = func() { mem.undo() }
-		c.commit = func() { // under loadMu, after the commit (apply)
-			a := mem.acct
-			if a == nil {
-				a = s.cachedAccount(ch.AccountID)
-			}
-			if a == nil {
-				return
-			}
-			a.mu.Lock()
-			a.held -= mem.reserved
-			a.balance += mem.delta
-			a.state, a.debt = mem.state, mem.debt
-			a.mu.Unlock()
-			mem.reserved = 0
-		}
-		if err = s.submit(ctx, c); err == nil {
-			err = c.err
-		}
-		if err != nil {
-			mem.undo()
-		}
-	}
+	err := s.eng.applyMoney(ctx, &ch, fn, &mem)
 	if err == nil && mem.stateChanged {
 		s.changed("account:" + ch.AccountID)
 	}
@@ -287,15 +234,6 @@ func (s *Store) moneyAccount(ctx context.Context, ch *MoneyChange) (string, erro
 	return id, nil
 }
 
-// forUpdate locks the rows a write's SELECT reads (PostgreSQL; SQLite's
-// single writer needs no lock).
-func (s *Store) forUpdate() string {
-	if s.pg != nil {
-		return " FOR UPDATE"
-	}
-	return ""
-}
-
 const moneyColumns = `id, account_id, kind, amount, owed, balance_after, owed_after, reference, reason, payment, created_at`
 
 // scanMoney scans a row of moneyColumns.
@@ -317,11 +255,7 @@ func scanMoney(sc interface{ Scan(...any) error }) (MoneyEntry, error) {
 func (s *Store) moneyTx(ctx context.Context, conn execer, ch *MoneyChange, now int64, res *MoneyResult, mem *moneyMem) error {
 	var balance, owed, held Money
 	var state, suspendedFor string
-	heldCol := "0"
-	if s.pg != nil {
-		heldCol = "held"
-	}
-	err := conn.QueryRowContext(ctx, `SELECT balance, owed, state, suspended_for, `+heldCol+` FROM accounts WHERE id = ?`+s.forUpdate(),
+	err := conn.QueryRowContext(ctx, `SELECT balance, owed, state, suspended_for, `+s.eng.heldColumn()+` FROM accounts WHERE id = ?`+s.eng.forUpdate(),
 		ch.AccountID).Scan(&balance, &owed, &state, &suspendedFor, &held)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("ledger: account %q: %w", ch.AccountID, ErrNotFound)

@@ -150,13 +150,7 @@ func (s *Store) lookupKey(sum [32]byte, gen uint64) (*keyEntry, error) {
 // loadLiveKeys fills the key cache with every key not deleted.
 func (s *Store) loadLiveKeys(ctx context.Context) error {
 	q := `SELECT id, account_id, label, prefix, hash FROM keys WHERE deleted_at IS NULL`
-	var rows *sql.Rows
-	var err error
-	if s.pg != nil {
-		rows, err = s.query(ctx, q)
-	} else {
-		rows, err = s.wconn.QueryContext(ctx, q)
-	}
+	rows, err := s.eng.writerQuery(ctx, q)
 	if err != nil {
 		return fmt.Errorf("ledger: load keys: %w", err)
 	}
@@ -193,27 +187,13 @@ func (s *Store) CreateKey(ctx context.Context, accountID, label string) (secret 
 	if err != nil {
 		return "", Key{}, err
 	}
-	if s.pg != nil {
-		e := keyEntryFor(id, accountID, label, secret)
-		now := time.Now().UnixMilli()
-		if err := s.pg.createKey(ctx, e, now); err != nil {
-			return "", Key{}, err
-		}
-		p := e.principal
-		return secret, Key{ID: p.KeyID, AccountID: p.AccountID, Label: p.Label, Prefix: p.Prefix, CreatedAt: time.UnixMilli(now).UTC()}, nil
-	}
-	c := getCommand(cmdCreateKey)
-	defer putCommand(c)
-	c.key = keyEntryFor(id, accountID, label, secret)
-	c.now = time.Now().UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
+	e := keyEntryFor(id, accountID, label, secret)
+	now := time.Now().UnixMilli()
+	if err := s.eng.createKey(ctx, e, now); err != nil {
 		return "", Key{}, err
 	}
-	if c.err != nil {
-		return "", Key{}, c.err
-	}
-	p := c.key.principal
-	return secret, Key{ID: p.KeyID, AccountID: p.AccountID, Label: p.Label, Prefix: p.Prefix, CreatedAt: time.UnixMilli(c.now).UTC()}, nil
+	p := e.principal
+	return secret, Key{ID: p.KeyID, AccountID: p.AccountID, Label: p.Label, Prefix: p.Prefix, CreatedAt: time.UnixMilli(now).UTC()}, nil
 }
 
 func keyEntryFor(id, accountID, label, secret string) *keyEntry {
@@ -228,23 +208,11 @@ func keyEntryFor(id, accountID, label, secret string) *keyEntry {
 // with PostgreSQL, as soon as its notification reaches them).
 // Deleting a deleted key is a no-op; an unknown key is ErrNotFound.
 func (s *Store) DeleteKey(ctx context.Context, keyID string) error {
-	if s.pg != nil {
-		if err := s.pg.deleteKey(ctx, keyID, time.Now().UnixMilli()); err != nil {
-			return err
-		}
-		s.changed("key:" + keyID)
-		return nil
-	}
-	c := getCommand(cmdDeleteKey)
-	defer putCommand(c)
-	c.id, c.now = keyID, time.Now().UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
+	if err := s.eng.deleteKey(ctx, keyID, time.Now().UnixMilli()); err != nil {
 		return err
 	}
-	if c.err == nil {
-		s.changed("key:" + keyID)
-	}
-	return c.err
+	s.changed("key:" + keyID)
+	return nil
 }
 
 const keyColumns = `id, account_id, label, prefix, created_at, last_used_at, deleted_at`
@@ -262,7 +230,7 @@ func scanKey(sc interface{ Scan(...any) error }) (Key, error) {
 
 // ListKeys lists an account's keys, deleted ones included, oldest first.
 func (s *Store) ListKeys(ctx context.Context, accountID string) ([]Key, error) {
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.eng.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	done, err := s.beginRead()
@@ -278,7 +246,7 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list keys: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+keyColumns+` FROM keys WHERE account_id = ? ORDER BY created_at, `+s.keyInsertionOrder(), accountID)
+	rows, err := s.query(ctx, `SELECT `+keyColumns+` FROM keys WHERE account_id = ? ORDER BY created_at, `+s.eng.keyInsertionOrder(), accountID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list keys: %w", err)
 	}
@@ -299,7 +267,7 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]Key, error) {
 
 // KeyByID reads one key (ErrNotFound if unknown).
 func (s *Store) KeyByID(ctx context.Context, keyID string) (Key, error) {
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.eng.catchUp(ctx); err != nil {
 		return Key{}, err
 	}
 	done, err := s.beginRead()
@@ -324,17 +292,6 @@ type KeyUsage struct {
 	LastUsedAt                          time.Time
 }
 
-// keyUsageWithTail (SQLite) is a key's running totals plus its rows in
-// the tail that the rollup has yet to add (rollup.go), read in one
-// statement: a client polling its usage (GET /api/usage) costs a read of
-// at most a second's rows, never a rollup.
-const keyUsageWithTail = `SELECT k.requests + t.n, k.input_tokens + t.i, k.output_tokens + t.o, k.spent + t.s,
-		CASE WHEN t.l IS NULL THEN k.last_used_at ELSE max(coalesce(k.last_used_at, 0), t.l) END
-	FROM keys AS k, (SELECT count(*) AS n, coalesce(sum(input_tokens), 0) AS i, coalesce(sum(output_tokens), 0) AS o,
-			coalesce(sum(charged), 0) AS s, max(created_at) AS l
-		FROM usage WHERE id > (SELECT rolled FROM usage_rollup) AND key_id = ?1) AS t
-	WHERE k.id = ?1`
-
 // KeyUsage reads a key's running totals, kept on the key row (O(1); on
 // SQLite with the rows the rollup has yet to add).
 func (s *Store) KeyUsage(ctx context.Context, keyID string) (KeyUsage, error) {
@@ -343,10 +300,7 @@ func (s *Store) KeyUsage(ctx context.Context, keyID string) (KeyUsage, error) {
 		return KeyUsage{}, err
 	}
 	defer done()
-	q := `SELECT requests, input_tokens, output_tokens, spent, last_used_at FROM keys WHERE id = ?`
-	if s.pg == nil {
-		q = keyUsageWithTail
-	}
+	q := s.eng.keyTotalsQuery()
 	var u KeyUsage
 	var used sql.NullInt64
 	err = s.queryRow(ctx, q, keyID).Scan(&u.Requests, &u.InputTokens, &u.OutputTokens, &u.Spent, &used)

@@ -12,6 +12,11 @@ import (
 // given: a password hash made by the caller, the SHA-256 of a session's
 // cookie token. It never sees a password or a token.
 
+// loginStore is the console's logins, sessions and login tokens
+// (tokens.go), beside the money core in the same database: it sees only
+// sideDB. Store embeds it, so its methods are the Store's.
+type loginStore struct{ db sideDB }
+
 // Session is a console session.
 type Session struct {
 	AccountID string
@@ -23,35 +28,21 @@ type Session struct {
 	EmailState EmailState
 }
 
-// execCommand runs fn as one write (see command.fn) named what.
-func (s *Store) execCommand(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error {
-	if s.pg != nil {
-		return s.pg.execSQL(ctx, what, fn)
-	}
-	c := getCommand(cmdExec)
-	defer putCommand(c)
-	c.str, c.fn = what, fn
-	if err := s.submit(ctx, c); err != nil {
-		return err
-	}
-	return c.err
-}
-
 // CreateLogin creates an active account that signs in to the console with
 // email and the password whose hash is passwordHash. The email is kept
 // normalized (NormalizeEmail) and must be unused in that form (ErrDuplicate).
-func (s *Store) CreateLogin(ctx context.Context, email, plan, passwordHash string) (Account, error) {
-	return s.createLogin(ctx, email, plan, passwordHash, EmailUnchecked)
+func (l loginStore) CreateLogin(ctx context.Context, email, plan, passwordHash string) (Account, error) {
+	return l.createLogin(ctx, email, plan, passwordHash, EmailUnchecked)
 }
 
 // CreatePendingLogin is CreateLogin for a login whose email awaits
 // verification (EmailPending), as the console opens them while it can send
-// mail (#20).
-func (s *Store) CreatePendingLogin(ctx context.Context, email, plan, passwordHash string) (Account, error) {
-	return s.createLogin(ctx, email, plan, passwordHash, EmailPending)
+// mail.
+func (l loginStore) CreatePendingLogin(ctx context.Context, email, plan, passwordHash string) (Account, error) {
+	return l.createLogin(ctx, email, plan, passwordHash, EmailPending)
 }
 
-func (s *Store) createLogin(ctx context.Context, email, plan, passwordHash string, state EmailState) (Account, error) {
+func (l loginStore) createLogin(ctx context.Context, email, plan, passwordHash string, state EmailState) (Account, error) {
 	email = NormalizeEmail(email)
 	if email == "" || passwordHash == "" {
 		return Account{}, errors.New("ledger: a login needs an email and a password hash")
@@ -61,7 +52,7 @@ func (s *Store) createLogin(ctx context.Context, email, plan, passwordHash strin
 		return Account{}, err
 	}
 	now := time.Now().UnixMilli()
-	err = s.execCommand(ctx, "create login "+id, func(ctx context.Context, conn execer) error {
+	err = l.db.execCommand(ctx, "create login "+id, func(ctx context.Context, conn execer) error {
 		res, err := conn.ExecContext(ctx, `INSERT INTO accounts (id, email, plan, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			id, email, plan, now)
 		if err != nil {
@@ -85,9 +76,9 @@ func (s *Store) createLogin(ctx context.Context, email, plan, passwordHash strin
 // SetPassword gives an existing account a console login, or a new password
 // (ErrNotFound if the account is unknown or has no email). Its sessions
 // end, and its password reset links with them.
-func (s *Store) SetPassword(ctx context.Context, accountID, passwordHash string) error {
+func (l loginStore) SetPassword(ctx context.Context, accountID, passwordHash string) error {
 	now := time.Now().UnixMilli()
-	return s.execCommand(ctx, "set password "+accountID, func(ctx context.Context, conn execer) error {
+	return l.db.execCommand(ctx, "set password "+accountID, func(ctx context.Context, conn execer) error {
 		var email string
 		err := conn.QueryRowContext(ctx, `SELECT email FROM accounts WHERE id = ?`, accountID).Scan(&email)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && email == "") {
@@ -106,14 +97,14 @@ func (s *Store) SetPassword(ctx context.Context, accountID, passwordHash string)
 
 // Login returns the account and password hash of the login with email,
 // in any case (ErrNotFound if there is none).
-func (s *Store) Login(ctx context.Context, email string) (accountID, passwordHash string, err error) {
+func (l loginStore) Login(ctx context.Context, email string) (accountID, passwordHash string, err error) {
 	email = NormalizeEmail(email)
-	done, err := s.beginRead()
+	done, err := l.db.beginRead()
 	if err != nil {
 		return "", "", err
 	}
 	defer done()
-	err = s.queryRow(ctx, `SELECT l.account_id, l.password_hash FROM accounts a JOIN logins l ON l.account_id = a.id WHERE a.email = ?`,
+	err = l.db.queryRow(ctx, `SELECT l.account_id, l.password_hash FROM accounts a JOIN logins l ON l.account_id = a.id WHERE a.email = ?`,
 		email).Scan(&accountID, &passwordHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", fmt.Errorf("ledger: login %q: %w", email, ErrNotFound)
@@ -122,12 +113,12 @@ func (s *Store) Login(ctx context.Context, email string) (accountID, passwordHas
 }
 
 // CreateSession records a session by the hash of its token.
-func (s *Store) CreateSession(ctx context.Context, tokenHash [32]byte, sess Session) error {
+func (l loginStore) CreateSession(ctx context.Context, tokenHash [32]byte, sess Session) error {
 	created := sess.CreatedAt
 	if created.IsZero() {
 		created = time.Now()
 	}
-	return s.execCommand(ctx, "create session "+sess.AccountID, func(ctx context.Context, conn execer) error {
+	return l.db.execCommand(ctx, "create session "+sess.AccountID, func(ctx context.Context, conn execer) error {
 		// expired sessions go as new ones come
 		if _, err := conn.ExecContext(ctx, `DELETE FROM sessions WHERE account_id = ? AND expires_at < ?`,
 			sess.AccountID, created.UnixMilli()); err != nil {
@@ -141,8 +132,8 @@ func (s *Store) CreateSession(ctx context.Context, tokenHash [32]byte, sess Sess
 
 // SessionByHash returns the live session with the token hash (ErrNotFound
 // if there is none or it has expired).
-func (s *Store) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session, error) {
-	done, err := s.beginRead()
+func (l loginStore) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session, error) {
+	done, err := l.db.beginRead()
 	if err != nil {
 		return Session{}, err
 	}
@@ -150,7 +141,7 @@ func (s *Store) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session,
 	var sess Session
 	var created, expires sql.NullInt64
 	var state sql.NullString
-	err = s.queryRow(ctx, `SELECT s.account_id, s.csrf, s.created_at, s.expires_at, l.email_state
+	err = l.db.queryRow(ctx, `SELECT s.account_id, s.csrf, s.created_at, s.expires_at, l.email_state
 		FROM sessions s LEFT JOIN logins l ON l.account_id = s.account_id WHERE s.token_hash = ? AND s.expires_at > ?`,
 		tokenHash[:], time.Now().UnixMilli()).Scan(&sess.AccountID, &sess.CSRF, &created, &expires, &state)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -168,8 +159,8 @@ func (s *Store) SessionByHash(ctx context.Context, tokenHash [32]byte) (Session,
 }
 
 // DeleteSession ends the session with the token hash, if there is one.
-func (s *Store) DeleteSession(ctx context.Context, tokenHash [32]byte) error {
-	return s.execCommand(ctx, "delete session", func(ctx context.Context, conn execer) error {
+func (l loginStore) DeleteSession(ctx context.Context, tokenHash [32]byte) error {
+	return l.db.execCommand(ctx, "delete session", func(ctx context.Context, conn execer) error {
 		_, err := conn.ExecContext(ctx, `DELETE FROM sessions WHERE token_hash = ?`, tokenHash[:])
 		return err
 	})

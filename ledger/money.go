@@ -316,7 +316,7 @@ type Tokens struct {
 	Input, Output, CacheRead, CacheWrite, Reasoning int64
 }
 
-// HostedUses counts a request's uses of hosted tools billed per use (#16).
+// HostedUses counts a request's uses of hosted tools billed per use.
 type HostedUses struct {
 	WebSearch, WebFetch, ImageGeneration int64
 }

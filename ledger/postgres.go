@@ -1,6 +1,6 @@
 package ledger
 
-// The PostgreSQL engine (#19): one ledger shared by any number of gateway
+// The PostgreSQL engine: one ledger shared by any number of gateway
 // instances, each a Store opened on the same database.
 //
 // Holds. A hold is a row of holds and the account's held column grows by
@@ -46,12 +46,9 @@ package ledger
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
+	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,8 +63,6 @@ import (
 )
 
 const (
-	defaultLease    = 15 * time.Second
-	defaultMaxConns = 16
 	// maxReapInterval bounds how long a lapsed lease waits for a reaper.
 	maxReapInterval = time.Second
 	// pgBatchTimeout bounds one batch transaction; pgOpTimeout one
@@ -80,13 +75,14 @@ const (
 
 // pgEngine is a Store's PostgreSQL state.
 type pgEngine struct {
-	s      *Store
-	pool   *pgxpool.Pool
-	cfg    *pgxpool.Config
-	id     string // this Open's row in instances
-	name   string
-	schema string // current_schema(), to tell our notifications from other schemas'
-	lease  time.Duration
+	s       *Store
+	rebound sync.Map // query → query with $n placeholders (rebind)
+	pool    *pgxpool.Pool
+	cfg     *pgxpool.Config
+	id      string // this Open's row in instances
+	name    string
+	schema  string // current_schema(), to tell our notifications from other schemas'
+	lease   time.Duration
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -100,7 +96,7 @@ type pgEngine struct {
 
 	reserves chan *reserveReq // to the reserver
 
-	// advances (advance.go): the live ones, and the retired ones whose row
+	// advances (postgres_advance.go): the live ones, and the retired ones whose row
 	// is still to be released
 	advMu   sync.Mutex
 	live    map[*advance]struct{}
@@ -120,35 +116,9 @@ type pgEngine struct {
 	closeErr  error
 }
 
-// openPostgres opens the ledger in the PostgreSQL database opts.Postgres.
+// openPostgres opens the ledger in the PostgreSQL database opts.Postgres;
+// opts has its defaults.
 func openPostgres(ctx context.Context, opts Options) (*Store, error) {
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = defaultMaxBatch
-	}
-	if opts.BusyTimeout <= 0 {
-		opts.BusyTimeout = defaultBusyTimeout
-	}
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = defaultPgPollInterval
-	}
-	if opts.CommitDelay == 0 {
-		opts.CommitDelay = defaultPgCommitDelay
-	}
-	if opts.CommitSiblings <= 0 {
-		opts.CommitSiblings = defaultCommitSiblings
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
-	if opts.Lease <= 0 {
-		opts.Lease = defaultLease
-	}
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = defaultMaxConns
-	}
-	if opts.Instance == "" {
-		opts.Instance, _ = os.Hostname()
-	}
 	// pgx leaves the password out of its parse errors
 	cfg, err := pgxpool.ParseConfig(opts.Postgres)
 	if err != nil {
@@ -170,20 +140,11 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open postgres: %w", err)
 	}
-	s := &Store{
-		opts:       opts,
-		log:        opts.Logger,
-		cmds:       make(chan *command, 4*opts.MaxBatch),
-		writerDone: make(chan struct{}),
-		ckptKick:   make(chan struct{}, 1),
-		refresh:    make(chan struct{}, 1),
-		keys:       newKeyCache(),
-		agg:        newBatchAgg(),
-	}
+	s := newStore(opts)
 	p := &pgEngine{s: s, pool: pool, cfg: cfg, id: id, name: opts.Instance, lease: opts.Lease,
 		reserves: make(chan *reserveReq, maxReserveGroup), live: map[*advance]struct{}{}, tend: make(chan struct{}, 1)}
 	p.idle.Store(int64(advanceIdle))
-	s.pg = p
+	s.setEngine(p)
 	ok := false
 	defer func() {
 		if !ok {
@@ -503,17 +464,23 @@ func (p *pgEngine) poll() {
 	s.stats.reloads.Add(1)
 }
 
-// close stops the store; with release, this instance's holds are released
+// addStats adds the counters of leases, lapses and advances.
+func (p *pgEngine) addStats(st *Stats) {
+	st.Reaped, st.Lapsed, st.LeaseLost = p.reaped.Load(), p.lapsed.Load(), p.leaseLost.Load()
+	st.DatabaseReserves, st.CarvedHolds = p.dbReserves.Load(), p.carved.Load()
+}
+
+// close is Store.Close: this instance's holds are released and its lease
+// ends.
+func (p *pgEngine) close() error { return p.stop(true) }
+
+// stop stops the store; with release, this instance's holds are released
 // and its lease ends (a clean stop), without, they stay until the lease
 // runs out (a crash, for tests).
-func (p *pgEngine) close(release bool) error {
+func (p *pgEngine) stop(release bool) error {
 	p.closeOnce.Do(func() {
 		s := p.s
-		s.closeMu.Lock()
-		s.closed = true
-		close(s.cmds)
-		s.closeMu.Unlock()
-		<-s.writerDone
+		s.stopWriter()
 		p.dropWriterConn()
 		p.bgCancel()
 		p.bg.Wait()
@@ -553,1056 +520,40 @@ func pgRetryable(err error) (retry, known bool) {
 	return true, true
 }
 
-// reserveReq is one Reserve waiting for the reserver.
-type reserveReq struct {
-	acct     *account
-	min, max Money
-	// adv, if set, is the advance the reserve makes or raises by up to ask
-	// (advance.go): the grant is carved from it
-	adv *advance
-	ask Money
-	// outputs
-	status int // 0 reserved, 1 no account, 2 not enough, 3 no lease
-	hold   int64
-	amount Money
-	extra  Money      // what the advance was raised by beyond amount
-	avail  Money      // what the account had available after
-	spend  monthSpend // the account's month's spend (spend.go)
-	err    error
-	done   chan struct{} // nil for a top-up nobody waits for
-}
-
-// maxReserveGroup bounds the reserves made in one transaction.
-const maxReserveGroup = 256
-
-// reserve is Store.Reserve on PostgreSQL: a hold carved from the
-// account's advance, or else the request handed to the reserver, waited
-// for. fresh (ReserveWithMonthSpend) skips the advances.
-func (p *pgEngine) reserve(a *account, min, max Money, fresh bool) (*Hold, error) {
-	s := p.s
-	done, err := s.beginRead()
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	var want *advance
-	var ask Money
-	if !fresh {
-		var h *Hold
-		if h, want, ask = p.fromAdvance(a, max); h != nil {
-			return h, nil
-		}
-	}
-	r := &reserveReq{acct: a, min: min, max: max, adv: want, ask: ask, done: make(chan struct{})}
-	select {
-	case p.reserves <- r:
-	case <-p.bgCtx.Done():
-		return nil, ErrClosed
-	}
-	<-r.done
-	switch {
-	case r.err != nil:
-		return nil, fmt.Errorf("ledger: reserve on %q: %w: %w", a.id, ErrWriteFailed, r.err)
-	case r.status == 1:
-		return nil, fmt.Errorf("ledger: account %q: %w", a.id, ErrNotFound)
-	case r.status == 2:
-		return nil, ErrInsufficientFunds
-	case r.status == 3:
-		return nil, fmt.Errorf("ledger: reserve on %q: %w: this instance has no lease", a.id, ErrWriteFailed)
-	}
-	s.outstanding.Add(int64(r.amount))
-	s.openHolds.Add(1)
-	h := &Hold{s: s, acct: a, amount: r.amount, id: r.hold, adv: want, spendMonth: r.spend.month, spent: r.spend.spend}
-	if want != nil {
-		h.id = randomHoldID() // its own, for its usage row; r.hold is the advance's
-	}
-	return h, nil
-}
-
-// reserver makes the reserves waiting, in groups, on a connection of its own.
-func (p *pgEngine) reserver() {
-	defer p.bg.Done()
-	var conn *pgxpool.Conn
-	defer func() {
-		if conn != nil {
-			dropOwn(conn)
-		}
-	}()
-	group := make([]*reserveReq, 0, maxReserveGroup)
-	for {
-		var r *reserveReq
-		select {
-		case <-p.bgCtx.Done():
-			return
-		case r = <-p.reserves:
-		}
-		group = append(group[:0], r)
-	drain:
-		for len(group) < maxReserveGroup {
-			select {
-			case r := <-p.reserves:
-				group = append(group, r)
-			default:
-				break drain
-			}
-		}
-		err := p.reserveGroup(&conn, group)
-		for _, r := range group {
-			if err != nil {
-				r.err = err
-			}
-			p.answered(r)
-			if r.done != nil {
-				close(r.done)
-			}
-		}
-		clear(group)
-	}
-}
-
-// reserveGroup makes a group of reserves in one transaction; a lapsed
-// lease is taken again and the group tried once more.
-func (p *pgEngine) reserveGroup(conn **pgxpool.Conn, group []*reserveReq) error {
-	ctx, cancel := context.WithTimeout(p.bgCtx, p.s.opts.BusyTimeout+pgOpTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		if *conn == nil {
-			c, err := p.acquireOwn(ctx)
-			if err != nil {
-				return err
-			}
-			*conn = c
-		}
-		err := p.reserveTx(ctx, (*conn).Conn(), group)
-		if err != nil {
-			dropOwn(*conn)
-			*conn = nil
-			return err
-		}
-		if group[0].status != 3 || attempt > 0 {
-			return nil
-		}
-		// the lease lapsed: the advances' rows were released with it
-		p.leaseLost.Add(1)
-		p.spoilAdvances()
-		if err := p.register(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// reserveTx makes the group's reserves in one statement (mg_reserve, one
-// round trip: the accounts are locked only while the server runs it).
-// Every request gets its status.
-func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reserveReq) error {
-	n := len(group)
-	holds, accts := make([]int64, n), make([]string, n)
-	mins, maxs, asks := make([]int64, n), make([]int64, n), make([]int64, n)
-	for i, r := range group {
-		holds[i], accts[i], mins[i], maxs[i], asks[i] = randomHoldID(), r.acct.id, int64(r.min), int64(r.max), int64(r.ask)
-		if r.adv != nil {
-			holds[i] = r.adv.id
-		}
-	}
-	p.dbReserves.Add(uint64(n))
-	var status, months []int32
-	var granted, extras, avails, spends []int64
-	err := conn.QueryRow(ctx, `SELECT status, granted, extras, avails, months, spends FROM mg_reserve($1, $2, $3, $4, $5, $6)`,
-		p.id, holds, accts, mins, maxs, asks).Scan(&status, &granted, &extras, &avails, &months, &spends)
-	if err != nil {
-		return err
-	}
-	if len(status) != n || len(granted) != n || len(extras) != n || len(avails) != n || len(months) != n || len(spends) != n {
-		return fmt.Errorf("mg_reserve answered %d results for %d reserves", len(status), n)
-	}
-	for i, r := range group {
-		r.status, r.avail = int(status[i]), Money(avails[i])
-		if r.status == 0 {
-			r.amount, r.extra, r.hold = Money(granted[i]), Money(extras[i]), holds[i]
-			r.spend = monthSpend{month: months[i], spend: Money(spends[i])}
-		}
-	}
-	return nil
-}
-
-// randomHoldID returns a random positive hold id (ids are chosen here, so
-// that a group's holds need no round trip to learn theirs).
-func randomHoldID() int64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return int64(binary.BigEndian.Uint64(b[:])>>1) | 1
-}
-
-// release is Hold.Release on PostgreSQL, once the hold is marked released:
-// its row goes, with the writer's next batch; a failed release is tried
-// again by the lease loop (until then the amount stays held).
-func (p *pgEngine) release(h *Hold) {
-	if adv := h.adv; adv != nil {
-		// carved from an advance: the advance has it back
-		h.acct.mu.Lock()
-		p.closeCarved(h, 0)
-		h.acct.mu.Unlock()
-		return
-	}
-	c := getCommand(cmdRelease)
-	defer putCommand(c)
-	c.hold = h
-	err := p.s.submit(context.Background(), c)
-	if err == nil {
-		err = c.err
-	}
-	if err != nil && !errors.Is(err, ErrClosed) {
-		p.pendingMu.Lock()
-		p.pending = append(p.pending, h.id)
-		p.pendingMu.Unlock()
-	}
-}
-
-// extend is the over-hold step of a settle: up to extra more, as far as
-// the available balance goes, on the hold's row (its advance's, for a
-// hold carved from one). It returns what was added, or -1 if the row has
-// lapsed.
-func (p *pgEngine) extend(h *Hold, extra Money) (Money, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.s.opts.BusyTimeout+pgOpTimeout)
-	defer cancel()
-	id := h.id
-	if h.adv != nil {
-		id = h.adv.id
-	}
-	var g int64
-	if err := p.pool.QueryRow(ctx, `SELECT mg_extend($1, $2)`, id, int64(extra)).Scan(&g); err != nil {
-		return 0, err
-	}
-	return Money(g), nil
-}
-
-// settle is Hold.Settle on PostgreSQL, after the checks of the record.
-func (p *pgEngine) settle(h *Hold, rec *UsageRecord) error {
-	s := p.s
-	a := h.acct
-	a.mu.Lock()
-	if h.state != holdOpen {
-		a.mu.Unlock()
-		return ErrAlreadySettled
-	}
-	h.state = holdSettling
-	amount := h.amount
-	a.mu.Unlock()
-	reopen := func() {
-		a.mu.Lock()
-		h.state = holdOpen
-		a.mu.Unlock()
-		rec.Charged = 0
-	}
-
-	rec.Charged, rec.OverHold, rec.HoldLapsed = rec.Cost, false, false
-	if adv := h.adv; adv != nil && rec.Cost > amount {
-		// first from what the advance has free, in memory
-		a.mu.Lock()
-		t := max(min(rec.Cost-h.amount, adv.free), 0)
-		adv.free -= t
-		h.amount += t
-		h.over = true
-		amount = h.amount
-		a.mu.Unlock()
-		s.outstanding.Add(int64(t))
-	}
-	if rec.Cost > amount {
-		g, err := p.extend(h, rec.Cost-amount)
-		if err != nil {
-			if retry, _ := pgRetryable(err); retry {
-				reopen()
-				return fmt.Errorf("ledger: settle request %s: %w: %w", rec.RequestID, ErrWriteFailed, err)
-			}
-			g = 0
-		}
-		a.mu.Lock()
-		if g > 0 {
-			h.amount += g
-			s.outstanding.Add(int64(g))
-		}
-		h.over = true
-		amount = h.amount
-		a.mu.Unlock()
-		if g >= 0 {
-			rec.Charged = amount
-		}
-	}
-	a.mu.Lock()
-	rec.OverHold = h.over
-	rec.Hold = h.amount
-	a.mu.Unlock()
-
-	c := getCommand(cmdSettle)
-	defer putCommand(c)
-	c.hold, c.rec, c.amount = h, rec, rec.Charged
-	err := s.submit(context.Background(), c)
-	if err == nil {
-		err = c.err
-	}
-	gone := c.n == 1 // the batch that answered deleted the hold's row
-	if err == nil {
-		a.mu.Lock()
-		h.state = holdSettled
-		if h.adv != nil {
-			p.closeCarved(h, c.covered)
-		}
-		a.mu.Unlock()
-		s.outstanding.Add(-int64(amount))
-		s.openHolds.Add(-1)
-		return nil
-	}
-	if !gone && retryable(err) {
-		reopen()
-		return fmt.Errorf("ledger: settle request %s: %w: %w", rec.RequestID, ErrWriteFailed, err)
-	}
-	a.mu.Lock()
-	h.state = holdReleased
-	if h.adv != nil {
-		p.closeCarved(h, 0) // refused: nothing taken from the advance
-	}
-	a.mu.Unlock()
-	s.outstanding.Add(-int64(amount))
-	s.openHolds.Add(-1)
-	rec.Charged = 0
-	if !gone && !errors.Is(err, ErrClosed) && h.adv == nil {
-		p.release(h)
-	}
-	return fmt.Errorf("ledger: settle request %s: %w", rec.RequestID, err)
-}
-
-// pgBatch is one batch's columns and sums, reused by the writer.
-type pgBatch struct {
-	holdIDs []int64
-	held    map[int64]int64 // hold id → amount its row still held
-	avail   map[string]int64
-
-	// usage rows, one slice per column (usageInsertColumns, hold_id, hold_lapsed)
-	txt                           [8][]string // request_id … client_format
-	stream                        []bool
-	num                           [5][]int64 // input … reasoning tokens
-	cost, charged, hold, discount []int64
-	over                          []bool
-	source                        []string
-	status                        []int64
-	outcome                       []string
-	latency, ttft, created        []int64
-	hosted                        [4][]int64
-	tier, discountAmt             []int64
-	holdID                        []int64
-	lapsed                        []bool
-
-	settles  []*command       // the settles whose rows the INSERT carried, in order
-	inserted map[string]int64 // request id → hold id of the rows inserted
-
-	carved []*command      // the settles of holds carved from advances, in order
-	take   map[int64]int64 // advance → what its settles charged
-
-	debit, release map[string]int64
-	spend          map[string]monthSpend // what the debits add to each account's month (spend.go)
-	keys           map[string]keyAgg
-	daily          map[dailyKey]dailyAgg
-}
-
-func (b *pgBatch) reset() {
-	if b.held == nil {
-		b.held, b.avail, b.inserted = map[int64]int64{}, map[string]int64{}, map[string]int64{}
-		b.debit, b.release, b.spend = map[string]int64{}, map[string]int64{}, map[string]monthSpend{}
-		b.keys, b.daily = map[string]keyAgg{}, map[dailyKey]dailyAgg{}
-		b.take = map[int64]int64{}
-	}
-	b.holdIDs = b.holdIDs[:0]
-	clear(b.take)
-	clear(b.carved)
-	b.carved = b.carved[:0]
-	clear(b.held)
-	clear(b.avail)
-	for i := range b.txt {
-		b.txt[i] = b.txt[i][:0]
-	}
-	for i := range b.num {
-		b.num[i] = b.num[i][:0]
-	}
-	for i := range b.hosted {
-		b.hosted[i] = b.hosted[i][:0]
-	}
-	b.stream, b.cost, b.charged, b.hold, b.discount = b.stream[:0], b.cost[:0], b.charged[:0], b.hold[:0], b.discount[:0]
-	b.over, b.source, b.status, b.outcome = b.over[:0], b.source[:0], b.status[:0], b.outcome[:0]
-	b.latency, b.ttft, b.created, b.holdID, b.lapsed = b.latency[:0], b.ttft[:0], b.created[:0], b.holdID[:0], b.lapsed[:0]
-	b.tier, b.discountAmt = b.tier[:0], b.discountAmt[:0]
-	clear(b.settles)
-	b.settles = b.settles[:0]
-	clear(b.inserted)
-	clear(b.debit)
-	clear(b.release)
-	clear(b.spend)
-	clear(b.keys)
-	clear(b.daily)
-}
-
-func (b *pgBatch) addRow(c *command) {
-	r := c.rec
-	for i, v := range [8]string{r.RequestID, r.AccountID, r.KeyID, r.Model, r.Provider, r.UpstreamModel, r.UpstreamKeyID, r.ClientFormat} {
-		b.txt[i] = append(b.txt[i], v)
-	}
-	b.stream = append(b.stream, r.Stream)
-	for i, v := range [5]int64{r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheRead, r.Tokens.CacheWrite, r.Tokens.Reasoning} {
-		b.num[i] = append(b.num[i], v)
-	}
-	b.cost = append(b.cost, int64(r.Cost))
-	b.charged = append(b.charged, int64(r.Charged))
-	b.hold = append(b.hold, int64(r.Hold))
-	b.discount = append(b.discount, int64(r.DiscountBps))
-	b.over = append(b.over, r.OverHold)
-	b.source = append(b.source, r.UsageSource)
-	b.status = append(b.status, int64(r.Status))
-	b.outcome = append(b.outcome, r.Outcome)
-	b.latency = append(b.latency, r.Latency.Microseconds())
-	b.ttft = append(b.ttft, r.TTFT.Microseconds())
-	b.created = append(b.created, r.CreatedAt.UnixMilli())
-	for i, v := range [4]int64{r.Hosted.WebSearch, r.Hosted.WebFetch, r.Hosted.ImageGeneration, int64(r.HostedCost)} {
-		b.hosted[i] = append(b.hosted[i], v)
-	}
-	b.tier = append(b.tier, int64(r.TierBps))
-	b.discountAmt = append(b.discountAmt, int64(r.Discount))
-	b.holdID = append(b.holdID, c.hold.id)
-	b.lapsed = append(b.lapsed, r.HoldLapsed)
-	b.settles = append(b.settles, c)
-}
-
-func (b *pgBatch) rowArgs() []any {
-	args := make([]any, 0, 33)
-	for i := range b.txt {
-		args = append(args, b.txt[i])
-	}
-	args = append(args, b.stream)
-	for i := range b.num {
-		args = append(args, b.num[i])
-	}
-	args = append(args, b.cost, b.charged, b.hold, b.discount, b.over, b.source, b.status, b.outcome,
-		b.latency, b.ttft, b.created)
-	for i := range b.hosted {
-		args = append(args, b.hosted[i])
-	}
-	return append(args, b.tier, b.discountAmt, b.holdID, b.lapsed)
-}
-
-// usageCopyColumns are the columns of rowArgs, in order, for COPY.
-var usageCopyColumns = func() []string {
-	var cols []string
-	for _, c := range strings.Split(usageInsertColumns, ",") {
-		cols = append(cols, strings.TrimSpace(c))
-	}
-	return append(cols, "hold_id", "hold_lapsed")
-}()
-
-// copyRows is the batch's usage rows as a pgx.CopyFromSource: row i is
-// element i of each of rowArgs' columns.
-type copyRows struct {
-	cols []any
-	i, n int
-	row  []any
-}
-
-func (r *copyRows) Next() bool { r.i++; return r.i <= r.n }
-func (r *copyRows) Err() error { return nil }
-
-func (r *copyRows) Values() ([]any, error) {
-	r.row = r.row[:0]
-	for _, col := range r.cols {
-		var v any
-		switch c := col.(type) {
-		case []string:
-			v = c[r.i-1]
-		case []int64:
-			v = c[r.i-1]
-		case []bool:
-			v = c[r.i-1]
-		default:
-			return nil, fmt.Errorf("usage column of type %T", col)
-		}
-		r.row = append(r.row, v)
-	}
-	return r.row, nil
-}
-
-// pgInsertNewUsage inserts the rows that are not there yet (see batchTx).
-const pgInsertNewUsage = `INSERT INTO usage (` + usageInsertColumns + `, hold_id, hold_lapsed)
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-		$9::boolean[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
-		$15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::boolean[], $20::text[], $21::bigint[], $22::text[],
-		$23::bigint[], $24::bigint[], $25::bigint[], $26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[],
-		$30::bigint[], $31::bigint[], $32::bigint[], $33::boolean[])
-	ON CONFLICT (request_id) DO NOTHING RETURNING request_id, hold_id`
-
-// runBatch commits a batch of settles and releases in one transaction.
-func (p *pgEngine) runBatch(batch []*command) (err error) {
-	s := p.s
-	ctx, cancel := context.WithTimeout(context.Background(), pgBatchTimeout)
-	defer cancel()
-	start := time.Now()
-	resetOutputs(batch)
-	conn, err := p.writerConn(ctx)
-	if err != nil {
-		s.stats.failures.Add(1)
-		return fmt.Errorf("%w: begin: %w", errTransaction, err)
-	}
-	var mode batchMode
-attempts:
-	for {
-		err = p.batchTx(ctx, conn, batch, mode)
-		var pe *pgconn.PgError
-		switch {
-		case errors.Is(err, errRowsExist) && !mode.existing:
-			mode.existing = true
-		case errors.As(err, &pe) && pe.Code == "MG001" && !mode.careful: // an advance short or gone
-			mode.careful = true
-		default:
-			break attempts
-		}
-		if _, err = conn.Exec(ctx, "ROLLBACK"); err != nil {
-			break
-		}
-		resetOutputs(batch)
-	}
-	if err != nil {
-		s.stats.failures.Add(1)
-		if conn.PgConn().TxStatus() != 'I' {
-			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = conn.Exec(rctx, "ROLLBACK")
-			rcancel()
-		}
-		p.dropWriterConn()
-		return err
-	}
-	for _, c := range batch {
-		c.n = 1
-	}
-	took := time.Since(start)
-	s.stats.transactions.Add(1)
-	s.stats.commands.Add(uint64(len(batch)))
-	s.stats.commitNanos.Add(int64(took))
-	if n := int64(len(batch)); n > s.stats.maxBatch.Load() {
-		s.stats.maxBatch.Store(n)
-	}
-	if s.opts.OnCommit != nil {
-		s.opts.OnCommit(len(batch), took)
-	}
-	return nil
-}
-
-// resetOutputs clears what an attempt at the batch set on its commands.
-func resetOutputs(batch []*command) {
-	for _, c := range batch {
-		c.err, c.balance, c.n, c.earlier, c.covered = nil, 0, 0, false, 0
-		if c.rec != nil {
-			c.rec.Charged, c.rec.HoldLapsed = c.amount, false
-		}
-	}
-}
-
-// batchMode is how batchTx runs a batch: existing, after its COPY found a
-// usage row there already; careful, after its advances were found short
-// or gone (pgTakeStrict's MG001).
-type batchMode struct{ existing, careful bool }
-
-// writerConn returns the writer's own connection, so that the writer never
-// waits behind reserves for one of the pool's. It runs on the writer
-// goroutine.
-func (p *pgEngine) writerConn(ctx context.Context) (*pgx.Conn, error) {
-	if p.wconn == nil {
-		c, err := p.acquireOwn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p.wconn = c
-	}
-	return p.wconn.Conn(), nil
-}
-
-// dropWriterConn closes the writer's connection after a failure.
-func (p *pgEngine) dropWriterConn() {
-	if p.wconn != nil {
-		dropOwn(p.wconn)
-		p.wconn = nil
-	}
-}
-
-// acquireOwn takes a connection from the pool for the writer or the
-// reserver to keep, set to plan its statements once: they run the same few
-// statements thousands of times a second, whose plans do not depend on
-// the values, and PostgreSQL would otherwise plan each of the first
-// executions and keep re-checking.
-func (p *pgEngine) acquireOwn(ctx context.Context) (*pgxpool.Conn, error) {
-	c, err := p.pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var pe *pgconn.PgError
-	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil &&
-		!(errors.As(err, &pe) && pe.Code == "42704") { // before PostgreSQL 12 there is no such setting
-		dropOwn(c)
-		return nil, err
-	}
-	return c, nil
-}
-
-// dropOwn closes a connection of acquireOwn's, so that the pool does not
-// hand its setting to other work.
-func dropOwn(c *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_ = c.Conn().Close(ctx)
-	cancel()
-	c.Release()
-}
-
-// errRowsExist: a usage row of the batch was there already.
-var errRowsExist = errors.New("usage rows exist")
-
-// batchTx runs the batch's transaction on conn (see the file's comment).
-// The usage rows go in with COPY, which fails (errRowsExist, the
-// transaction left to roll back) if one of their request ids has a row: a
-// settle tried again after a commit whose outcome it could not learn. The
-// batch is then run again with existing set, where the rows are inserted
-// ON CONFLICT DO NOTHING and the ones not inserted are looked at
-// (resolveDuplicates). COPY is the common case: it costs PostgreSQL a
-// fraction of an INSERT of the same rows from 33 unnested arrays (whose
-// per-array work and memory dominated the writer's backend).
-func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command, mode batchMode) error {
-	existing := mode.existing
-	b := &p.batch
-	b.reset()
-	for _, c := range batch {
-		if c.hold.adv == nil { // a hold carved from an advance has no row
-			b.holdIDs = append(b.holdIDs, c.hold.id)
-		}
-		if c.kind == cmdSettle {
-			b.addRow(c)
-		}
-	}
-
-	// 1: begin, delete the holds, insert the rows as if every hold covered
-	// its charge. The accounts are not locked yet: holds before accounts,
-	// as the reaper, releases and mg_extend take them, and the accounts'
-	// row locks, which every reserve on them waits for, are held only
-	// through the last round trip.
-	pb := &pgx.Batch{}
-	pb.Queue("BEGIN")
-	if len(b.holdIDs) > 0 { // none when every settle's hold was carved from an advance
-		pb.Queue(`DELETE FROM holds WHERE id = ANY($1) RETURNING id, amount`, b.holdIDs)
-	}
-	if len(b.settles) > 0 && existing {
-		pb.Queue(pgInsertNewUsage, b.rowArgs()...)
-	}
-	br := conn.SendBatch(ctx, pb)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return fmt.Errorf("%w: begin: %w", errTransaction, err)
-	}
-	var err error
-	if len(b.holdIDs) > 0 {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			var id, amount int64
-			_, err = pgx.ForEachRow(rows, []any{&id, &amount}, func() error {
-				b.held[id] = amount
-				return nil
-			})
-		}
-	}
-	if err == nil && len(b.settles) > 0 && existing {
-		var rows pgx.Rows
-		rows, err = br.Query()
-		if err == nil {
-			var req string
-			var hold int64
-			_, err = pgx.ForEachRow(rows, []any{&req, &hold}, func() error {
-				b.inserted[req] = hold
-				return nil
-			})
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && len(b.settles) > 0 && !existing {
-		_, err = conn.CopyFrom(ctx, pgx.Identifier{"usage"}, usageCopyColumns, &copyRows{cols: b.rowArgs(), n: len(b.settles)})
-		if err == nil {
-			for _, c := range b.settles {
-				b.inserted[c.rec.RequestID] = c.hold.id
-			}
-		}
-	}
-	var pe *pgconn.PgError
-	if !existing && errors.As(err, &pe) && pe.Code == "23505" && pe.TableName == "usage" { // unique_violation
-		return errRowsExist
-	}
-	if err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-
-	accts := make([]string, 0, len(batch))
-	for _, c := range batch {
-		if !slices.Contains(accts, c.hold.acct.id) {
-			accts = append(accts, c.hold.acct.id)
-		}
-	}
-	slices.Sort(accts)
-
-	// 2: what each settle is charged, and which rows are not ours
-	var fix, dups []*command
-	b.carved = b.carved[:0]
-	for _, c := range batch {
-		held, live := b.held[c.hold.id]
-		if live {
-			b.release[c.hold.acct.id] += held
-		}
-		if c.kind != cmdSettle {
-			continue
-		}
-		r := c.rec
-		if hid, ok := b.inserted[r.RequestID]; !ok || hid != c.hold.id {
-			dups = append(dups, c)
-			continue
-		}
-		if adv := c.hold.adv; adv != nil {
-			b.carved = append(b.carved, c)
-			if r.Charged > 0 {
-				b.take[adv.id] += int64(r.Charged)
-			}
-			continue
-		}
-		if !live || held < int64(r.Charged) {
-			r.HoldLapsed = !live
-			fix = append(fix, c)
-		}
-	}
-	// the advances, before the accounts: in the last round trip, where
-	// pgTakeStrict fails the transaction if one is short (the batch then runs
-	// again in careful mode); in careful mode, or when accounts are locked
-	// sooner (fixCharges), in a round trip of their own that takes what
-	// each has and charges the rest to the available balances
-	careful := len(b.take) > 0 && (mode.careful || len(fix) > 0)
-	if careful {
-		var err error
-		if fix, err = p.takeCarefully(ctx, conn, fix); err != nil {
-			return err
-		}
-	} else {
-		for _, c := range b.carved {
-			c.covered = c.rec.Charged
-			b.release[c.hold.acct.id] += int64(c.covered)
-		}
-	}
-	if len(fix) > 0 {
-		if err := p.fixCharges(ctx, conn, accts, fix); err != nil {
-			return err
-		}
-	}
-	if len(dups) > 0 {
-		if err := p.resolveDuplicates(ctx, conn, dups); err != nil {
-			return err
-		}
-	}
-
-	// 3: debits and releases, key totals, rollups, commit
-	for _, c := range b.settles {
-		if c.err != nil || c.earlier { // refused, or settled by an earlier attempt
-			continue
-		}
-		r := c.rec
-		if r.Charged != 0 {
-			b.debit[r.AccountID] += int64(r.Charged)
-			sp := b.spend[r.AccountID]
-			sp.add(monthOf(r.CreatedAt), r.Charged)
-			b.spend[r.AccountID] = sp
-		}
-		addUsage(b.keys, b.daily, r)
-		if r.HoldLapsed {
-			p.lapsed.Add(1)
-		}
-	}
-	pb = &pgx.Batch{}
-	if len(b.take) > 0 && !careful {
-		ids, used := b.takes()
-		pb.Queue(pgTakeStrict, ids, used)
-	}
-	// the accounts, in one order for every instance and the reserves
-	pb.Queue(`SELECT count(*) FROM (SELECT 1 FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS locked`, accts)
-	if len(b.debit)+len(b.release) > 0 {
-		ids := make([]string, 0, len(b.release)+len(b.debit))
-		for id := range b.release {
-			ids = append(ids, id)
-		}
-		for id := range b.debit {
-			if _, ok := b.release[id]; !ok {
-				ids = append(ids, id)
-			}
-		}
-		slices.Sort(ids) // one lock order for every instance
-		debits, releases := make([]int64, len(ids)), make([]int64, len(ids))
-		months, spends := make([]int32, len(ids)), make([]int64, len(ids))
-		for i, id := range ids {
-			debits[i], releases[i] = b.debit[id], b.release[id]
-			months[i], spends[i] = b.spend[id].month, int64(b.spend[id].spend)
-		}
-		// the month's spend as spend.go counts it: every SET reads the row as it was
-		pb.Queue(`UPDATE accounts SET balance = accounts.balance - v.debit, held = accounts.held - v.release,
-				month_spend = CASE WHEN v.month > accounts.spend_month THEN v.spend
-					WHEN v.month = accounts.spend_month THEN accounts.month_spend + v.spend ELSE accounts.month_spend END,
-				spend_month = greatest(accounts.spend_month, v.month)
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::integer[], $5::bigint[]) AS v(id, debit, release, month, spend)
-			WHERE accounts.id = v.id`,
-			ids, debits, releases, months, spends)
-	}
-	if len(b.keys) > 0 {
-		ids := make([]string, 0, len(b.keys))
-		for id := range b.keys {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		var n, in, out, spent, last = make([]int64, len(ids)), make([]int64, len(ids)), make([]int64, len(ids)),
-			make([]int64, len(ids)), make([]int64, len(ids))
-		for i, id := range ids {
-			k := b.keys[id]
-			n[i], in[i], out[i], spent[i], last[i] = k.requests, k.input, k.output, int64(k.spent), k.lastUsed
-		}
-		pb.Queue(`UPDATE keys SET requests = keys.requests + v.n, input_tokens = keys.input_tokens + v.i,
-			output_tokens = keys.output_tokens + v.o, spent = keys.spent + v.s,
-			last_used_at = greatest(coalesce(keys.last_used_at, 0), v.last)
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS v(id, n, i, o, s, last)
-			WHERE keys.id = v.id`, ids, n, in, out, spent, last)
-	}
-	if len(b.daily) > 0 {
-		dks := make([]dailyKey, 0, len(b.daily))
-		for dk := range b.daily {
-			dks = append(dks, dk)
-		}
-		slices.SortFunc(dks, func(x, y dailyKey) int {
-			if x.day != y.day {
-				return int(x.day - y.day)
-			}
-			if c := strings.Compare(x.key, y.key); c != 0 {
-				return c
-			}
-			return strings.Compare(x.model, y.model)
-		})
-		cols := [4][]string{}
-		nums := [7][]int64{}
-		for _, dk := range dks {
-			d := b.daily[dk]
-			cols[0] = append(cols[0], time.UnixMilli(dk.day*millisPerDay).UTC().Format(time.DateOnly))
-			cols[1] = append(cols[1], dk.key)
-			cols[2] = append(cols[2], dk.model)
-			cols[3] = append(cols[3], d.account)
-			for i, v := range [7]int64{d.requests, d.input, d.output, d.cacheRead, d.cacheWrite, int64(d.spent), int64(d.discount)} {
-				nums[i] = append(nums[i], v)
-			}
-		}
-		pb.Queue(`INSERT INTO usage_daily (day, key_id, model, account_id, requests, input_tokens, output_tokens,
-				cache_read_tokens, cache_write_tokens, spent, discount)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
-				$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
-			ON CONFLICT (day, key_id, model) DO UPDATE SET
-				requests = usage_daily.requests + excluded.requests,
-				input_tokens = usage_daily.input_tokens + excluded.input_tokens,
-				output_tokens = usage_daily.output_tokens + excluded.output_tokens,
-				cache_read_tokens = usage_daily.cache_read_tokens + excluded.cache_read_tokens,
-				cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens,
-				spent = usage_daily.spent + excluded.spent,
-				discount = usage_daily.discount + excluded.discount`,
-			cols[0], cols[1], cols[2], cols[3], nums[0], nums[1], nums[2], nums[3], nums[4], nums[5], nums[6])
-	}
-	statements := pb.Len()
-	pb.Queue("COMMIT")
-	br = conn.SendBatch(ctx, pb)
-	for i := 0; i < statements; i++ {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return fmt.Errorf("settle: %w", err)
-		}
-	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%w: commit: %w", errTransaction, err)
-	}
-	if tag.String() != "COMMIT" {
-		return fmt.Errorf("%w: commit: %s", errTransaction, tag)
-	}
-	return nil
-}
-
-// pgTakeStrict lowers the advances $1 by what their settles took ($2), in
-// one statement; if one holds less or is gone it fails the transaction
-// (mg_short's MG001) and the batch runs again in careful mode. The ids are
-// sorted, so the rows are locked in id order, as mg_reserve locks them.
-const pgTakeStrict = `WITH u AS (
-		UPDATE holds SET amount = holds.amount - v.used FROM unnest($1::bigint[], $2::bigint[]) AS v(id, used)
-		WHERE holds.id = v.id AND holds.amount >= v.used RETURNING 1)
-	SELECT CASE WHEN count(*) = cardinality($1::bigint[]) THEN 0 ELSE mg_short() END FROM u`
-
-// takes lists the advances to lower and by how much, in id order.
-func (b *pgBatch) takes() (ids, used []int64) {
-	ids = make([]int64, 0, len(b.take))
-	for id := range b.take {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	used = make([]int64, len(ids))
-	for i, id := range ids {
-		used[i] = b.take[id]
-	}
-	return ids, used
-}
-
-// takeCarefully lowers the batch's advances by what they have of what
-// their settles charged (mg_take), and gives each carved
-// settle, in order, its part: a settle whose advance is gone is lapsed,
-// and one whose part falls short joins fix, to be charged the rest from
-// the available balance. An advance found short or gone is spoiled: this
-// instance's idea of it was wrong (its lease lapsed, or a raise was lost
-// with a crashed server).
-func (p *pgEngine) takeCarefully(ctx context.Context, conn *pgx.Conn, fix []*command) ([]*command, error) {
-	b := &p.batch
-	ids, used := b.takes()
-	rows, err := conn.Query(ctx, `SELECT advance, taken FROM mg_take($1, $2)`, ids, used)
-	if err != nil {
-		return nil, fmt.Errorf("settle: %w", err)
-	}
-	have := make(map[int64]int64, len(ids))
-	var id, taken int64
-	if _, err := pgx.ForEachRow(rows, []any{&id, &taken}, func() error {
-		have[id] = taken
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("settle: %w", err)
-	}
-	for i, id := range ids {
-		if have[id] < used[i] {
-			for _, c := range b.carved {
-				if c.hold.adv.id == id {
-					p.spoil(c.hold.adv)
-					break
-				}
-			}
-		}
-	}
-	for _, c := range b.carved {
-		r := c.rec
-		if r.Charged == 0 {
-			continue
-		}
-		left, live := have[c.hold.adv.id]
-		t := min(int64(r.Charged), left)
-		have[c.hold.adv.id] = left - t
-		c.covered = Money(t)
-		b.held[c.hold.id] = t
-		b.release[c.hold.acct.id] += t
-		if !live || t < int64(r.Charged) {
-			r.HoldLapsed = !live
-			fix = append(fix, c)
-		}
-	}
-	return fix, nil
-}
-
-// fixCharges charges the settles whose hold lapsed, or covers less than
-// their charge, from their accounts' available balances (never below
-// zero), and corrects their rows. It locks all the batch's accounts
-// (accts, sorted), not only those it reads: a lock order that skipped
-// some and took them later could deadlock with a reserve.
-func (p *pgEngine) fixCharges(ctx context.Context, conn *pgx.Conn, accts []string, fix []*command) error {
-	b := &p.batch
-	rows, err := conn.Query(ctx, `SELECT id, balance - held FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, accts)
-	if err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-	var id string
-	var avail int64
-	if _, err := pgx.ForEachRow(rows, []any{&id, &avail}, func() error {
-		// The holds this batch deletes are still in held: what they leave
-		// unused is not counted as available, which errs on the safe side.
-		b.avail[id] = max(avail, 0)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-	reqs := make([]string, 0, len(fix))
-	charged := make([]int64, 0, len(fix))
-	over := make([]bool, 0, len(fix))
-	lapsed := make([]bool, 0, len(fix))
-	for _, c := range fix {
-		r := c.rec
-		covered := min(int64(r.Charged), b.held[c.hold.id]) // 0 when lapsed
-		excess := int64(r.Charged) - covered
-		take := min(excess, b.avail[r.AccountID])
-		b.avail[r.AccountID] -= take
-		r.Charged = Money(covered + take)
-		if take < excess {
-			r.OverHold = true
-		}
-		reqs = append(reqs, r.RequestID)
-		charged = append(charged, int64(r.Charged))
-		over = append(over, r.OverHold)
-		lapsed = append(lapsed, r.HoldLapsed)
-	}
-	if _, err := conn.Exec(ctx, `UPDATE usage SET charged = v.charged, over_hold = v.over, hold_lapsed = v.lapsed
-		FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[]) AS v(req, charged, over, lapsed)
-		WHERE usage.request_id = v.req`, reqs, charged, over, lapsed); err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-	return nil
-}
-
-// resolveDuplicates looks at the rows of the settles whose request id was
-// taken: a row with the settle's own hold is an earlier attempt of this
-// settle that committed (success, nothing more to do: c.balance is set);
-// any other is a duplicate request id (refused: nothing is debited).
-func (p *pgEngine) resolveDuplicates(ctx context.Context, conn *pgx.Conn, dups []*command) error {
-	reqs := make([]string, len(dups))
-	for i, c := range dups {
-		reqs[i] = c.rec.RequestID
-	}
-	rows, err := conn.Query(ctx, `SELECT request_id, coalesce(hold_id, 0), charged, over_hold, hold_lapsed FROM usage WHERE request_id = ANY($1)`, reqs)
-	if err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-	type row struct {
-		hold         int64
-		charged      int64
-		over, lapsed bool
-	}
-	found := map[string]row{}
-	var req string
-	var r row
-	if _, err := pgx.ForEachRow(rows, []any{&req, &r.hold, &r.charged, &r.over, &r.lapsed}, func() error {
-		found[req] = r
-		return nil
-	}); err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-	for _, c := range dups {
-		f, ok := found[c.rec.RequestID]
-		if ok && f.hold == c.hold.id {
-			c.rec.Charged, c.rec.OverHold, c.rec.HoldLapsed = Money(f.charged), f.over, f.lapsed
-			c.earlier = true // no effect in this batch
-			if c.hold.adv != nil && !f.lapsed {
-				c.covered = Money(f.charged) // what that attempt took from the advance, as near as the row says
-			}
-			continue
-		}
-		c.err = fmt.Errorf("ledger: usage row for request %q exists: %w", c.rec.RequestID, ErrDuplicate)
-	}
-	return nil
-}
-
 // crash stops a PostgreSQL store as a crash would: its lease is no longer
 // renewed and its holds stay until another instance reaps them (tests).
 func (s *Store) crash() {
-	if s.pg != nil {
-		_ = s.pg.close(false)
+	if p, ok := s.eng.(*pgEngine); ok {
+		_ = p.stop(false)
 	}
 }
+
+// writerQuery runs query on the read pool: every instance reads the
+// database's latest state there.
+func (p *pgEngine) writerQuery(ctx context.Context, query string) (*sql.Rows, error) {
+	return p.s.query(ctx, query)
+}
+
+// rollupIfDue, rollupTail and catchUp do nothing: the derived tables are
+// written with each batch (several instances insert rows concurrently, so
+// row ids are not in commit order).
+func (p *pgEngine) rollupIfDue()                  {}
+func (p *pgEngine) rollupTail()                   {}
+func (p *pgEngine) catchUp(context.Context) error { return nil }
+
+// auditHolds checks that what each account holds is the sum of its holds'
+// rows, every instance's requests and advances.
+func (p *pgEngine) auditHolds(ctx context.Context, query auditQuery, out []Mismatch) ([]Mismatch, error) {
+	return auditAccounts(ctx, query, out, "holds", "accounts.held", `
+		SELECT a.id, a.held, coalesce(h.s, 0)::bigint
+		FROM accounts a LEFT JOIN (SELECT account_id, sum(amount) AS s FROM holds GROUP BY account_id) h ON h.account_id = a.id
+		WHERE a.held <> coalesce(h.s, 0)
+		ORDER BY a.id`)
+}
+
+// auditDerived adds nothing: the derived tables are audited with the rest.
+func (p *pgEngine) auditDerived(_ context.Context, _ auditQuery, out []Mismatch) ([]Mismatch, error) {
+	return out, nil
+}
+
+var _ engine = (*pgEngine)(nil)

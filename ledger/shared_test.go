@@ -208,10 +208,10 @@ func TestSharedLapsedSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the slow store's lease runs out; the other reaps
-	if _, err := raw.Exec(`UPDATE instances SET lease_until = now() - interval '1 second' WHERE id = ?`, slow.pg.id); err != nil {
+	if _, err := raw.Exec(`UPDATE instances SET lease_until = now() - interval '1 second' WHERE id = ?`, pgOf(slow).id); err != nil {
 		t.Fatal(err)
 	}
-	other.pg.reap()
+	pgOf(other).reap()
 	if got := balanceOf(t, other, a.ID); got.Held != 0 {
 		t.Fatalf("after the reap: %+v", got)
 	}
@@ -259,7 +259,7 @@ func TestSharedLapsedSettle(t *testing.T) {
 		t.Fatalf("%d rows marked lapsed, want 2", lapsed)
 	}
 	// the slow store renews: its lease is taken again, and it reserves
-	slow.pg.renew()
+	pgOf(slow).renew()
 	if _, err := other.Credit(ctx, CreditRequest{AccountID: a.ID, Amount: 100, Reference: "more"}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@ package ledger
 
 import "time"
 
-// The month's spend (#20): what an account was charged in the current
+// The month's spend: what an account was charged in the current
 // calendar month (UTC), which a plan's volume tiers read on every request
 // (docs/billing.md, "Plan discounts and volume tiers"). It is kept, with the month it
 // counts, on the account's row (accounts.month_spend and spend_month,

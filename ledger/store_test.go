@@ -154,7 +154,7 @@ func TestSynchronousOption(t *testing.T) {
 	}{{"", 1}, {"normal", 1}, {"FULL", 2}} {
 		s := openTest(t, func(o *Options) { o.Synchronous = tt.opt })
 		var v int64
-		if err := s.wconn.QueryRowContext(context.Background(), "PRAGMA synchronous").Scan(&v); err != nil {
+		if err := sqliteOf(s).wconn.QueryRowContext(context.Background(), "PRAGMA synchronous").Scan(&v); err != nil {
 			t.Fatal(err)
 		}
 		if v != tt.want {
@@ -1574,14 +1574,14 @@ func testUsageRowHostedTools(t *testing.T, b backend) {
 func TestWriterOpensThroughWALVFS(t *testing.T) {
 	s := openTest(t)
 	var spill int
-	if err := s.wconn.QueryRowContext(context.Background(), "PRAGMA cache_spill").Scan(&spill); err != nil {
+	if err := sqliteOf(s).wconn.QueryRowContext(context.Background(), "PRAGMA cache_spill").Scan(&spill); err != nil {
 		t.Fatal(err)
 	}
 	if spill != 0 {
 		t.Fatalf("the writer's cache_spill is %d, want 0 (off)", spill)
 	}
 	var file string // the database's path as SQLite names it, and its log after it
-	if err := s.wconn.QueryRowContext(context.Background(), "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file); err != nil {
+	if err := sqliteOf(s).wconn.QueryRowContext(context.Background(), "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file); err != nil {
 		t.Fatal(err)
 	}
 	before, open := walvfs.Writes(file)

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// One-time login tokens (migration 8, #20 item 7): the links of password
+// One-time login tokens (migration 8): the links of password
 // resets and of email verification. As with sessions, the ledger keeps
 // the SHA-256 of a token, never the token. A token is used by deleting
 // its row in the same transaction as what it does, so that of two uses
@@ -43,12 +43,12 @@ const (
 // CreateLoginToken records a token for the account with an email
 // (ErrNotFound otherwise), valid until expires, by the hash of the token,
 // and deletes every token that has expired.
-func (s *Store) CreateLoginToken(ctx context.Context, tokenHash [32]byte, accountID string, purpose TokenPurpose, expires time.Time) error {
+func (l loginStore) CreateLoginToken(ctx context.Context, tokenHash [32]byte, accountID string, purpose TokenPurpose, expires time.Time) error {
 	if purpose != TokenReset && purpose != TokenVerify {
 		return fmt.Errorf("ledger: unknown login token purpose %q", purpose)
 	}
 	now := time.Now().UnixMilli()
-	return s.execCommand(ctx, "create "+string(purpose)+" token "+accountID, func(ctx context.Context, conn execer) error {
+	return l.db.execCommand(ctx, "create "+string(purpose)+" token "+accountID, func(ctx context.Context, conn execer) error {
 		var email string
 		err := conn.QueryRowContext(ctx, `SELECT email FROM accounts WHERE id = ?`, accountID).Scan(&email)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && email == "") {
@@ -69,13 +69,13 @@ func (s *Store) CreateLoginToken(ctx context.Context, tokenHash [32]byte, accoun
 // LoginToken returns the account of the live token with the hash and
 // purpose, without using it (ErrNotFound if there is none, it was used or
 // it has expired).
-func (s *Store) LoginToken(ctx context.Context, tokenHash [32]byte, purpose TokenPurpose) (accountID string, err error) {
-	done, err := s.beginRead()
+func (l loginStore) LoginToken(ctx context.Context, tokenHash [32]byte, purpose TokenPurpose) (accountID string, err error) {
+	done, err := l.db.beginRead()
 	if err != nil {
 		return "", err
 	}
 	defer done()
-	err = s.queryRow(ctx, `SELECT account_id FROM login_tokens WHERE token_hash = ? AND purpose = ? AND expires_at > ?`,
+	err = l.db.queryRow(ctx, `SELECT account_id FROM login_tokens WHERE token_hash = ? AND purpose = ? AND expires_at > ?`,
 		tokenHash[:], string(purpose), time.Now().UnixMilli()).Scan(&accountID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("ledger: %s token: %w", purpose, ErrNotFound)
@@ -116,12 +116,12 @@ func endLogins(ctx context.Context, conn execer, accountID string, keep *[32]byt
 // its email counts as verified (the link reached it), and every session
 // and every other reset token of the account ends. It returns the account,
 // or ErrNotFound if the token is unknown, used or expired.
-func (s *Store) ResetPassword(ctx context.Context, tokenHash [32]byte, passwordHash string) (accountID string, err error) {
+func (l loginStore) ResetPassword(ctx context.Context, tokenHash [32]byte, passwordHash string) (accountID string, err error) {
 	if passwordHash == "" {
 		return "", errors.New("ledger: a reset needs a password hash")
 	}
 	now := time.Now().UnixMilli()
-	err = s.execCommand(ctx, "reset a password", func(ctx context.Context, conn execer) error {
+	err = l.db.execCommand(ctx, "reset a password", func(ctx context.Context, conn execer) error {
 		id, err := takeToken(ctx, conn, tokenHash, TokenReset)
 		if err != nil {
 			return err
@@ -141,11 +141,11 @@ func (s *Store) ResetPassword(ctx context.Context, tokenHash [32]byte, passwordH
 // of the account ends but the one whose token hash is keep (the one that
 // asked), and so do its password reset tokens. ErrNotFound if the account
 // has no login.
-func (s *Store) ChangePassword(ctx context.Context, accountID, passwordHash string, keep [32]byte) error {
+func (l loginStore) ChangePassword(ctx context.Context, accountID, passwordHash string, keep [32]byte) error {
 	if passwordHash == "" {
 		return errors.New("ledger: a new password needs its hash")
 	}
-	return s.execCommand(ctx, "change password "+accountID, func(ctx context.Context, conn execer) error {
+	return l.db.execCommand(ctx, "change password "+accountID, func(ctx context.Context, conn execer) error {
 		res, err := conn.ExecContext(ctx, `UPDATE logins SET password_hash = ? WHERE account_id = ?`, passwordHash, accountID)
 		if err != nil {
 			return err
@@ -161,14 +161,14 @@ func (s *Store) ChangePassword(ctx context.Context, accountID, passwordHash stri
 
 // LoginPassword returns the password hash of the account's login
 // (ErrNotFound if it has none).
-func (s *Store) LoginPassword(ctx context.Context, accountID string) (string, error) {
-	done, err := s.beginRead()
+func (l loginStore) LoginPassword(ctx context.Context, accountID string) (string, error) {
+	done, err := l.db.beginRead()
 	if err != nil {
 		return "", err
 	}
 	defer done()
 	var hash string
-	err = s.queryRow(ctx, `SELECT password_hash FROM logins WHERE account_id = ?`, accountID).Scan(&hash)
+	err = l.db.queryRow(ctx, `SELECT password_hash FROM logins WHERE account_id = ?`, accountID).Scan(&hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("ledger: login of %q: %w", accountID, ErrNotFound)
 	}
@@ -179,8 +179,8 @@ func (s *Store) LoginPassword(ctx context.Context, accountID string) (string, er
 // the account's other verification tokens, and its login's email is
 // verified. It returns the account, or ErrNotFound if the token is unknown,
 // used or expired.
-func (s *Store) VerifyEmail(ctx context.Context, tokenHash [32]byte) (accountID string, err error) {
-	err = s.execCommand(ctx, "verify an email", func(ctx context.Context, conn execer) error {
+func (l loginStore) VerifyEmail(ctx context.Context, tokenHash [32]byte) (accountID string, err error) {
+	err = l.db.execCommand(ctx, "verify an email", func(ctx context.Context, conn execer) error {
 		id, err := takeToken(ctx, conn, tokenHash, TokenVerify)
 		if err != nil {
 			return err
@@ -197,18 +197,18 @@ func (s *Store) VerifyEmail(ctx context.Context, tokenHash [32]byte) (accountID 
 
 // AccountIDByEmail returns the id of the account with the email, in any
 // case (ErrNotFound if there is none).
-func (s *Store) AccountIDByEmail(ctx context.Context, email string) (string, error) {
+func (l loginStore) AccountIDByEmail(ctx context.Context, email string) (string, error) {
 	email = NormalizeEmail(email)
 	if email == "" {
 		return "", fmt.Errorf("ledger: account with no email: %w", ErrNotFound)
 	}
-	done, err := s.beginRead()
+	done, err := l.db.beginRead()
 	if err != nil {
 		return "", err
 	}
 	defer done()
 	var id string
-	err = s.queryRow(ctx, `SELECT id FROM accounts WHERE email = ?`, email).Scan(&id)
+	err = l.db.queryRow(ctx, `SELECT id FROM accounts WHERE email = ?`, email).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("ledger: account with email %q: %w", email, ErrNotFound)
 	}

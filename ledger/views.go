@@ -17,23 +17,11 @@ func (s *Store) RegisterModel(ctx context.Context, id string) (created time.Time
 	if id == "" {
 		return time.Time{}, fmt.Errorf("ledger: register model: empty id")
 	}
-	if s.pg != nil {
-		ms, err := s.pg.registerModel(ctx, id, time.Now().UnixMilli())
-		if err != nil {
-			return time.Time{}, err
-		}
-		return time.UnixMilli(ms).UTC(), nil
-	}
-	c := getCommand(cmdRegisterModel)
-	defer putCommand(c)
-	c.id, c.now = id, time.Now().UnixMilli()
-	if err := s.submit(ctx, c); err != nil {
+	ms, err := s.eng.registerModel(ctx, id, time.Now().UnixMilli())
+	if err != nil {
 		return time.Time{}, err
 	}
-	if c.err != nil {
-		return time.Time{}, c.err
-	}
-	return time.UnixMilli(c.now).UTC(), nil
+	return time.UnixMilli(ms).UTC(), nil
 }
 
 // UsageFilter selects usage rows. Empty fields match everything.
@@ -49,7 +37,7 @@ type UsageFilter struct {
 // rows come in reverse insertion order, which avoids sorting the table.
 func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, error) {
 	if f.KeyID != "" || f.AccountID != "" {
-		if err := s.catchUp(ctx); err != nil {
+		if err := s.eng.catchUp(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +86,7 @@ func (s *Store) UsageRows(ctx context.Context, f UsageFilter) ([]UsageRecord, er
 // wrote for that request id; ErrNotFound when there is none (the request
 // was not billed, or is not settled yet). It reads the usage table itself,
 // through its unique index on request_id, and none of the tables the
-// rollup derives from it (rollup.go), so unlike UsageRows it needs no
+// rollup derives from it (sqlite_rollup.go), so unlike UsageRows it needs no
 // catch-up: on both engines a row is there as soon as its Settle has
 // returned. An id no row can have on PostgreSQL (empty, not UTF-8, or
 // with a NUL byte) is not found on both engines, without a query.
@@ -196,7 +184,7 @@ func (s *Store) queryUsage(ctx context.Context, q string, args ...any) ([]usageR
 			&r.Tokens.Reasoning, &r.Cost, &r.Charged, &r.Hold, &r.DiscountBps, &overHold, &r.UsageSource, &r.Status,
 			&r.Outcome, &latency, &ttft, &created, &r.Hosted.WebSearch, &r.Hosted.WebFetch, &r.Hosted.ImageGeneration,
 			&r.HostedCost, &r.TierBps, &r.Discount}
-		if s.pg != nil {
+		if s.eng.recordsLapses() {
 			dest = append(dest, &lapsed)
 		}
 		if err := rows.Scan(dest...); err != nil {
@@ -217,14 +205,14 @@ type DailyUsage struct {
 	Requests, InputTokens, OutputTokens, CacheRead, CacheWrite int64
 	Spent                                                      Money
 	// Discount is what the plan's discounts took off the list price of
-	// these requests (#20); Spent is after it.
+	// these requests; Spent is after it.
 	Discount Money
 }
 
 // DailyUsageRows returns the rollup rows of an account's keys (or of one key
 // when keyID is set) from the UTC date since (inclusive, "" = all), oldest first.
 func (s *Store) DailyUsageRows(ctx context.Context, accountID, keyID, since string) ([]DailyUsage, error) {
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.eng.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	done, err := s.beginRead()
@@ -279,7 +267,7 @@ func (m Mismatch) String() string {
 // Audit recomputes every account's balance as Σcredits − Σcharged (the
 // credits table is the money history: credits, top-ups, reversals,
 // adjustments and debt payments, each with its signed change of the
-// balance), what it owes as the Σ of the history's owed changes (#20), its
+// balance), what it owes as the Σ of the history's owed changes, its
 // month's spend as Σcharged of its rows of that month (spend.go), every
 // key's running totals and every daily rollup row from the usage rows
 // (with PostgreSQL also what each account holds, from its holds' rows; with
@@ -287,7 +275,7 @@ func (m Mismatch) String() string {
 // reports each figure that differs from the stored one. Empty means consistent.
 // It reads from one snapshot.
 func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.eng.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	done, err := s.beginRead()
@@ -297,7 +285,7 @@ func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
 	defer done()
 	// one snapshot: SQLite's deferred transaction on a read-only
 	// connection, PostgreSQL's repeatable read
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{Isolation: s.snapshotIsolation(), ReadOnly: s.pg != nil})
+	tx, err := s.rdb.BeginTx(ctx, s.eng.snapshot())
 	if err != nil {
 		return nil, fmt.Errorf("ledger: audit: %w", err)
 	}
@@ -306,6 +294,9 @@ func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
 		return tx.QueryContext(ctx, s.q(query))
 	})
 }
+
+// auditQuery runs an audit query on the audit's snapshot.
+type auditQuery func(ctx context.Context, query string) (auditRows, error)
 
 // auditRows are the rows of an audit query: *sql.Rows, or pgx's (Copy
 // audits its copy inside the transaction that writes it).
@@ -319,7 +310,7 @@ type auditRows interface {
 // auditAccounts runs an audit query whose rows are (account id, stored
 // figure, recomputed figure) and adds to out a mismatch of column for each
 // row where the two differ; what names the check in errors.
-func auditAccounts(ctx context.Context, query func(ctx context.Context, query string) (auditRows, error),
+func auditAccounts(ctx context.Context, query auditQuery,
 	out []Mismatch, what, column, q string) ([]Mismatch, error) {
 	rows, err := query(ctx, q)
 	if err != nil {
@@ -343,7 +334,7 @@ func auditAccounts(ctx context.Context, query func(ctx context.Context, query st
 }
 
 // audit is Audit's queries, run by query on one snapshot.
-func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query string) (auditRows, error)) ([]Mismatch, error) {
+func (s *Store) audit(ctx context.Context, query auditQuery) ([]Mismatch, error) {
 	conn := struct {
 		QueryContext func(ctx context.Context, query string) (auditRows, error)
 	}{query}
@@ -376,16 +367,8 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 		return nil, fmt.Errorf("ledger: audit balances: %w", err)
 	}
 
-	if s.pg != nil {
-		// what each account holds is the sum of its holds' rows, every
-		// instance's requests and advances
-		if out, err = auditAccounts(ctx, query, out, "holds", "accounts.held", `
-			SELECT a.id, a.held, coalesce(h.s, 0)::bigint
-			FROM accounts a LEFT JOIN (SELECT account_id, sum(amount) AS s FROM holds GROUP BY account_id) h ON h.account_id = a.id
-			WHERE a.held <> coalesce(h.s, 0)
-			ORDER BY a.id`); err != nil {
-			return nil, err
-		}
+	if out, err = s.eng.auditHolds(ctx, query, out); err != nil {
+		return nil, err
 	}
 
 	if out, err = auditAccounts(ctx, query, out, "month spend", "accounts.month_spend", `
@@ -464,36 +447,5 @@ func (s *Store) audit(ctx context.Context, query func(ctx context.Context, query
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("ledger: audit rollups: %w", err)
 	}
-	if s.pg == nil {
-		return s.auditUsageByKey(ctx, conn.QueryContext, out)
-	}
-	return out, nil
-}
-
-// auditUsageByKey (SQLite) checks that usage_by_key has an entry for each
-// rolled-up usage row, as the row has it, and nothing else: its entries'
-// count against the rows', and the rows that have their entry.
-func (s *Store) auditUsageByKey(ctx context.Context, query func(ctx context.Context, query string) (auditRows, error), out []Mismatch) ([]Mismatch, error) {
-	rows, err := query(ctx, `SELECT (SELECT count(*) FROM usage_by_key), count(*),
-			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM usage_by_key k WHERE k.key_id = u.key_id
-				AND k.account_id = u.account_id AND k.created_at = u.created_at AND k.id = u.id))
-		FROM usage u WHERE `+s.rolledUsage())
-	if err != nil {
-		return nil, fmt.Errorf("ledger: audit usage_by_key: %w", err)
-	}
-	defer rows.Close()
-	var entries, rolled, indexed int64
-	if !rows.Next() {
-		return nil, fmt.Errorf("ledger: audit usage_by_key: no row: %w", rows.Err())
-	}
-	if err := rows.Scan(&entries, &rolled, &indexed); err != nil {
-		return nil, fmt.Errorf("ledger: audit usage_by_key: %w", err)
-	}
-	if entries != rolled {
-		out = append(out, Mismatch{Column: "usage_by_key.entries", Stored: entries, Recomputed: rolled})
-	}
-	if indexed != rolled {
-		out = append(out, Mismatch{Column: "usage_by_key.rows", Stored: indexed, Recomputed: rolled})
-	}
-	return out, nil
+	return s.eng.auditDerived(ctx, query, out)
 }

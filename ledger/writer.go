@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -83,206 +82,11 @@ func putCommand(c *command) {
 	commandPool.Put(c)
 }
 
-// writeStmts are the writer connection's prepared statements.
-type writeStmts struct {
-	begin, commit, rollback                       *sql.Stmt
-	acctBalance                                   *sql.Stmt
-	insAccount, setState, setPlan                 *sql.Stmt
-	insKey, delKey, keyExists, insModel, getModel *sql.Stmt
-	reloadAccounts, reloadKeys                    *sql.Stmt
-	dataVersion                                   *sql.Stmt
-
-	// multi-row statements, run once per batch
-	usageRows, debits *multiStmt
-	// the rollup's (rollup.go), run once per rollup
-	keyTotals, daily *multiStmt
-
-	avail availStmts // availability history and incidents
-}
-
-const usageInsertColumns = `request_id, account_id, key_id, model, provider, upstream_model, upstream_key_id, client_format,
-	stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
-	cost, charged, hold, discount_bps, over_hold, usage_source, status, outcome, latency_us, ttft_us, created_at,
-	web_searches, web_fetches, hosted_images, hosted_cost, tier_bps, discount`
-
-const usageCols = 31
-
-func (st *writeStmts) all() []**sql.Stmt {
-	return []**sql.Stmt{&st.begin, &st.commit, &st.rollback,
-		&st.acctBalance, &st.insAccount, &st.setState, &st.setPlan,
-		&st.insKey, &st.delKey, &st.keyExists, &st.insModel, &st.getModel, &st.reloadAccounts, &st.reloadKeys, &st.dataVersion}
-}
-
-func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
-	queries := []string{
-		`BEGIN IMMEDIATE`,
-		`COMMIT`,
-		`ROLLBACK`,
-		`SELECT balance FROM accounts WHERE id = ?`,
-		`INSERT INTO accounts (id, email, plan, state, balance, created_at) VALUES (?, ?, ?, 'active', 0, ?) ON CONFLICT DO NOTHING`,
-		`UPDATE accounts SET state = ?, suspended_for = '' WHERE id = ?`,
-		`UPDATE accounts SET plan = ? WHERE id = ?`,
-		`INSERT INTO keys (id, account_id, hash, label, prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		`UPDATE keys SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`,
-		`SELECT 1 FROM keys WHERE id = ?`,
-		`INSERT INTO models (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
-		`SELECT created_at FROM models WHERE id = ?`,
-		reloadAccountsQuery,
-		reloadKeysQuery,
-		`PRAGMA data_version`,
-	}
-	ptrs := st.all()
-	for i, q := range queries {
-		stmt, err := conn.PrepareContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("ledger: prepare statement %d: %w", i, err)
-		}
-		*ptrs[i] = stmt
-	}
-	multi := []struct {
-		m     **multiStmt
-		cols  int
-		query func(values string) string
-		one   string // the one-row statement, when it is not query's
-	}{
-		{&st.usageRows, usageCols, func(v string) string {
-			// OR IGNORE: a conflict cannot abort the statement, so SQLite
-			// keeps no statement journal (a copy of every page the statement
-			// changes, ~30 % of the insert's cost over many accounts, #23);
-			// insertUsage tells the skipped rows, duplicates, by their count.
-			return `INSERT OR IGNORE INTO usage (` + usageInsertColumns + `) VALUES ` + v
-		}, ""},
-		{&st.debits, 4, func(v string) string {
-			// the month's spend as spend.go counts it: every SET reads the row as it was
-			return `UPDATE accounts SET balance = balance - v.column2,
-				month_spend = CASE WHEN v.column3 > spend_month THEN v.column4
-					WHEN v.column3 = spend_month THEN month_spend + v.column4 ELSE month_spend END,
-				spend_month = max(spend_month, v.column3)
-				FROM (VALUES ` + v + `) AS v WHERE accounts.id = v.column1`
-		}, `UPDATE accounts SET balance = balance - ?2,
-				month_spend = CASE WHEN ?3 > spend_month THEN ?4 WHEN ?3 = spend_month THEN month_spend + ?4 ELSE month_spend END,
-				spend_month = max(spend_month, ?3)
-			WHERE id = ?1`},
-		{&st.keyTotals, 6, func(v string) string {
-			return `UPDATE keys SET requests = requests + v.column2, input_tokens = input_tokens + v.column3,
-				output_tokens = output_tokens + v.column4, spent = spent + v.column5,
-				last_used_at = max(coalesce(last_used_at, 0), v.column6)
-				FROM (VALUES ` + v + `) AS v WHERE keys.id = v.column1`
-		}, `UPDATE keys SET requests = requests + ?2, input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
-				spent = spent + ?5, last_used_at = max(coalesce(last_used_at, 0), ?6)
-			WHERE id = ?1`},
-		{&st.daily, 11, func(v string) string {
-			return `INSERT INTO usage_daily (day, key_id, model, account_id, requests, input_tokens, output_tokens,
-				cache_read_tokens, cache_write_tokens, spent, discount) VALUES ` + v + dailyAddUp
-		}, ""},
-	}
-	for _, m := range multi {
-		ms, err := prepareMulti(ctx, conn, m.cols, m.query, m.one)
-		if err != nil {
-			return err
-		}
-		*m.m = ms
-	}
-	return st.avail.prepare(ctx, conn)
-}
-
 // The reload's queries: every account (only cached ones are updated) and every key.
 const (
 	reloadAccountsQuery = `SELECT id, balance, state, plan, suspended_for FROM accounts`
 	reloadKeysQuery     = `SELECT id, account_id, label, prefix, hash, deleted_at FROM keys`
 )
-
-// chunkSizes are the row counts each multi-row statement is prepared for:
-// powers of two, so that n rows take at most one statement per bit of n
-// below 64 (a batch of ten: 8 + 2, not 4 + 4 + 1 + 1).
-var chunkSizes = [...]int{64, 32, 16, 8, 4, 2, 1}
-
-// multiStmt is one statement prepared for several row counts, so that a
-// batch's n rows take a few executions instead of n.
-type multiStmt struct {
-	cols  int
-	sizes [len(chunkSizes)]*sql.Stmt
-	args  []any // flattened rows waiting for run
-}
-
-// prepareMulti prepares query for each chunk size; one, when set, is the
-// one-row statement instead (an UPDATE … FROM (VALUES …) join costs SQLite
-// a temporary table even for one row: a plain UPDATE … WHERE id = ?1 is
-// about twice as fast, and one row is the common batch at low load, #23).
-func prepareMulti(ctx context.Context, conn *sql.Conn, cols int, query func(values string) string, one string) (*multiStmt, error) {
-	m := &multiStmt{cols: cols}
-	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
-	for i, n := range chunkSizes {
-		q := query(strings.TrimSuffix(strings.Repeat(row+", ", n), ", "))
-		if n == 1 && one != "" {
-			q = one
-		}
-		stmt, err := conn.PrepareContext(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: prepare %d-row statement: %w", n, err)
-		}
-		m.sizes[i] = stmt
-	}
-	return m, nil
-}
-
-// chunk returns the statement for the largest chunk of at most n rows, and its size.
-func (m *multiStmt) chunk(n int) (*sql.Stmt, int) {
-	for i, size := range chunkSizes {
-		if size <= n {
-			return m.sizes[i], size
-		}
-	}
-	panic("ledger: empty chunk")
-}
-
-// run executes the waiting rows and clears them.
-func (m *multiStmt) run(ctx context.Context) error {
-	args := m.args
-	defer m.reset()
-	for len(args) > 0 {
-		stmt, size := m.chunk(len(args) / m.cols)
-		if _, err := stmt.ExecContext(ctx, args[:size*m.cols]...); err != nil {
-			return err
-		}
-		args = args[size*m.cols:]
-	}
-	return nil
-}
-
-func (m *multiStmt) reset() {
-	clear(m.args)
-	m.args = m.args[:0]
-}
-
-func (m *multiStmt) close() error {
-	var errs []error
-	for i, stmt := range m.sizes {
-		if stmt != nil {
-			errs = append(errs, stmt.Close())
-			m.sizes[i] = nil
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (st *writeStmts) close() error {
-	var errs []error
-	for _, p := range st.all() {
-		if *p != nil {
-			errs = append(errs, (*p).Close())
-			*p = nil
-		}
-	}
-	for _, m := range []**multiStmt{&st.usageRows, &st.debits, &st.keyTotals, &st.daily} {
-		if *m != nil {
-			errs = append(errs, (*m).close())
-			*m = nil
-		}
-	}
-	errs = append(errs, st.avail.close())
-	return errors.Join(errs...)
-}
 
 // batchAgg accumulates one batch's per-account sums, so each account is
 // debited once per batch. It is reused across batches.
@@ -381,18 +185,27 @@ func (g *batchAgg) reset() {
 
 const millisPerDay = 24 * 60 * 60 * 1000
 
+// usageInsertColumns are the columns of a usage row a settle inserts.
+const usageInsertColumns = `request_id, account_id, key_id, model, provider, upstream_model, upstream_key_id, client_format,
+	stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
+	cost, charged, hold, discount_bps, over_hold, usage_source, status, outcome, latency_us, ttft_us, created_at,
+	web_searches, web_fetches, hosted_images, hosted_cost, tier_bps, discount`
+
+// usageCols is the number of usageInsertColumns.
+const usageCols = 31
+
 // writer is the writer goroutine: it group-commits queued commands and polls
 // for changes made by other processes.
 func (s *Store) writer() {
 	defer close(s.writerDone)
 	defer func() {
 		s.turn.Lock()
-		s.rollupTail()
+		s.eng.rollupTail()
 		s.turn.Unlock()
 	}()
 	// The opener took the turn for this first rollup, so that no caller
 	// commits before a crash's tail is rolled up.
-	s.rollupTail()
+	s.eng.rollupTail()
 	s.turn.Unlock()
 	ticker := time.NewTicker(s.opts.PollInterval)
 	defer ticker.Stop()
@@ -425,7 +238,7 @@ func (s *Store) writer() {
 			s.process(batch)
 			clear(batch)
 			if open {
-				s.rollupIfDue()
+				s.eng.rollupIfDue()
 			}
 			s.turn.Unlock()
 			if !open {
@@ -433,12 +246,12 @@ func (s *Store) writer() {
 			}
 		case <-ticker.C:
 			s.turn.Lock()
-			s.poll()
-			s.rollupIfDue()
+			s.eng.poll()
+			s.eng.rollupIfDue()
 			s.turn.Unlock()
 		case <-s.refresh:
 			s.turn.Lock()
-			s.poll()
+			s.eng.poll()
 			s.turn.Unlock()
 		}
 	}
@@ -508,7 +321,7 @@ func (s *Store) process(batch []*command) {
 		if wait > 0 {
 			time.Sleep(wait)
 		}
-		if err = s.runBatch(batch); err == nil {
+		if err = s.eng.runBatch(batch); err == nil {
 			s.reply(batch)
 			return
 		}
@@ -531,11 +344,25 @@ func (s *Store) bisect(batch []*command, err error) {
 	}
 	mid := len(batch) / 2
 	for _, half := range [][]*command{batch[:mid], batch[mid:]} {
-		if err := s.runBatch(half); err != nil {
+		if err := s.eng.runBatch(half); err != nil {
 			s.bisect(half, err)
 		} else {
 			s.reply(half)
 		}
+	}
+}
+
+// committed counts a committed batch of n commands that took took from
+// BEGIN to COMMIT, and tells Options.OnCommit.
+func (s *Store) committed(n int, took time.Duration) {
+	s.stats.transactions.Add(1)
+	s.stats.commands.Add(uint64(n))
+	s.stats.commitNanos.Add(int64(took))
+	if int64(n) > s.stats.maxBatch.Load() {
+		s.stats.maxBatch.Store(int64(n))
+	}
+	if s.opts.OnCommit != nil {
+		s.opts.OnCommit(n, took)
 	}
 }
 
@@ -575,299 +402,6 @@ func (c *command) describe() string {
 	return "unknown"
 }
 
-// runBatch runs every command of batch in one IMMEDIATE transaction and, if
-// it commits, applies the effects in memory. Errors that belong to a single
-// command (unknown account, duplicate reference) are stored in that
-// command's err without failing the batch; any other error rolls the whole
-// batch back and is returned.
-func (s *Store) runBatch(batch []*command) (err error) {
-	if s.pg != nil {
-		return s.pg.runBatch(batch)
-	}
-	ctx := context.Background()
-	start := time.Now()
-	for _, c := range batch {
-		c.err, c.balance, c.n, c.rowID = nil, 0, 0, 0
-	}
-	if _, err := s.st.begin.ExecContext(ctx); err != nil {
-		s.stats.failures.Add(1)
-		// Should a transaction have been left open, end it so the retry can begin.
-		_, _ = s.st.rollback.ExecContext(ctx)
-		return fmt.Errorf("%w: begin: %w", errTransaction, err)
-	}
-	defer func() {
-		if err != nil {
-			for _, c := range batch {
-				if c.undo != nil {
-					c.undo()
-				}
-			}
-			s.stats.failures.Add(1)
-			if _, rerr := s.st.rollback.ExecContext(ctx); rerr != nil {
-				s.log.Debug("ledger rollback", zap.Error(rerr))
-			}
-		}
-	}()
-	g := &s.agg
-	g.reset()
-	for _, c := range batch {
-		if err := s.exec(ctx, c, g); err != nil {
-			return fmt.Errorf("%s: %w", c.describe(), err)
-		}
-	}
-	if err := s.flush(ctx, g); err != nil {
-		return err
-	}
-	if err := s.flushAvailability(ctx, &g.avail); err != nil {
-		return err
-	}
-	s.loadMu.Lock()
-	if _, err := s.st.commit.ExecContext(ctx); err != nil {
-		s.loadMu.Unlock()
-		return fmt.Errorf("%w: commit: %w", errTransaction, err)
-	}
-	s.apply(batch)
-	s.loadMu.Unlock()
-	s.tail.add(g.settles)
-	took := time.Since(start)
-
-	select {
-	case s.ckptKick <- struct{}{}:
-	default:
-	}
-	s.stats.transactions.Add(1)
-	s.stats.commands.Add(uint64(len(batch)))
-	s.stats.commitNanos.Add(int64(took))
-	if n := int64(len(batch)); n > s.stats.maxBatch.Load() {
-		s.stats.maxBatch.Store(n)
-	}
-	if s.opts.OnCommit != nil {
-		s.opts.OnCommit(len(batch), took)
-	}
-	return nil
-}
-
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// exec runs one command's statements inside the batch transaction.
-func (s *Store) exec(ctx context.Context, c *command, g *batchAgg) error {
-	st := &s.st
-	switch c.kind {
-	case cmdSettle:
-		g.settles = append(g.settles, c)
-		return nil
-
-	case cmdCreateAccount:
-		res, err := st.insAccount.ExecContext(ctx, c.id, c.email, c.str, c.now)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			c.err = fmt.Errorf("ledger: account with email %q exists: %w", c.email, ErrDuplicate)
-		}
-		return nil
-
-	case cmdSetState, cmdSetPlan:
-		stmt := st.setState
-		if c.kind == cmdSetPlan {
-			stmt = st.setPlan
-		}
-		res, err := stmt.ExecContext(ctx, c.str, c.id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			c.err = fmt.Errorf("ledger: account %q: %w", c.id, ErrNotFound)
-		}
-		return nil
-
-	case cmdCreateKey:
-		p := c.key.principal
-		var bal int64
-		err := st.acctBalance.QueryRowContext(ctx, p.AccountID).Scan(&bal)
-		if errors.Is(err, sql.ErrNoRows) {
-			c.err = fmt.Errorf("ledger: account %q: %w", p.AccountID, ErrNotFound)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		_, err = st.insKey.ExecContext(ctx, p.KeyID, p.AccountID, c.key.hash[:], p.Label, p.Prefix, c.now)
-		return err
-
-	case cmdDeleteKey:
-		res, err := st.delKey.ExecContext(ctx, c.now, c.id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			var one int
-			err := st.keyExists.QueryRowContext(ctx, c.id).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				c.err = fmt.Errorf("ledger: key %q: %w", c.id, ErrNotFound)
-				return nil
-			}
-			return err
-		}
-		return nil
-
-	case cmdRegisterModel:
-		if _, err := st.insModel.ExecContext(ctx, c.id, c.now); err != nil {
-			return err
-		}
-		return st.getModel.QueryRowContext(ctx, c.id).Scan(&c.now)
-
-	case cmdAvailability, cmdOpenIncident, cmdCloseIncident, cmdPruneAvailability:
-		return s.execAvailability(ctx, c, &g.avail)
-
-	case cmdExec:
-		err := c.fn(ctx, s.wconn)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDuplicate) || errors.Is(err, ErrInsufficientFunds) || errors.Is(err, errOverflow) {
-			c.err = err
-			return nil
-		}
-		return err
-	}
-	return fmt.Errorf("unknown command kind %d", c.kind)
-}
-
-// appendUsageArgs appends one usage row's values in usageInsertColumns order.
-func appendUsageArgs(args []any, r *UsageRecord) []any {
-	return append(args, r.RequestID, r.AccountID, r.KeyID, r.Model, r.Provider, r.UpstreamModel,
-		r.UpstreamKeyID, r.ClientFormat, boolInt(r.Stream), r.Tokens.Input, r.Tokens.Output, r.Tokens.CacheRead,
-		r.Tokens.CacheWrite, r.Tokens.Reasoning, int64(r.Cost), int64(r.Charged), int64(r.Hold), int64(r.DiscountBps),
-		boolInt(r.OverHold), r.UsageSource, int64(r.Status), r.Outcome, r.Latency.Microseconds(), r.TTFT.Microseconds(),
-		r.CreatedAt.UnixMilli(), r.Hosted.WebSearch, r.Hosted.WebFetch, r.Hosted.ImageGeneration, int64(r.HostedCost),
-		int64(r.TierBps), int64(r.Discount))
-}
-
-// insertUsage inserts the batch's usage rows, several per statement. A row
-// whose request id is already used is skipped by the statement: when a
-// chunk inserts fewer rows than it has, the rows it did insert (the last
-// ones, with consecutive row ids) are read back and the others fail with
-// ErrDuplicate.
-func (s *Store) insertUsage(ctx context.Context, settles []*command) error {
-	m := s.st.usageRows
-	defer m.reset()
-	for len(settles) > 0 {
-		stmt, size := m.chunk(len(settles))
-		m.reset()
-		for _, c := range settles[:size] {
-			m.args = appendUsageArgs(m.args, c.rec)
-		}
-		res, err := stmt.ExecContext(ctx, m.args...)
-		if err != nil {
-			return fmt.Errorf("usage rows: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n < int64(size) {
-			if err := s.markDuplicates(ctx, settles[:size], n, res); err != nil {
-				return err
-			}
-		}
-		if n > 0 {
-			// the inserted rows' ids: the n ending at the last insert's
-			last, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
-			id := last - n
-			for _, c := range settles[:size] {
-				if c.err == nil {
-					id++
-					c.rowID = id
-				}
-			}
-		}
-		settles = settles[size:]
-	}
-	return nil
-}
-
-// markDuplicates sets ErrDuplicate on the settles of a chunk whose rows its
-// INSERT OR IGNORE skipped, given the n rows it inserted. Row ids are
-// assigned as the largest one plus one, so the inserted rows are the n ids
-// ending at the last insert's.
-func (s *Store) markDuplicates(ctx context.Context, chunk []*command, n int64, res sql.Result) error {
-	inserted := map[string]bool{}
-	if n > 0 {
-		last, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		rows, err := s.wconn.QueryContext(ctx, `SELECT request_id FROM usage WHERE id > ? AND id <= ?`, last-n, last)
-		if err != nil {
-			return fmt.Errorf("usage rows inserted: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			inserted[id] = true
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-	}
-	for _, c := range chunk {
-		// a request id twice in one chunk: its first row is the one inserted
-		if !inserted[c.rec.RequestID] {
-			c.err = fmt.Errorf("ledger: usage row for request %q exists: %w", c.rec.RequestID, ErrDuplicate)
-		}
-		delete(inserted, c.rec.RequestID)
-	}
-	return nil
-}
-
-// flush inserts the batch's usage rows, then debits each account once with
-// what the batch took from it, both with as few statements as possible.
-// What is derived from the rows is the rollup's (rollup.go).
-func (s *Store) flush(ctx context.Context, g *batchAgg) error {
-	if len(g.settles) == 0 {
-		return nil
-	}
-	if err := s.insertUsage(ctx, g.settles); err != nil {
-		return err
-	}
-	for _, c := range g.settles {
-		if c.err != nil {
-			continue
-		}
-		if r := c.rec; r.Charged != 0 {
-			d := g.debit[r.AccountID]
-			d.add(r.Charged, r.CreatedAt.UnixMilli())
-			g.debit[r.AccountID] = d
-		}
-	}
-	st := &s.st
-	for id, d := range g.debit {
-		st.debits.args = append(st.debits.args, id, int64(d.amount), d.spend.month, int64(d.spend.spend))
-	}
-	if err := st.debits.run(ctx); err != nil {
-		return fmt.Errorf("debit accounts: %w", err)
-	}
-	return nil
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
@@ -876,94 +410,13 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// apply makes a committed batch's effects visible in memory. The caller
-// holds loadMu exclusively.
-func (s *Store) apply(batch []*command) {
-	for _, c := range batch {
-		if c.err != nil {
-			continue
-		}
-		switch c.kind {
-		case cmdSettle:
-			h := c.hold
-			a := h.acct
-			a.mu.Lock()
-			a.balance -= c.rec.Charged
-			a.spend.add(monthOf(c.rec.CreatedAt), c.rec.Charged)
-			a.held -= h.amount
-			h.state = holdSettled
-			amt := h.amount
-			a.mu.Unlock()
-			s.outstanding.Add(-int64(amt))
-			s.openHolds.Add(-1)
-		case cmdExec:
-			if c.commit != nil {
-				c.commit()
-			}
-		case cmdSetState, cmdSetPlan:
-			if a := s.cachedAccount(c.id); a != nil {
-				a.mu.Lock()
-				if c.kind == cmdSetState {
-					a.state, a.debt = State(c.str), false
-				} else {
-					a.plan = c.str
-				}
-				a.mu.Unlock()
-			}
-		case cmdCreateKey:
-			kc := &s.keys
-			kc.mu.Lock()
-			kc.putLocked(c.key)
-			kc.mu.Unlock()
-		case cmdDeleteKey:
-			kc := &s.keys
-			kc.mu.RLock()
-			e := kc.byID[c.id]
-			kc.mu.RUnlock()
-			if e != nil {
-				e.deleted.Store(true)
-			}
-		}
-	}
-}
-
-// poll reloads cached state when another connection has committed to the
-// file since the last look (PRAGMA data_version changes).
-func (s *Store) poll() {
-	if s.pg != nil {
-		s.pg.poll()
-		return
-	}
-	ctx := context.Background()
-	var v int64
-	if err := s.st.dataVersion.QueryRowContext(ctx).Scan(&v); err != nil {
-		s.log.Warn("ledger: read data_version", zap.Error(err))
-		return
-	}
-	if v == s.dataVersion {
-		return
-	}
-	if err := s.reload(ctx); err != nil {
-		s.log.Warn("ledger: reload after external change", zap.Error(err))
-		return
-	}
-	s.dataVersion = v
-	s.stats.reloads.Add(1)
-}
-
 // reload refreshes the balance, state and plan of cached accounts and the
 // key cache (new keys, deletions) from the database. It runs on the writer
 // goroutine, so no commit of ours is in flight.
 func (s *Store) reload(ctx context.Context) error {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	reloadQuery := func(stmt *sql.Stmt, query string) (*sql.Rows, error) {
-		if s.pg != nil {
-			return s.query(ctx, query)
-		}
-		return stmt.QueryContext(ctx)
-	}
-	rows, err := reloadQuery(s.st.reloadAccounts, reloadAccountsQuery)
+	rows, err := s.eng.writerQuery(ctx, reloadAccountsQuery)
 	if err != nil {
 		return err
 	}
@@ -987,7 +440,7 @@ func (s *Store) reload(ctx context.Context) error {
 		return err
 	}
 
-	rows, err = reloadQuery(s.st.reloadKeys, reloadKeysQuery)
+	rows, err = s.eng.writerQuery(ctx, reloadKeysQuery)
 	if err != nil {
 		return err
 	}

@@ -18,16 +18,16 @@ import (
 // store is open. A no-op on SQLite.
 func giveBack(t testing.TB, s *Store) {
 	t.Helper()
-	if s.pg == nil {
+	if pgOf(s) == nil {
 		return
 	}
-	for _, adv := range s.pg.liveAdvances() {
-		s.pg.retire(adv)
+	for _, adv := range pgOf(s).liveAdvances() {
+		pgOf(s).retire(adv)
 	}
-	s.pg.tendAdvances()
+	pgOf(s).tendAdvances()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var n int64
-		if err := s.pg.pool.QueryRow(context.Background(), `SELECT count(*) FROM holds WHERE instance_id = $1`, s.pg.id).Scan(&n); err != nil {
+		if err := pgOf(s).pool.QueryRow(context.Background(), `SELECT count(*) FROM holds WHERE instance_id = $1`, pgOf(s).id).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
@@ -36,7 +36,7 @@ func giveBack(t testing.TB, s *Store) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d hold rows of the store left after its advances were given back", n)
 		}
-		s.pg.tendAdvances() // a retired advance whose top-up was on its way
+		pgOf(s).tendAdvances() // a retired advance whose top-up was on its way
 	}
 }
 
@@ -45,7 +45,7 @@ func settled(t testing.TB, s *Store) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		topping := false
-		for _, adv := range s.pg.liveAdvances() {
+		for _, adv := range pgOf(s).liveAdvances() {
 			adv.acct.mu.Lock()
 			topping = topping || adv.topping
 			adv.acct.mu.Unlock()
@@ -148,7 +148,7 @@ func TestAdvanceIdleGivenBack(t *testing.T) {
 	// advanceIdle on a slow machine (CI under -race did): the first ones
 	// would be given back before the last is made. Idle is an hour while
 	// they are made, and advanceIdle again once all fifty stand.
-	s.pg.idle.Store(int64(time.Hour))
+	pgOf(s).idle.Store(int64(time.Hour))
 	accts := make([]Account, 50)
 	for i := range accts {
 		accts[i] = mustAccount(t, s, 1_000_000_000)
@@ -157,7 +157,7 @@ func TestAdvanceIdleGivenBack(t *testing.T) {
 	if n := count(t, raw, `SELECT count(*) FROM holds`); n != int64(len(accts)) {
 		t.Fatalf("%d advances for %d busy accounts", n, len(accts))
 	}
-	s.pg.idle.Store(int64(advanceIdle))
+	pgOf(s).idle.Store(int64(advanceIdle))
 	deadline := time.Now().Add(advanceIdle + 3*time.Second)
 	for count(t, raw, `SELECT count(*) FROM holds`) != 0 {
 		if time.Now().After(deadline) {
@@ -211,10 +211,10 @@ func TestAdvanceLapsed(t *testing.T) {
 	// the lease lapses: another instance reaps it
 	settled(t, s)
 	raw := backend{pg: true}.raw(t, db)
-	if _, err := raw.Exec(`UPDATE instances SET lease_until = now() - interval '1 second' WHERE id = $1`, s.pg.id); err != nil {
+	if _, err := raw.Exec(`UPDATE instances SET lease_until = now() - interval '1 second' WHERE id = $1`, pgOf(s).id); err != nil {
 		t.Fatal(err)
 	}
-	other.pg.reap()
+	pgOf(other).reap()
 	if heldRows(t, db, a.ID) != 0 || balanceOf(t, other, a.ID).Held != 0 {
 		t.Fatalf("the reaper left %d held", balanceOf(t, other, a.ID).Held)
 	}
@@ -235,7 +235,7 @@ func TestAdvanceLapsed(t *testing.T) {
 		t.Fatalf("lapsed settles: %d", s.Stats().Lapsed)
 	}
 	// the instance takes its lease again and reserves afresh, exactly
-	s.pg.renew()
+	pgOf(s).renew()
 	h, err := s.Reserve(a.ID, 1, 1000)
 	if err != nil {
 		t.Fatal(err)

@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// pgMigrations are the PostgreSQL ledger's schema (#19), applied in order
+// pgMigrations are the PostgreSQL ledger's schema, applied in order
 // at Open; the table ledger_schema records how many have run. Never edit a
 // shipped migration: append a new one.
 //
-// The tables and columns are SQLite's (schema.go), in the same units (money
+// The tables and columns are SQLite's (sqlite_schema.go), in the same units (money
 // in nanos, times in unix milliseconds, days as 'YYYY-MM-DD'), so that one
 // read path serves both engines and Copy moves rows as they are; flags are
 // booleans. What only a shared ledger needs:
@@ -280,10 +280,10 @@ $$;
 CREATE TRIGGER keys_added AFTER INSERT ON keys FOR EACH STATEMENT
 	EXECUTE FUNCTION mg_keys_added();
 `,
-	// 2: money history, reversals and debts (#20): SQLite's migration 7
+	// 2: money history, reversals and debts: SQLite's migration 7
 	// (moneyMigration) in PostgreSQL's types.
 	strings.NewReplacer("INTEGER", "bigint", "TEXT", "text").Replace(moneyMigration),
-	// 3: console self-service (#20 item 7), as SQLite's migration 8: a
+	// 3: console self-service, as SQLite's migration 8: a
 	// login's email_state and the one-time login_tokens.
 	`
 ALTER TABLE logins ADD COLUMN email_state text NOT NULL DEFAULT 'unchecked'
@@ -299,8 +299,8 @@ CREATE TABLE login_tokens (
 CREATE INDEX login_tokens_account ON login_tokens (account_id, purpose);
 CREATE INDEX login_tokens_expiry ON login_tokens (expires_at);
 `,
-	// 4: plans' volume tiers (#20; numbered after the other migrations of
-	// #20), as SQLite's migration 9: usage.tier_bps and usage.discount,
+	// 4: plans' volume tiers (numbered after the other migrations of
+	// the money history), as SQLite's migration 9: usage.tier_bps and usage.discount,
 	// usage_daily.discount, and the account's spend in the current
 	// calendar month (UTC), which reserves read from the row they lock.
 	`
@@ -319,7 +319,7 @@ UPDATE accounts SET month_spend = m.spent FROM (
 	// 5: the account listings' index, as SQLite's migration 10.
 	accountsCreatedIndex,
 	// 6: a group of reserves in one statement, so that the accounts' row
-	// locks, which settles wait for, are held for no round trip (#19).
+	// locks, which settles wait for, are held for no round trip.
 	// Holds lose their foreign key (a reserve inserts them under the lock
 	// of the account it has just read, and accounts are never deleted: the
 	// check cost a trigger per hold) and their index by instance (the
@@ -410,7 +410,7 @@ $$;
 	// that an instance keeps on a busy account and grants its requests'
 	// holds from in memory. mg_reserve also grants, on request, an extra
 	// amount on the same hold (the whole hold at most a 64th of what the
-	// account has available beside it, advanceShare in advance.go), creating the
+	// account has available beside it, advanceShare in postgres_advance.go), creating the
 	// hold or raising it if it exists, and returns what the account has
 	// available after; mg_take lowers advances by what their settles took.
 	// Both lock the advances before any account, as every writer of holds.

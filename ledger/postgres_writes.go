@@ -5,7 +5,7 @@ package ledger
 // no single writer to go through). A write that changes what the caches
 // hold updates this store's caches once committed, under loadMu, so that a
 // cache fill racing with it cannot leave the old value behind; triggers
-// tell the other instances (pgschema.go).
+// tell the other instances (postgres_schema.go).
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) err
 	err := p.write(ctx, "set "+column+" "+id, func(tx pgx.Tx) error {
 		set := column + ` = $1`
 		if column == "state" {
-			set += `, suspended_for = ''` // the operator's suspension, or none (#20)
+			set += `, suspended_for = ''` // the operator's suspension, or none
 		}
 		tag, err := tx.Exec(ctx, `UPDATE accounts SET `+set+` WHERE id = $2`, value, id)
 		if err != nil {
@@ -80,17 +80,7 @@ func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) err
 	if err != nil {
 		return err
 	}
-	p.applyLocked(func() {
-		if a := p.s.cachedAccount(id); a != nil {
-			a.mu.Lock()
-			if column == "state" {
-				a.state, a.debt = State(value), false
-			} else {
-				a.plan = value
-			}
-			a.mu.Unlock()
-		}
-	})
+	p.applyLocked(func() { p.s.accountSet(id, column, value) })
 	return nil
 }
 
@@ -108,12 +98,7 @@ func (p *pgEngine) createKey(ctx context.Context, e *keyEntry, now int64) error 
 	if err != nil {
 		return err
 	}
-	p.applyLocked(func() {
-		kc := &p.s.keys
-		kc.mu.Lock()
-		kc.putLocked(e)
-		kc.mu.Unlock()
-	})
+	p.applyLocked(func() { p.s.keyAdded(e) })
 	return nil
 }
 
@@ -133,15 +118,7 @@ func (p *pgEngine) deleteKey(ctx context.Context, id string, now int64) error {
 	if err != nil {
 		return err
 	}
-	p.applyLocked(func() {
-		kc := &p.s.keys
-		kc.mu.RLock()
-		e := kc.byID[id]
-		kc.mu.RUnlock()
-		if e != nil {
-			e.deleted.Store(true)
-		}
-	})
+	p.applyLocked(func() { p.s.keyDeleted(id) })
 	return nil
 }
 
@@ -282,4 +259,14 @@ func (p *pgEngine) pruneAvailability(ctx context.Context, now int64) error {
 			WHERE provider IN (SELECT name FROM providers WHERE name IS NOT NULL) AND day < ?`), dayCutoff)
 		return err
 	})
+}
+
+// applyMoney runs the change in a transaction of its own, then applies it
+// to the cached account.
+func (p *pgEngine) applyMoney(ctx context.Context, ch *MoneyChange, fn func(ctx context.Context, conn execer) error, mem *moneyMem) error {
+	err := p.execSQL(ctx, "money "+ch.Kind+" "+ch.AccountID, fn)
+	if err == nil {
+		p.applyLocked(func() { p.s.moneyApplied(ch.AccountID, mem) })
+	}
+	return err
 }

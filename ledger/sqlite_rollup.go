@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// The rollup (SQLite; docs/design.md, "Derived usage tables off the settle
+// The rollup (the SQLite engine's; docs/design.md, "Derived usage tables off the settle
 // path"). A settle writes its usage row and its account's balance, nothing
 // else: what is derived from usage rows (usage_daily, the keys' running
 // totals and last use, and usage_by_key, the per-key index of usage rows)
@@ -21,7 +21,7 @@ import (
 //
 // Over a thousand accounts, writing the derived rows with each batch cost
 // one page per distinct key and table per commit; written once a second
-// they cost about one page per key and table per second (#23).
+// they cost about one page per key and table per second.
 //
 // The writer rolls up at most every rollupEvery while rows come in, and
 // every reader of derived data calls catchUp first (KeyUsage adds the
@@ -106,26 +106,27 @@ func (t *tail) rolledUp(to int64) {
 
 // rollup rolls the tail up inside the writer's transaction and returns the
 // last row it rolled up and how many rows it did; once the transaction
-// commits, s.tail.rolledUp(to) must follow.
-func (s *Store) rollup(ctx context.Context) (to, n int64, err error) {
+// commits, e.tail.rolledUp(to) must follow.
+func (e *sqliteEngine) rollup(ctx context.Context) (to, n int64, err error) {
+	s := e.s
 	var rolled, last int64
-	if err := s.wconn.QueryRowContext(ctx, rollupBehind).Scan(&rolled, &last); err != nil {
+	if err := e.wconn.QueryRowContext(ctx, rollupBehind).Scan(&rolled, &last); err != nil {
 		return 0, 0, fmt.Errorf("rollup: %w", err)
 	}
 	if last <= rolled {
 		return rolled, 0, nil
 	}
-	t := &s.tail
+	t := &e.tail
 	if !t.whole || rolled != t.rolled || last != t.last {
 		for _, q := range rollupStatements {
-			if _, err := s.wconn.ExecContext(ctx, q, rolled, last); err != nil {
+			if _, err := e.wconn.ExecContext(ctx, q, rolled, last); err != nil {
 				return 0, 0, fmt.Errorf("rollup: %w", err)
 			}
 		}
 		s.stats.rolledFromRows.Add(uint64(last - rolled)) // tests: which way it went
 		return last, last - rolled, nil
 	}
-	st := &s.st
+	st := &e.st
 	for dk, d := range t.daily {
 		day := time.UnixMilli(dk.day * millisPerDay).UTC().Format(time.DateOnly)
 		st.daily.args = append(st.daily.args, day, dk.key, dk.model, d.account,
@@ -144,7 +145,7 @@ func (s *Store) rollup(ctx context.Context) (to, n int64, err error) {
 	// copies four columns of rows still in its cache faster than it binds
 	// them as parameters
 	for _, q := range rollupStatements[2:] {
-		if _, err := s.wconn.ExecContext(ctx, q, rolled, last); err != nil {
+		if _, err := e.wconn.ExecContext(ctx, q, rolled, last); err != nil {
 			return 0, 0, fmt.Errorf("rollup: %w", err)
 		}
 	}
@@ -154,40 +155,39 @@ func (s *Store) rollup(ctx context.Context) (to, n int64, err error) {
 // rollupIfDue, in the writer's turn, rolls the tail up in a transaction
 // of its own when the tail may have rows and the last rollup was
 // rollupEvery ago or more.
-func (s *Store) rollupIfDue() {
-	if s.tail.pending() && time.Since(s.lastRollup) >= s.opts.rollupEvery {
-		s.rollupTail()
+func (e *sqliteEngine) rollupIfDue() {
+	s := e.s
+	if e.tail.pending() && time.Since(e.lastRollup) >= s.opts.rollupEvery {
+		e.rollupTail()
 	}
 }
 
 // rollupTail, in the writer's turn, rolls the tail up in a transaction
-// of its own (SQLite): the writer's first act, so that the tail a crash
+// of its own: the writer's first act, so that the tail a crash
 // left is rolled up (reading its rows) before this writer sums its own,
 // and its last when the Store closes, so that a file a gateway left has
 // its derived tables whole.
-func (s *Store) rollupTail() {
-	if s.pg != nil {
-		return
-	}
+func (e *sqliteEngine) rollupTail() {
+	s := e.s
 	ctx := context.Background()
-	s.lastRollup = time.Now()
-	if _, err := s.st.begin.ExecContext(ctx); err != nil {
+	e.lastRollup = time.Now()
+	if _, err := e.st.begin.ExecContext(ctx); err != nil {
 		s.log.Warn("ledger: rollup: begin", zap.Error(err))
 		return
 	}
-	to, n, err := s.rollup(ctx)
+	to, n, err := e.rollup(ctx)
 	if err == nil {
-		_, err = s.st.commit.ExecContext(ctx)
+		_, err = e.st.commit.ExecContext(ctx)
 	}
 	if err != nil {
-		_, _ = s.st.rollback.ExecContext(ctx)
+		_, _ = e.st.rollback.ExecContext(ctx)
 		s.log.Warn("ledger: rollup failed; the next one retries", zap.Error(err))
 		return
 	}
-	s.tail.rolledUp(to)
+	e.tail.rolledUp(to)
 	s.stats.rolledUp.Add(uint64(n))
 	select {
-	case s.ckptKick <- struct{}{}:
+	case e.ckptKick <- struct{}{}:
 	default:
 	}
 }
@@ -196,10 +196,8 @@ func (s *Store) rollupTail() {
 // before it was called: readers of usage_daily, the keys' totals and
 // usage_by_key call it first. It costs one read when nothing is pending,
 // and a rollup on the writer (with the batch it joins) when something is.
-func (s *Store) catchUp(ctx context.Context) error {
-	if s.pg != nil {
-		return nil
-	}
+func (e *sqliteEngine) catchUp(ctx context.Context) error {
+	s := e.s
 	var rolled, last int64
 	if err := s.rdb.QueryRowContext(ctx, rollupBehind).Scan(&rolled, &last); err != nil {
 		return fmt.Errorf("ledger: %w", err)
@@ -212,11 +210,11 @@ func (s *Store) catchUp(ctx context.Context) error {
 	var to, n int64
 	c.str = "roll up usage"
 	c.fn = func(ctx context.Context, _ execer) (err error) {
-		to, n, err = s.rollup(ctx)
+		to, n, err = e.rollup(ctx)
 		return err
 	}
 	c.commit = func() {
-		s.tail.rolledUp(to)
+		e.tail.rolledUp(to)
 		s.stats.rolledUp.Add(uint64(n))
 	}
 	if err := s.submit(ctx, c); err != nil {
