@@ -80,32 +80,22 @@ type call struct {
 	thinking uint8
 }
 
-// reserve holds the most the request can cost: the input bound at the
-// dearest input price, the hosted tools it may use (#16), plus the output
-// cap, for each of the request's choices, at the output price. When the
-// balance covers the input, the hosted tools and at least min_output tokens
-// but not the whole cap, the cap is lowered to what the balance covers
-// (docs/billing.md, "Holds").
+// reserve holds what the request's quote says it may cost
+// (generationQuote) and returns the output cap the hold leaves: lowered to
+// what the balance covers when it covers the input, the hosted tools and
+// at least min_output tokens but not the whole cap (docs/billing.md,
+// "Holds").
 func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.Error) {
-	price := c.model.Price
-	inPrice := max(price.Input, price.CacheRead, price.CacheWrite)
-	inCost := addMoney(mulMoney(inputBound, inPrice), c.hostedHold())
-	outPrice := mulMoney(int64(max(choices, 1)), price.Output) // per token of every choice
-	minOut := min(c.svc.MinOutput, outputCap)
-	minCost := addMoney(inCost, mulMoney(int64(minOut), outPrice))
-	maxCost := addMoney(inCost, mulMoney(int64(outputCap), outPrice))
+	q := generationQuote(c.model, inputBound, c.hostedHold(), outputCap, choices, c.svc.MinOutput)
 	bill, ferr := c.svc.openBill(billSpec{requestID: c.reqID, principal: c.principal, model: c.model, format: c.format,
-		stream: c.stream, start: c.start, inputEstimate: c.inputEstimate, report: c.report, min: minCost, max: maxCost,
-		short: "its input and at least " + strconv.Itoa(minOut) + " output tokens"})
+		stream: c.stream, start: c.start, inputEstimate: c.inputEstimate, report: c.report, min: q.least, max: q.most,
+		short: q.short})
 	if ferr != nil {
 		return 0, ferr
 	}
 	c.bill = bill
 	c.choices = max(choices, 1)
-	if got := bill.Held(); got < maxCost && outPrice > 0 {
-		outputCap = int(min(int64(outputCap), int64((got-inCost)/outPrice)))
-		c.outputCapped = true
-	}
+	outputCap, c.outputCapped = q.outputCapFor(bill.Held())
 	return outputCap, nil
 }
 

@@ -189,7 +189,6 @@ func (m *Model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 		// OpenAI stores responses unless told not to (#16)
 		plan.edits.AddTop(formats.Member{Name: "store", Value: []byte("false")})
 	}
-	inPrice := max(m.Price.Input, m.Price.CacheRead, m.Price.CacheWrite)
 	for i := range req.gated {
 		g := &req.gated[i]
 		if g.State != formats.StateNone && (!g.State.Configurable() || !m.stateful[g.State]) {
@@ -211,8 +210,7 @@ func (m *Model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 		if g.Fixed {
 			plan.fixed.Add(g.Hosted, uses)
 		}
-		perUse := addMoney(m.hostedUsePrice(g.Hosted), mulMoney(g.Hosted.ResultTokens(), inPrice))
-		plan.hold = addMoney(plan.hold, mulMoney(uses, perUse))
+		plan.hold = addMoney(plan.hold, mulMoney(uses, m.hostedUseBound(g.Hosted)))
 		if g.Tool >= 0 && len(g.ToolAdd) > 0 {
 			plan.edits.Tools = append(plan.edits.Tools, formats.ToolEdit{Index: g.Tool, Add: g.ToolAdd})
 		}

@@ -26,11 +26,6 @@ import (
 // goes to them with the model rewritten, and the answer, whose usage comes
 // last, is read whole, billed, then sent.
 
-// inputImageTokens bounds the input tokens of one image given to an edit,
-// for the hold (GPT image models bill a high-fidelity input image at a few
-// thousand tokens).
-const inputImageTokens = 6000
-
 // imageCall is one images request on its way through the gateway.
 type imageCall struct {
 	svc       *Service
@@ -142,67 +137,12 @@ func formBoundary(contentType string) (string, *formats.Error) {
 // limit (64 MiB by default).
 func (s *Service) imageBodyLimit() int64 { return 2 * s.MaxRequestBody }
 
-// perImage is the most one image of q can cost: the per-image price, or the
-// output tokens of its size and quality, whichever is dearer (a size or
-// quality not given, or not known, is taken at its dearest).
-func (ic *imageCall) perImage() ledger.Money {
-	tokens := mulMoney(images.OutputTokens(ic.req.Size, ic.req.Quality), ic.model.Price.Output)
-	return max(ic.model.ImagePrice, tokens)
-}
-
-// bound is the most a request of n images, a prompt of promptBytes and, for
-// an edit, files input files (at least one) can cost: the input tokens
-// (the prompt's bytes and a fixed allowance per input file) at the dearest
-// input price and n images at perImage.
-func (ic *imageCall) bound(n, promptBytes, files int) ledger.Money {
-	price := ic.model.Price
-	tokens := int64(promptBytes)
-	if ic.form != nil {
-		tokens += int64(max(files, 1)) * inputImageTokens
-	}
-	in := mulMoney(tokens, max(price.Input, price.CacheRead, price.CacheWrite))
-	return addMoney(in, mulMoney(int64(n), ic.perImage()))
-}
-
-// current is the bound of the request as read so far.
-func (ic *imageCall) current() ledger.Money {
-	files := 0
-	if ic.form != nil {
-		files = ic.form.Files()
-	}
-	return ic.bound(ic.req.N, len(ic.req.Prompt), files)
-}
-
-// leastEdit is the least an edit of m can be held for: one input image, one
-// image out at the cheapest size and quality, no prompt.
-func (m *Model) leastEdit() ledger.Money {
-	price := m.Price
-	in := mulMoney(inputImageTokens, max(price.Input, price.CacheRead, price.CacheWrite))
-	return addMoney(in, max(m.ImagePrice, mulMoney(images.MinOutputTokens, price.Output)))
-}
-
-// reserve holds the cost of the images asked for. An edit whose form goes
-// on past its first file after the model (curl's order: model, images,
-// prompt) is held for the dearest request the rest of the form can still
-// make (n images not given yet: 10; a prompt not given yet: the longest;
-// 17 input files), or for as much of it as the balance covers, never less
-// than the form read so far; late checks each later part against what was
-// held (#16).
+// reserve holds the cost of the images asked for (imageQuote), or as much
+// of it as the balance covers, never less than the request read so far.
 func (ic *imageCall) reserve() *formats.Error {
-	least := ic.current()
-	most := least
-	if ic.form != nil && !ic.form.Complete() {
-		n, prompt := ic.req.N, len(ic.req.Prompt)
-		if !ic.req.NGiven {
-			n = images.MaxN
-		}
-		if !ic.form.Given("prompt") {
-			prompt = images.MaxPromptBytes
-		}
-		most = ic.bound(n, prompt, images.MaxInputFiles)
-	}
+	q := imageQuote(ic.model, ic.req, ic.form)
 	bill, ferr := ic.svc.openBill(billSpec{requestID: ic.reqID, principal: ic.principal, model: ic.model, format: FormatImages,
-		start: ic.start, report: ic.report, min: least, max: most, short: strconv.Itoa(ic.req.N) + " image(s)"})
+		start: ic.start, report: ic.report, min: q.least, max: q.most, short: q.short})
 	if ferr != nil {
 		return ferr
 	}
@@ -215,7 +155,7 @@ func (ic *imageCall) reserve() *formats.Error {
 // be covered by the hold, or the part is refused, unsent, naming its field.
 // So whatever the upstream is asked was held for (#16).
 func (ic *imageCall) late(name string) *formats.Error {
-	if ic.current() <= ic.bill.Held() {
+	if ic.model.imageNow(ic.req, ic.form) <= ic.bill.Held() {
 		return nil
 	}
 	return formats.InvalidRequest(name, "The form field '"+name+"' came after the first image file that follows the model, "+
@@ -430,7 +370,7 @@ func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
 	}
 	if err != nil {
 		ic.logger.Error("usage does not price", zap.String("request_id", ic.reqID), zap.Error(err))
-		cost = mulMoney(int64(max(ans.Images, 1)), ic.perImage())
+		cost = mulMoney(int64(max(ans.Images, 1)), m.perImage(ic.req.Size, ic.req.Quality))
 	}
 	e := End{Status: http.StatusOK, Outcome: outcomeOK, Route: ic.route, UpstreamKeyID: ic.attempt.Key.ID,
 		TTFT: time.Since(ic.start)} // an image answer arrives whole
