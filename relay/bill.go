@@ -31,20 +31,9 @@ import (
 // row) or Release (nothing debited). Its methods are safe to call from the
 // goroutine that streams the answer and the one that ends the call.
 type Bill struct {
-	svc       *Service
-	logger    *zap.Logger
-	hold      *ledger.Hold
-	done      atomic.Bool // settled or released
-	requestID string
-	principal Principal
-	model     *Model
-	format    Format
-	stream    bool
-	start     time.Time
-	// inputEstimate is the request's own estimate of its input tokens,
-	// billed when the upstream reported none.
-	inputEstimate int64
-	report        *Report // the request's access log report, if any
+	*request // the request it bills
+	hold     *ledger.Hold
+	done     atomic.Bool // settled or released
 	// tierBps is the discount of the plan's volume tier in force when the
 	// hold was taken, which applies to the whole request.
 	tierBps int
@@ -52,41 +41,24 @@ type Bill struct {
 	charged atomic.Int64
 }
 
-// billSpec is what a bill is opened for.
-type billSpec struct {
-	requestID     string
-	principal     Principal
-	model         *Model
-	format        Format
-	stream        bool
-	start         time.Time
-	inputEstimate int64
-	report        *Report
-	// min and max bound the hold: it is refused below min, and it is
-	// min(max, the available balance) otherwise.
-	min, max ledger.Money
-	// short says in a few words what min covers, for the refusal ("its
-	// input and at least 256 output tokens", "1 image(s)").
-	short string
-}
-
-// openBill reserves the request's hold. A balance that does not cover
-// spec.min is the client's 403 (in its format, by the caller).
-func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
-	tiered := spec.principal.Plan != nil && len(spec.principal.Plan.Tiers) > 0
+// openBill reserves the hold of rq, sized by q (takeHold). A balance that
+// does not cover q.least is the client's 403 (in its format, by the
+// caller).
+func (s *Service) openBill(rq *request, q quote) (*Bill, *formats.Error) {
+	tiered := rq.principal.Plan != nil && len(rq.principal.Plan.Tiers) > 0
 	reserve := s.Store.Reserve
 	if tiered {
 		// the tier reads the month's spend: counted on every instance
 		reserve = s.Store.ReserveWithMonthSpend
 	}
-	hold, err := reserve(spec.principal.AccountID, spec.min, spec.max)
+	hold, err := reserve(rq.principal.AccountID, q.least, q.most)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInsufficientFunds) {
 			return nil, &formats.Error{Kind: formats.KindInsufficientQuota,
-				Message: "Your balance does not cover this request (" + spec.short +
+				Message: "Your balance does not cover this request (" + q.short +
 					" at this model's price). Top up your balance and try again."}
 		}
-		s.Logger.Error("reserving a hold", zap.String("account", spec.principal.AccountID), zap.Error(err))
+		s.Logger.Error("reserving a hold", zap.String("account", rq.principal.AccountID), zap.Error(err))
 		if errors.Is(err, ledger.ErrWriteFailed) {
 			// a shared ledger out of reach: nothing was held or sent
 			return nil, &formats.Error{Kind: formats.KindOverloaded, RetryAfter: 1,
@@ -97,11 +69,9 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 	tier := 0
 	if tiered {
 		// the month's spend is read only for a plan with tiers
-		tier = spec.principal.Plan.TierBps(hold.MonthSpend())
+		tier = rq.principal.Plan.TierBps(hold.MonthSpend())
 	}
-	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,
-		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate,
-		report: spec.report, tierBps: tier}, nil
+	return &Bill{request: rq, hold: hold, tierBps: tier}, nil
 }
 
 // Charged is what the bill's settle debited (0 before it is durable): the
@@ -111,16 +81,9 @@ func (b *Bill) Charged() ledger.Money { return ledger.Money(b.charged.Load()) }
 // setCostHeader says on a whole answer, once its bill is settled, what it
 // cost: exactly the amount debited, in the ledger's currency (docs/api.md,
 // "What an answer cost"). X-Modelgate-Request-Id went on when the hold was
-// taken (setRequestIDHeader).
+// taken (takeHold).
 func (b *Bill) setCostHeader(h http.Header) {
 	h.Set("X-Modelgate-Cost", b.Charged().String())
-}
-
-// setRequestIDHeader names, on every answer of a held request, the usage
-// row that bills it, for GET /api/usage/requests/{id}: a stream's cost is
-// known only after its headers went.
-func (b *Bill) setRequestIDHeader(h http.Header) {
-	h.Set("X-Modelgate-Request-Id", b.requestID)
 }
 
 // Held is the amount the bill holds.
@@ -134,7 +97,8 @@ func (b *Bill) Release() {
 	}
 }
 
-// End says how a call ended, for its usage row.
+// End says how a call ended, for its usage row (the request names the
+// attempt that answered: its route, key and time to first token).
 type End struct {
 	Status  int    // the HTTP status the client got (statusClientClosed: none)
 	Outcome string // ok, client_closed, upstream_cut, upstream_error
@@ -142,10 +106,6 @@ type End struct {
 	// slow to take it: a delivered answer, or one the client left after
 	// the upstream made it.
 	Collect bool
-	// Route and UpstreamKeyID name the attempt that answered.
-	Route         *Route
-	UpstreamKeyID string
-	TTFT          time.Duration
 }
 
 // The ends of a call.
@@ -207,7 +167,7 @@ func (b *Bill) settleTokens(u formats.Usage, source string, hosted ledger.Hosted
 	if err != nil {
 		// impossible counts (cache above input, overflow): bill the input
 		// as uncached, the dearer reading, and say so
-		b.logger.Error("usage does not price", zap.String("request_id", b.requestID), zap.Error(err))
+		b.logger.Error("usage does not price", zap.String("request_id", b.reqID), zap.Error(err))
 		tokens.CacheRead, tokens.CacheWrite = 0, 0
 		cost, _ = b.model.Price.Cost(tokens)
 	}
@@ -229,11 +189,11 @@ func (b *Bill) record(tokens ledger.Tokens, cost ledger.Money, source string, e 
 	discount := b.principal.Plan.DiscountBps
 	charged := ledger.Discounted(cost, discount+b.tierBps)
 	rec := &ledger.UsageRecord{
-		RequestID:     b.requestID,
+		RequestID:     b.reqID,
 		AccountID:     b.principal.AccountID,
 		KeyID:         b.principal.KeyID,
 		Model:         b.model.ID,
-		UpstreamKeyID: e.UpstreamKeyID,
+		UpstreamKeyID: b.upstreamKeyID,
 		ClientFormat:  b.format.String(),
 		Stream:        b.stream,
 		Tokens:        tokens,
@@ -245,10 +205,10 @@ func (b *Bill) record(tokens ledger.Tokens, cost ledger.Money, source string, e 
 		Status:        e.Status,
 		Outcome:       e.Outcome,
 		Latency:       time.Since(b.start),
-		TTFT:          e.TTFT,
+		TTFT:          b.ttft,
 	}
-	if e.Route != nil {
-		rec.Provider, rec.UpstreamModel = e.Route.Provider.Name, e.Route.UpstreamModel
+	if b.route != nil {
+		rec.Provider, rec.UpstreamModel = b.route.Provider.Name, b.route.UpstreamModel
 	}
 	if rec.Status == 0 {
 		rec.Status = http.StatusOK

@@ -32,41 +32,26 @@ const (
 	UserAgent       = "modelgate/1"
 )
 
-// call is one API request on its way through the gateway: what the handler
-// decided (model, route, hold, upstream body) and what the transport learns
-// (upstream key, timings). It settles the bill exactly once.
+// call is a generation or token-count request on its way through the
+// gateway: what the handler decided (hold, upstream body) and what the
+// transport learns. It settles the bill exactly once.
 type call struct {
-	svc       *Service
-	logger    *zap.Logger
-	reqID     string
-	start     time.Time
-	principal Principal
-	model     *Model
-	route     *Route
+	request
 
-	format        Format
-	stream        bool
 	includeUsage  bool // OpenAI client: wants the usage chunk
 	sse           bool // Gemini client: SSE rather than a JSON array
 	count         bool // a token count: nothing held, nothing billed
-	inputEstimate int64
 	anthropicBeta []string
 	upstreamBody  []byte
 	passThrough   bool // client and upstream speak the same format
 
-	bill         *Bill   // the money side, once reserve has held
-	report       *Report // what the access log shows of the request
 	outputCapped bool
 
 	req       *genRequest
 	outputCap int
-	bodies    []preparedBody      // the request rendered for each route
-	attempts  []*upstream.Attempt // every attempt so far
-	attempt   *upstream.Attempt   // the current one
+	bodies    []preparedBody // the request rendered for each route
 
-	upstreamKeyID string
-	ttft          time.Duration
-	hosted        hostedTally // what the answer showed of its hosted-tool uses (#16)
+	hosted hostedTally // what the answer showed of its hosted-tool uses
 
 	choices int // the answers the request asked for (OpenAI's n)
 	// hungUp is when the client hung up on a stream its provider stops
@@ -85,17 +70,13 @@ type call struct {
 // what the balance covers when it covers the input, the hosted tools and
 // at least min_output tokens but not the whole cap (docs/billing.md,
 // "Holds").
-func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.Error) {
+func (c *call) reserve(h http.Header, inputBound int64, outputCap, choices int) (int, *formats.Error) {
 	q := generationQuote(c.model, inputBound, c.hostedHold(), outputCap, choices, c.svc.MinOutput)
-	bill, ferr := c.svc.openBill(billSpec{requestID: c.reqID, principal: c.principal, model: c.model, format: c.format,
-		stream: c.stream, start: c.start, inputEstimate: c.inputEstimate, report: c.report, min: q.least, max: q.most,
-		short: q.short})
-	if ferr != nil {
+	if ferr := c.takeHold(h, q); ferr != nil {
 		return 0, ferr
 	}
-	c.bill = bill
 	c.choices = max(choices, 1)
-	outputCap, c.outputCapped = q.outputCapFor(bill.Held())
+	outputCap, c.outputCapped = q.outputCapFor(c.bill.Held())
 	return outputCap, nil
 }
 
@@ -107,17 +88,17 @@ func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.
 // settled once, by the attempt that answered.
 func (c *call) run(w http.ResponseWriter, r *http.Request) {
 	defer func() {
-		for _, a := range c.attempts {
+		for _, a := range c.tried {
 			a.Release()
 		}
 	}()
 	var last *formats.Error
-	for len(c.attempts) < c.svc.MaxAttempts {
-		i, att, ok := upstream.Choose(c.model.candidates, c.attempts, nil)
+	for len(c.tried) < c.svc.MaxAttempts {
+		i, att, ok := upstream.Choose(c.model.candidates, c.tried, nil)
 		if !ok {
 			break
 		}
-		c.attempts = append(c.attempts, att)
+		c.tried = append(c.tried, att)
 		c.attempt, c.route = att, &c.model.Routes[i]
 		c.upstreamKeyID = att.Key.ID
 		if done := c.prepare(w, i); done {
@@ -134,7 +115,7 @@ func (c *call) run(w http.ResponseWriter, r *http.Request) {
 			ae = &attemptError{err: formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")}
 		}
 		last = ae.err
-		logAttemptFailed(c.logger, c.reqID, c.route.Provider.Name, c.upstreamKeyID, len(c.attempts), ae.cause)
+		logAttemptFailed(c.logger, c.reqID, c.route.Provider.Name, c.upstreamKeyID, len(c.tried), ae.cause)
 		if r.Context().Err() != nil {
 			return // nobody to answer
 		}
@@ -623,7 +604,7 @@ func (c *call) errorResponse(req *http.Request, e *formats.Error) *http.Response
 func (c *call) settle(u formats.Usage, final bool, outputBytes int64, status int, outcome string, collect bool) error {
 	hosted, hostedCost := c.hostedCost(u)
 	return c.bill.SettleUsage(u, final, outputBytes, hosted, hostedCost,
-		End{Status: status, Outcome: outcome, Collect: collect, Route: c.route, UpstreamKeyID: c.upstreamKeyID, TTFT: c.ttft})
+		End{Status: status, Outcome: outcome, Collect: collect})
 }
 
 // isEventStream reports whether a response is an SSE stream.
@@ -1164,7 +1145,7 @@ func (c *call) settleCounted(u formats.Usage, counted int64, elapsed time.Durati
 	}
 	hosted, hostedCost := c.hostedCost(u)
 	_ = c.bill.SettleCounted(u, hosted, hostedCost,
-		End{Status: status, Outcome: outcomeClientClosed, Collect: true, Route: c.route, UpstreamKeyID: c.upstreamKeyID, TTFT: c.ttft})
+		End{Status: status, Outcome: outcomeClientClosed, Collect: true})
 }
 
 // hangupMargin is the in-flight margin of a stream stopped after elapsed,

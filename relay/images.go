@@ -28,27 +28,16 @@ import (
 
 // imageCall is one images request on its way through the gateway.
 type imageCall struct {
-	svc       *Service
-	logger    *zap.Logger
-	reqID     string
-	start     time.Time
-	principal Principal
-	model     *Model
-	req       *images.Request
-	body      []byte       // a generation's JSON body
-	form      *images.Form // an edit's form
-	bill      *Bill
-	report    *Report
-
-	attempts []*upstream.Attempt
-	attempt  *upstream.Attempt
-	route    *Route
+	request
+	req  *images.Request
+	body []byte       // a generation's JSON body
+	form *images.Form // an edit's form
 }
 
 // Images serves POST /v1/images/generations, or /v1/images/edits when
 // edit is set, for p (authenticated and admitted by the caller).
 func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, edit bool, reqID string) {
-	ic := &imageCall{svc: s, logger: s.Logger, reqID: reqID, start: time.Now(), principal: p}
+	ic := &imageCall{request: request{svc: s, logger: s.Logger, reqID: reqID, start: time.Now(), principal: p, format: FormatImages}}
 	if !edit {
 		body, ferr := ReadBody(r, s.MaxRequestBody)
 		if ferr == nil {
@@ -88,12 +77,11 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 	ic.model = m
 	ic.report = reportOf(r.Context())
 	ic.report.setModel(m.ID)
-	if ferr := ic.reserve(); ferr != nil {
+	if ferr := ic.takeHold(w.Header(), imageQuote(m, ic.req, ic.form)); ferr != nil {
 		WriteError(w, FormatImages, ferr)
 		return
 	}
 	defer ic.bill.Release()
-	ic.bill.setRequestIDHeader(w.Header())
 	if ic.form != nil {
 		ic.form.Late = ic.late
 	}
@@ -137,19 +125,6 @@ func formBoundary(contentType string) (string, *formats.Error) {
 // limit (64 MiB by default).
 func (s *Service) imageBodyLimit() int64 { return 2 * s.MaxRequestBody }
 
-// reserve holds the cost of the images asked for (imageQuote), or as much
-// of it as the balance covers, never less than the request read so far.
-func (ic *imageCall) reserve() *formats.Error {
-	q := imageQuote(ic.model, ic.req, ic.form)
-	bill, ferr := ic.svc.openBill(billSpec{requestID: ic.reqID, principal: ic.principal, model: ic.model, format: FormatImages,
-		start: ic.start, report: ic.report, min: q.least, max: q.most, short: q.short})
-	if ferr != nil {
-		return ferr
-	}
-	ic.bill = bill
-	return nil
-}
-
 // late checks a part of an edit form that arrived after the hold was taken
 // (Form.Late), once it is applied: the request as it now stands must still
 // be covered by the hold, or the part is refused, unsent, naming its field.
@@ -168,27 +143,27 @@ func (ic *imageCall) late(name string) *formats.Error {
 // client cannot be sent again, so it gets no second attempt.
 func (ic *imageCall) run(w http.ResponseWriter, r *http.Request) {
 	defer func() {
-		for _, a := range ic.attempts {
+		for _, a := range ic.tried {
 			a.Release()
 		}
 	}()
 	var last *formats.Error
-	for len(ic.attempts) < ic.svc.MaxAttempts {
+	for len(ic.tried) < ic.svc.MaxAttempts {
 		if ic.form != nil && !ic.form.Replayable() {
 			break
 		}
-		i, att, ok := upstream.Choose(ic.model.imageCandidates, ic.attempts, nil)
+		i, att, ok := upstream.Choose(ic.model.imageCandidates, ic.tried, nil)
 		if !ok {
 			break
 		}
-		ic.attempts = append(ic.attempts, att)
-		ic.attempt, ic.route = att, &ic.model.Routes[ic.model.imageRoutes[i]]
+		ic.tried = append(ic.tried, att)
+		ic.attempt, ic.route, ic.upstreamKeyID = att, &ic.model.Routes[ic.model.imageRoutes[i]], att.Key.ID
 		done, cause, ferr := ic.once(w, r)
 		if done {
 			return
 		}
 		last = ferr
-		logAttemptFailed(ic.logger, ic.reqID, ic.route.Provider.Name, att.Key.ID, len(ic.attempts), cause)
+		logAttemptFailed(ic.logger, ic.reqID, ic.route.Provider.Name, att.Key.ID, len(ic.tried), cause)
 		if r.Context().Err() != nil {
 			return // nobody to answer
 		}
@@ -372,8 +347,8 @@ func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
 		ic.logger.Error("usage does not price", zap.String("request_id", ic.reqID), zap.Error(err))
 		cost = mulMoney(int64(max(ans.Images, 1)), m.perImage(ic.req.Size, ic.req.Quality))
 	}
-	e := End{Status: http.StatusOK, Outcome: outcomeOK, Route: ic.route, UpstreamKeyID: ic.attempt.Key.ID,
-		TTFT: time.Since(ic.start)} // an image answer arrives whole
+	ic.ttft = time.Since(ic.start) // an image answer arrives whole
+	e := End{Status: http.StatusOK, Outcome: outcomeOK}
 	if clientGone {
 		e.Status, e.Outcome, e.Collect = statusClientClosed, outcomeClientClosed, true
 	}

@@ -90,20 +90,11 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 		return
 	}
 	c := &call{
-		svc:           s,
-		logger:        s.Logger,
-		reqID:         reqID,
-		start:         time.Now(),
-		principal:     p,
-		model:         m,
-		route:         &m.Routes[0],
-		format:        req.format,
-		stream:        req.stream,
+		request: request{svc: s, logger: s.Logger, reqID: reqID, start: time.Now(), principal: p, model: m,
+			format: req.format, stream: req.stream, inputEstimate: req.inputEstimate, report: report, route: &m.Routes[0]},
 		includeUsage:  req.includeUsage,
 		sse:           req.sse,
-		inputEstimate: req.inputEstimate,
 		anthropicBeta: req.anthropicBeta,
-		report:        report,
 	}
 	c.req = req
 	if count {
@@ -117,13 +108,12 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 	if req.maxTokens > 0 && req.maxTokens < outputCap {
 		outputCap = req.maxTokens
 	}
-	outputCap, ferr = c.reserve(req.inputBound, outputCap, req.choices)
+	outputCap, ferr = c.reserve(w.Header(), req.inputBound, outputCap, req.choices)
 	if ferr != nil {
 		WriteError(w, c.format, ferr)
 		return
 	}
 	defer c.bill.Release() // every path that does not settle gives the hold back
-	c.bill.setRequestIDHeader(w.Header())
 	if c.outputCapped {
 		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
 	}
