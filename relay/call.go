@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -80,53 +79,6 @@ func (c *call) reserve(h http.Header, inputBound int64, outputCap, choices int) 
 	return outputCap, nil
 }
 
-// run serves the call: it asks the scheduler for a route and a key, sends
-// the request to that provider and writes its answer, and, when the attempt
-// fails before the first byte reaches the client, tries the next key or
-// route, up to max_attempts. The client's body was read once; each route
-// gets its own rendering of it. Whatever the number of attempts, the bill is
-// settled once, by the attempt that answered.
-func (c *call) run(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		for _, a := range c.tried {
-			a.Release()
-		}
-	}()
-	var last *formats.Error
-	for len(c.tried) < c.svc.MaxAttempts {
-		i, att, ok := upstream.Choose(c.model.candidates, c.tried, nil)
-		if !ok {
-			break
-		}
-		c.tried = append(c.tried, att)
-		c.attempt, c.route = att, &c.model.Routes[i]
-		c.upstreamKeyID = att.Key.ID
-		if done := c.prepare(w, i); done {
-			return
-		}
-		err := c.proxyOnce(w, r)
-		if err == nil || errors.Is(err, errStopped) {
-			return
-		}
-		var ae *attemptError
-		if !errors.As(err, &ae) {
-			// not an upstream failure roundTrip classified (the client
-			// went away before anything was sent)
-			ae = &attemptError{err: formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")}
-		}
-		last = ae.err
-		logAttemptFailed(c.logger, c.reqID, c.route.Provider.Name, c.upstreamKeyID, len(c.tried), ae.cause)
-		if r.Context().Err() != nil {
-			return // nobody to answer
-		}
-	}
-	if last == nil {
-		last = noUpstreamAvailable()
-	}
-	w.Header().Del("X-Modelgate-Dropped")
-	WriteError(w, c.format, last)
-}
-
 // prepare renders the request for route i (once per route) and reports
 // whether the call was answered without an upstream request (a local token
 // count, or a request this route's format cannot carry).
@@ -191,19 +143,19 @@ func (c *call) localCount(w http.ResponseWriter) {
 	WriteJSON(w, http.StatusOK, appendCount(nil, c.format, n))
 }
 
-// attemptError is an upstream attempt that failed before anything reached
-// the client: the call may try another key or route.
-type attemptError struct {
-	err   *formats.Error // what the client sees if no attempt succeeds
-	cause upstream.Cause
-}
+// replayable reports that a generation can be sent again: its body was
+// read whole and each route gets its own rendering of it.
+func (c *call) replayable() bool { return true }
 
-func (e *attemptError) Error() string { return "upstream attempt failed: " + e.cause.String() }
-
-// proxyOnce sends one attempt to the route's provider and, when it
-// succeeds, writes its answer to the client (see deliver). A nil error means
-// a response was written.
-func (c *call) proxyOnce(w http.ResponseWriter, r *http.Request) error {
+// try makes one attempt at route i (see exchange): it renders the request
+// for the route (prepare), sends it to the route's provider and, when it
+// succeeds, writes its answer to the client (see deliver). Whatever the
+// number of attempts, the bill is settled once, by the attempt that
+// answered.
+func (c *call) try(w http.ResponseWriter, r *http.Request, i int) error {
+	if done := c.prepare(w, i); done {
+		return nil
+	}
 	resp, err := c.roundTrip(r)
 	if err != nil {
 		return err
@@ -231,30 +183,6 @@ func deliver(w http.ResponseWriter, resp *http.Response) {
 		return
 	}
 	_, _ = io.Copy(w, resp.Body)
-}
-
-// ErrConnect marks a failure to connect to an upstream (the transport
-// wraps its dial errors with it).
-var ErrConnect = errors.New("could not connect")
-
-// TransportCause classifies an error of an upstream round trip.
-func TransportCause(err error, timedOut bool) upstream.Cause {
-	var op *net.OpError
-	switch {
-	case timedOut || errors.Is(err, context.DeadlineExceeded):
-		return upstream.CauseTimeout
-	case errors.Is(err, ErrConnect), errors.As(err, &op) && op.Op == "dial":
-		return upstream.CauseConnect
-	}
-	return upstream.CauseClosed
-}
-
-// fail reports the attempt's failure and returns the error that lets the
-// call try again.
-func (c *call) fail(cause upstream.Cause, retryAfter time.Duration, e *formats.Error) error {
-	c.attempt.Failed(cause, retryAfter)
-	c.svc.Metrics.Failure(c.route.Provider.Name, c.upstreamKeyID, cause.String())
-	return &attemptError{err: e, cause: cause}
 }
 
 // roundTrip is one attempt at the upstream: it builds the upstream request
@@ -307,16 +235,11 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	if c.stream {
 		accept = "text/event-stream"
 	}
-	out.Header = http.Header{
-		"Content-Type": {"application/json"},
-		"Accept":       {accept},
-		"User-Agent":   {UserAgent},
-	}
 	var beta []string
 	if c.passThrough && c.format == FormatMessages {
 		beta = c.anthropicBeta // beta features are for Anthropic upstreams only
 	}
-	SetUpstreamAuth(out.Header, p, c.attempt.Key.Secret(), beta)
+	out.Header = upstreamHeader(p, c.attempt.Key.Secret(), "application/json", accept, beta)
 	body := c.upstreamBody
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -491,86 +414,12 @@ func okResponse(req *http.Request, resp *http.Response, body []byte) *http.Respo
 // a failure of the upstream fails over; an error caused by the request is
 // the client's answer, in its format. Nothing is billed.
 func (c *call) upstreamError(req *http.Request, resp *http.Response) (*http.Response, error) {
-	ferr, cause, hint, failed := c.svc.classifyUpstreamError(c.logger, c.reqID, c.route.Provider, c.upstreamKeyID, resp)
+	ferr, cause, hint, failed := c.classifyUpstreamError(resp)
 	if !failed {
 		c.attempt.Succeeded(0) // the upstream is fine; the request was not
 		return c.errorResponse(req, ferr), nil
 	}
 	return nil, c.fail(cause, hint, ferr)
-}
-
-// classifyUpstreamError reads and logs an upstream's error answer. Failures
-// of the upstream (5xx, 429, 401/403, and a 400 about the gateway's own key)
-// are failed, with the cause and the retry hint the answer gave; an error
-// caused by the request itself (400, 404, 413…) is not.
-func (s *Service) classifyUpstreamError(logger *zap.Logger, reqID string, p *Provider, keyID string, resp *http.Response) (
-	ferr *formats.Error, cause upstream.Cause, hint time.Duration, failed bool) {
-	data, _ := readAll(resp.Body, MaxErrorBody)
-	resp.Body.Close()
-	ferr = parseUpstreamError(p.Format, resp.StatusCode, data)
-	cause, failed = upstream.StatusCause(resp.StatusCode)
-	if !failed && resp.StatusCode == http.StatusBadRequest && ferr.Kind == formats.KindUpstream {
-		// a 400 that is about the gateway's credentials (Gemini's
-		// API_KEY_INVALID), not the request
-		cause, failed = upstream.CauseAuth, true
-	}
-	logger.Warn("upstream error",
-		zap.String("request_id", reqID),
-		zap.String("provider", p.Name),
-		zap.String("upstream_key", keyID),
-		zap.Int("status", resp.StatusCode))
-	if !failed {
-		return ferr, cause, 0, false
-	}
-	hint, ok := retryHint(resp.StatusCode, resp.Header, time.Now())
-	if !ok && ferr.RetryAfter > 0 {
-		hint = time.Duration(ferr.RetryAfter) * time.Second // Gemini's retryDelay
-	}
-	if ferr.Kind == formats.KindOverloaded && ferr.RetryAfter == 0 && hint > 0 {
-		ferr.RetryAfter = int(max(1, hint/time.Second))
-	}
-	return ferr, cause, hint, true
-}
-
-// retryHint is how long a key that failed with status should rest, from
-// the answer's headers: only a refusal for load (429, 503, Anthropic's 529)
-// says when to come back. The rate-limit reset headers that vendors send
-// on every answer are no such hint on a 500 or a 504 (they would rest a
-// key for a minute after one server error); those get the provider's
-// failure cooldown.
-func retryHint(status int, h http.Header, now time.Time) (time.Duration, bool) {
-	switch status {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable, 529:
-		return upstream.RetryHint(h, now)
-	}
-	return 0, false
-}
-
-// transportFailure classifies a failed round trip to an upstream, with what
-// the client sees if no attempt succeeds.
-func transportFailure(err error, timedOut bool) (upstream.Cause, time.Duration, *formats.Error) {
-	cause := TransportCause(err, timedOut)
-	if cause == upstream.CauseTimeout {
-		return cause, 0, formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
-	}
-	return cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")
-}
-
-// noUpstreamAvailable is the answer when the scheduler grants no attempt.
-func noUpstreamAvailable() *formats.Error {
-	return &formats.Error{Kind: formats.KindOverloaded,
-		Message: "No upstream provider for this model is available right now; try again shortly.", RetryAfter: 1}
-}
-
-// logAttemptFailed logs an upstream attempt that failed before anything
-// reached the client.
-func logAttemptFailed(logger *zap.Logger, reqID, provider, keyID string, attempt int, cause upstream.Cause) {
-	logger.Warn("upstream attempt failed",
-		zap.String("request_id", reqID),
-		zap.String("provider", provider),
-		zap.String("upstream_key", keyID),
-		zap.Int("attempt", attempt),
-		zap.String("cause", cause.String()))
 }
 
 // errorResponse builds a response carrying an error in the client's format.

@@ -100,7 +100,7 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 	if count {
 		// a token count: nothing held, nothing billed
 		c.count = true
-		c.run(w, r)
+		c.run(w, r, m.routes, c)
 		return
 	}
 
@@ -118,7 +118,7 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
 	}
 	c.outputCap = outputCap
-	c.run(w, r)
+	c.run(w, r, m.routes, c)
 }
 
 // ModelNotFound is the 404 of an unknown model ID.
