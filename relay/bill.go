@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
 )
 
@@ -18,13 +19,12 @@ import (
 // make an upstream do work is billed through one Bill:
 //
 //	openBill  reserve a hold on the account, atomically, before any upstream call
-//	SettleUsage | SettleCost   debit what was used, with its usage row, exactly once
+//	SettleUsage | SettleCounted | SettleImages   debit what was used, with its usage row, exactly once
 //	Release   give the hold back when nothing billable happened
 //
-// SettleUsage decides "usage or estimate" for every way a call can end
-// (billedUsage); SettleCost takes a cost priced elsewhere (images). Chat,
-// Responses, messages, Gemini and images all bill this way; token counts
-// hold nothing and bill nothing.
+// billedUsage decides "usage or estimate" for every way a call can end,
+// whatever the route. Chat, Responses, messages, Gemini and images all bill
+// this way; token counts hold nothing and bill nothing.
 
 // Bill is the money side of one request: a hold taken before the upstream
 // is called, then exactly one of a settle (the cost debited with its usage
@@ -122,29 +122,30 @@ const statusClientClosed = 499
 
 // billedUsage decides what a call is billed, for every way a call can end
 // (docs/billing.md, "When a usage figure is final"): the upstream's own
-// count when it is final; otherwise at least the estimate of every output
-// byte read from the upstream, with the input the upstream reported on the
-// way (Anthropic's message_start) or else the request's estimate, marked
-// "estimated". A placeholder such as message_start's output of 1 token is
-// never a bill.
-func billedUsage(u formats.Usage, final bool, outputBytes, inputEstimate int64) (formats.Usage, string) {
+// count when it is final; otherwise at least estimatedOutput, the estimate
+// of every piece of output read from the upstream (tokens), with the input
+// the upstream reported on the way (Anthropic's message_start) or else the
+// request's estimate, marked "estimated". A placeholder such as
+// message_start's output of 1 token is never a bill. Streams, whole answers
+// and images are all billed through it.
+func billedUsage(u formats.Usage, final bool, estimatedOutput, inputEstimate int64) (formats.Usage, string) {
 	if final {
 		return u, "upstream"
 	}
 	if u.Input <= 0 {
 		u.Input = inputEstimate
 	}
-	u.Output = max(u.Output, formats.EstimateTokens(outputBytes))
+	u.Output = max(u.Output, estimatedOutput)
 	return u, "estimated"
 }
 
 // SettleUsage bills a call's usage: the upstream's figures when final, an
-// estimate of what was read otherwise (billedUsage), plus the fees of its
-// hosted-tool uses; once. It returns when the debit is durable (see
-// settle for a ledger that cannot take it).
+// estimate of what was read otherwise (billedUsage, at 4 bytes a token of
+// outputBytes), plus the fees of its hosted-tool uses; once. It returns
+// when the debit is durable (see settle for a ledger that cannot take it).
 func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
-	u, source := billedUsage(u, final, outputBytes, b.inputEstimate)
-	return b.settleTokens(u, source, hosted, hostedCost, e)
+	u, source := billedUsage(u, final, formats.EstimateTokens(outputBytes), b.inputEstimate)
+	return b.settleTokens(u, source, hosted, hostedCost, 0, e)
 }
 
 // SettleCounted bills a stream the gateway stopped when its client hung up
@@ -153,33 +154,51 @@ func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hoste
 // reported, else the request's own count. The row says "counted".
 func (b *Bill) SettleCounted(u formats.Usage, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
 	u, _ = billedUsage(u, false, 0, b.inputEstimate) // the input rule of any bill not final
-	return b.settleTokens(u, usageCounted, hosted, hostedCost, e)
+	return b.settleTokens(u, usageCounted, hosted, hostedCost, 0, e)
 }
+
+// SettleImages bills an images answer for req: its token usage when the
+// upstream reports it; else, when the model has a per-image price, that
+// price for each image; else the estimate of its images (the output tokens
+// of their size and quality) and of its prompt (billedUsage). An image
+// served is never billed nothing: a usage that does not price is billed
+// each image (at least one) at its bound.
+func (b *Bill) SettleImages(ans images.Answer, req *images.Request, e End) error {
+	m := b.model
+	if !ans.HasUsage && m.ImagePrice > 0 {
+		return b.settle(b.record(ledger.Tokens{}, mulMoney(int64(ans.Images), m.ImagePrice), usageImagePrice, e), e.Collect)
+	}
+	u, source := billedUsage(ans.Usage, ans.HasUsage, int64(ans.Images)*images.OutputTokens(req.Size, req.Quality),
+		formats.EstimateTokens(int64(len(req.Prompt))))
+	unpriced := mulMoney(int64(max(ans.Images, 1)), m.perImage(req.Size, req.Quality))
+	return b.settleTokens(u, source, ledger.HostedUses{}, 0, unpriced, e)
+}
+
+// usageImagePrice is the usage source of an images bill at the model's
+// per-image price.
+const usageImagePrice = "image_price"
 
 // usageCounted is the usage source of a bill whose output the gateway
 // counted itself, from the text the upstream sent.
 const usageCounted = "counted"
 
-// settleTokens prices u and bills it with its hosted-tool fees, once.
-func (b *Bill) settleTokens(u formats.Usage, source string, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
+// settleTokens prices u and bills it with its hosted-tool fees, once. Usage
+// with impossible counts (cache above input, overflow) is priced with its
+// input uncached, the dearer reading; usage that still does not price is
+// billed unpriced.
+func (b *Bill) settleTokens(u formats.Usage, source string, hosted ledger.HostedUses, hostedCost, unpriced ledger.Money, e End) error {
 	tokens := ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
 	cost, err := b.model.Price.Cost(tokens)
 	if err != nil {
-		// impossible counts (cache above input, overflow): bill the input
-		// as uncached, the dearer reading, and say so
 		b.logger.Error("usage does not price", zap.String("request_id", b.reqID), zap.Error(err))
 		tokens.CacheRead, tokens.CacheWrite = 0, 0
-		cost, _ = b.model.Price.Cost(tokens)
+		if cost, err = b.model.Price.Cost(tokens); err != nil {
+			cost = unpriced
+		}
 	}
 	rec := b.record(tokens, addMoney(cost, hostedCost), source, e)
 	rec.Hosted, rec.HostedCost = hosted, hostedCost
 	return b.settle(rec, e.Collect)
-}
-
-// SettleCost bills a cost priced by the caller (an images answer: its
-// token usage, the per-image price, or its estimate, as source says); once.
-func (b *Bill) SettleCost(tokens ledger.Tokens, cost ledger.Money, source string, e End) error {
-	return b.settle(b.record(tokens, cost, source, e), e.Collect)
 }
 
 // record is the usage row of the bill, with cost before the discounts:

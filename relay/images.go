@@ -16,7 +16,6 @@ import (
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/images"
-	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/upstream"
 )
 
@@ -301,37 +300,14 @@ func (ic *imageCall) upload() (*imageUpload, *formats.Error) {
 	return &imageUpload{path: "/v1/images/edits", contentType: mw.FormDataContentType(), body: pr, finish: finish}, nil
 }
 
-// settle bills the answer: its token usage when the upstream reports it,
-// else the per-image price, else the images' estimated tokens; never
-// nothing for an image served. clientGone marks an answer whose client left
-// before it came (outcome client_closed, collected even when the ledger is
-// slow to take it).
+// settle bills the answer (Bill.SettleImages). clientGone marks an answer
+// whose client left before it came (outcome client_closed, collected even
+// when the ledger is slow to take it).
 func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
-	m := ic.model
-	tokens := ledger.Tokens{Input: ans.Usage.Input, Output: ans.Usage.Output}
-	source := "upstream"
-	var cost ledger.Money
-	var err error
-	switch {
-	case ans.HasUsage:
-		cost, err = m.Price.Cost(tokens)
-	case m.ImagePrice > 0:
-		tokens, source = ledger.Tokens{}, "image_price"
-		cost = mulMoney(int64(ans.Images), m.ImagePrice)
-	default:
-		tokens = ledger.Tokens{Input: formats.EstimateTokens(int64(len(ic.req.Prompt))),
-			Output: int64(ans.Images) * images.OutputTokens(ic.req.Size, ic.req.Quality)}
-		source = "estimated"
-		cost, err = m.Price.Cost(tokens)
-	}
-	if err != nil {
-		ic.logger.Error("usage does not price", zap.String("request_id", ic.reqID), zap.Error(err))
-		cost = mulMoney(int64(max(ans.Images, 1)), m.perImage(ic.req.Size, ic.req.Quality))
-	}
 	ic.ttft = time.Since(ic.start) // an image answer arrives whole
 	e := End{Status: http.StatusOK, Outcome: outcomeOK}
 	if clientGone {
 		e.Status, e.Outcome, e.Collect = statusClientClosed, outcomeClientClosed, true
 	}
-	return ic.bill.SettleCost(tokens, cost, source, e)
+	return ic.bill.SettleImages(ans, ic.req, e)
 }
