@@ -252,7 +252,7 @@ func (b *Bill) settle(rec *ledger.UsageRecord, collect bool) error {
 	b.charged.Store(int64(rec.Charged))
 	b.report.setSettled(rec)
 	// checked here, not in Debugf: the fields (and the amount's text) are
-	// built only when debug logging is on, not on every request (#23)
+	// built only when debug logging is on, not on every request
 	if c := b.logger.Check(zapcore.DebugLevel, "settled"); c != nil {
 		c.Write(zap.String("request_id", rec.RequestID),
 			zap.String("key_id", rec.KeyID),
@@ -282,7 +282,7 @@ func billingDelayed() *formats.Error {
 // that may pass (ledger.ErrWriteFailed: the database locked by another
 // process, a full disk) keeps its hold reserved and is tried again: inline
 // for a few seconds, then, for a bill that must be collected, in the
-// background until the ledger takes it (#16). The money stays held all the
+// background until the ledger takes it. The money stays held all the
 // while, so the account cannot spend it twice.
 
 // settleRetryInline is how long a settle is retried before the caller gets
@@ -348,8 +348,8 @@ func (s *Service) settleRetrying(logger *zap.Logger, hold *ledger.Hold, rec *led
 	wait := settleRetryFirst
 	for tries := 1; ; tries++ {
 		// no deadline: the ledger awaits every settle it has queued, so
-		// that a bill is never abandoned half-way (a timer per request
-		// bought nothing, #23)
+		// that a bill is never abandoned half-way, and a timer per request
+		// would only cost its allocation
 		err := hold.Settle(context.Background(), rec)
 		if err == nil {
 			s.Metrics.Settled(rec)

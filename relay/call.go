@@ -201,7 +201,7 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// Once sent, the upstream call outlives a client that goes away: the
 	// provider generates (and charges) the answer whether or not anyone
-	// reads it, so the gateway reads it too, to bill it (#16). Only the
+	// reads it, so the gateway reads it too, to bill it. Only the
 	// provider's timeouts bound it.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
 	timeout := p.ResponseTimeout
@@ -364,7 +364,7 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 	// billed the estimate of its text rather than nothing
 	if req.Context().Err() != nil {
 		// the client left while the upstream answered: the answer was made
-		// and is billed, though nobody will read it (#16)
+		// and is billed, though nobody will read it
 		_ = c.settle(usage, hasUsage, outputBytes, statusClientClosed, outcomeClientClosed, true)
 		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The client closed the request.")), nil
 	}
@@ -447,7 +447,7 @@ func (c *call) errorResponse(req *http.Request, e *formats.Error) *http.Response
 }
 
 // settle bills the call through its bill, with the attempt that answered
-// and the hosted-tool uses the answer showed (#16): u is the upstream's
+// and the hosted-tool uses the answer showed: u is the upstream's
 // usage, final when it is the vendor's terminal count (Bill.SettleUsage
 // decides usage or estimate).
 func (c *call) settle(u formats.Usage, final bool, outputBytes int64, status int, outcome string, collect bool) error {
@@ -621,7 +621,7 @@ func (s *meteredStream) finish() {
 	if !s.send() || s.client.Err() != nil {
 		// The client left before the end: the events that arrived with the
 		// last one were never written one by one, so no failed write told
-		// writeTo; the answer was made all the same and is billed (#16).
+		// writeTo; the answer was made all the same and is billed.
 		outcome = outcomeClientClosed
 	}
 	u, final := s.usage()
@@ -689,7 +689,7 @@ const drainBytesPerToken = 64
 
 // drain reads the rest of a stream whose client left: the provider goes on
 // generating (and charging) after the client's hang-up, so the gateway goes
-// on reading, to bill what was made (#16). It stops when the upstream ends
+// on reading, to bill what was made. It stops when the upstream ends
 // the stream, after the provider's drain_timeout, or once the output read
 // goes far past the call's output cap; the upstream is then cut off.
 func (s *meteredStream) drain() {

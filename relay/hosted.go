@@ -11,7 +11,8 @@ import (
 	"github.com/modelgate/modelgate/ledger"
 )
 
-// Hosted tools and upstream state (#16). A request may make the upstream
+// Hosted tools and upstream state (docs/billing.md, "Hosted tools and
+// state at the provider"). A request may make the upstream
 // do work that the tokens of the answer do not show (web searches, page
 // fetches, images made by a hosted tool, each billed per use by the
 // vendor) or reach state kept in the operator's account at the provider
@@ -186,7 +187,7 @@ type hostedPlan struct {
 func (m *Model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 	plan := &hostedPlan{}
 	if req.format == FormatResponses {
-		// OpenAI stores responses unless told not to (#16)
+		// OpenAI stores responses unless told not to
 		plan.edits.AddTop(formats.Member{Name: "store", Value: []byte("false")})
 	}
 	for i := range req.gated {

@@ -89,7 +89,7 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 
 // beforeSpool lets an edit form spool the files it sends before its model
 // only if the balance covers the cheapest edit any image model could be
-// held for: the model is not known yet, the account is (#16).
+// held for: the model is not known yet, the account is.
 func (s *Service) beforeSpool(ctx context.Context, p Principal) *formats.Error {
 	if len(s.imageModels) == 0 {
 		return formats.InvalidRequest("model", "No model of this gateway makes images.")
@@ -127,7 +127,7 @@ func (s *Service) imageBodyLimit() int64 { return 2 * s.MaxRequestBody }
 // late checks a part of an edit form that arrived after the hold was taken
 // (Form.Late), once it is applied: the request as it now stands must still
 // be covered by the hold, or the part is refused, unsent, naming its field.
-// So whatever the upstream is asked was held for (#16).
+// So whatever the upstream is asked was held for.
 func (ic *imageCall) late(name string) *formats.Error {
 	if ic.model.imageNow(ic.req, ic.form) <= ic.bill.Held() {
 		return nil

@@ -84,7 +84,7 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 	}
 	report := reportOf(r.Context())
 	report.setModel(m.ID)
-	// hosted tools and upstream state: served as the model allows (#16)
+	// hosted tools and upstream state: served as the model allows
 	if req.plan, ferr = m.admitGated(req); ferr != nil {
 		WriteError(w, format, ferr)
 		return
