@@ -180,6 +180,17 @@ func transportFailure(err error, timedOut bool) (upstream.Cause, time.Duration, 
 	return cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")
 }
 
+// brokeOff classifies an upstream answer that broke off while it was read
+// (a timeout when timedOut), with what the client sees if no attempt
+// succeeds: msg.
+func brokeOff(timedOut bool, msg string) (upstream.Cause, time.Duration, *formats.Error) {
+	cause := upstream.CauseClosed
+	if timedOut {
+		cause = upstream.CauseTimeout
+	}
+	return cause, 0, formats.NewError(formats.KindUpstream, msg)
+}
+
 // noUpstreamAvailable is the answer when the scheduler grants no attempt.
 func noUpstreamAvailable() *formats.Error {
 	return &formats.Error{Kind: formats.KindOverloaded,

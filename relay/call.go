@@ -41,8 +41,6 @@ type call struct {
 	upstreamBody  []byte
 	passThrough   bool // client and upstream speak the same format
 
-	outputCapped bool
-
 	req       *genRequest
 	outputCap int
 	bodies    []preparedBody // the request rendered for each route
@@ -62,18 +60,21 @@ type call struct {
 }
 
 // reserve holds what the request's quote says it may cost
-// (generationQuote) and returns the output cap the hold leaves: lowered to
-// what the balance covers when it covers the input, the hosted tools and
-// at least min_output tokens but not the whole cap (docs/billing.md,
-// "Holds").
-func (c *call) reserve(h http.Header, inputBound int64, outputCap, choices int) (int, *formats.Error) {
-	q := generationQuote(c.model, inputBound, c.hostedHold(), outputCap, choices, c.svc.MinOutput)
+// (generationQuote) and sets the output cap the hold leaves: lowered to what
+// the balance covers when it covers the input, the hosted tools and at
+// least min_output tokens but not the whole cap, and then said in
+// X-Modelgate-Output-Capped (docs/billing.md, "Holds").
+func (c *call) reserve(h http.Header) *formats.Error {
+	q := generationQuote(c.model, c.req, c.hostedHold(), c.svc.MinOutput)
 	if ferr := c.takeHold(h, q); ferr != nil {
-		return 0, ferr
+		return ferr
 	}
-	c.choices = max(choices, 1)
-	outputCap, c.outputCapped = q.outputCapFor(c.bill.Held())
-	return outputCap, nil
+	c.choices = max(c.req.choices, 1)
+	capped := false
+	if c.outputCap, capped = q.outputCapFor(c.bill.Held()); capped {
+		h.Set("X-Modelgate-Output-Capped", strconv.Itoa(c.outputCap))
+	}
+	return nil
 }
 
 // prepare renders the request for route i (once per route) and reports
@@ -291,11 +292,7 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 		if c.stoppedEarly() {
 			return nil, c.settleStoppedEarly(formats.Usage{})
 		}
-		cause := upstream.CauseClosed
-		if timedOut.Load() {
-			cause = upstream.CauseTimeout
-		}
-		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off before it began."))
+		return nil, c.fail(brokeOff(timedOut.Load(), "The upstream provider's stream broke off before it began."))
 	}
 	first, done, ferr := s.tr.Feed(nil, event, data)
 	if ferr == nil && !done && c.stoppedEarly() {
@@ -345,11 +342,7 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 	data, err := readAll(resp.Body, maxResponseBody)
 	resp.Body.Close()
 	if err != nil {
-		cause := upstream.CauseClosed
-		if timedOut.Load() {
-			cause = upstream.CauseTimeout
-		}
-		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+		return nil, c.fail(brokeOff(timedOut.Load(), "The upstream provider's answer broke off."))
 	}
 	c.attempt.Succeeded(time.Since(sent))
 	c.ttft = time.Since(c.start)
@@ -378,11 +371,7 @@ func (c *call) countAnswer(req *http.Request, resp *http.Response, timedOut *ato
 	data, err := readAll(resp.Body, MaxErrorBody)
 	resp.Body.Close()
 	if err != nil {
-		cause := upstream.CauseClosed
-		if timedOut.Load() {
-			cause = upstream.CauseTimeout
-		}
-		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+		return nil, c.fail(brokeOff(timedOut.Load(), "The upstream provider's answer broke off."))
 	}
 	c.attempt.Succeeded(0)
 	out, ferr := c.countResponse(data)

@@ -205,11 +205,8 @@ func (ic *imageCall) try(w http.ResponseWriter, r *http.Request, _ int) error {
 	}
 	data, err := readAll(resp.Body, maxResponseBody)
 	if err != nil {
-		c := upstream.CauseClosed
-		if timedOut() {
-			c = upstream.CauseTimeout
-		}
-		return ic.failed(w, up, c, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+		c, hint, e := brokeOff(timedOut(), "The upstream provider's answer broke off.")
+		return ic.failed(w, up, c, hint, e)
 	}
 	up.finish() // the upstream has answered: it read the whole form
 	ans, err := images.ParseAnswer(data)

@@ -38,15 +38,19 @@ func (m *Model) dearestInputPrice() ledger.Money {
 
 // generationQuote sizes the hold of a generation: the input bound at the
 // dearest input price, plus what its hosted tools may cost, plus the output
-// cap, for each choice, at the output price. least covers the input, the
-// hosted tools and minOutput tokens (or the whole cap, if lower).
-func generationQuote(m *Model, inputBound int64, hosted ledger.Money, outputCap, choices, minOutput int) quote {
-	q := quote{outputCap: outputCap}
-	q.input = addMoney(mulMoney(inputBound, m.dearestInputPrice()), hosted)
-	q.outputPrice = mulMoney(int64(max(choices, 1)), m.Price.Output) // per token of every choice
-	minOut := min(minOutput, outputCap)
+// cap (the request's max_tokens, or the model's max_output, whichever is
+// lower), for each choice, at the output price. least covers the input,
+// the hosted tools and minOutput tokens (or the whole cap, if lower).
+func generationQuote(m *Model, req *genRequest, hosted ledger.Money, minOutput int) quote {
+	q := quote{outputCap: m.MaxOutput}
+	if req.maxTokens > 0 && req.maxTokens < q.outputCap {
+		q.outputCap = req.maxTokens
+	}
+	q.input = addMoney(mulMoney(req.inputBound, m.dearestInputPrice()), hosted)
+	q.outputPrice = mulMoney(int64(max(req.choices, 1)), m.Price.Output) // per token of every choice
+	minOut := min(minOutput, q.outputCap)
 	q.least = addMoney(q.input, mulMoney(int64(minOut), q.outputPrice))
-	q.most = addMoney(q.input, mulMoney(int64(outputCap), q.outputPrice))
+	q.most = addMoney(q.input, mulMoney(int64(q.outputCap), q.outputPrice))
 	q.short = "its input and at least " + strconv.Itoa(minOut) + " output tokens"
 	return q
 }

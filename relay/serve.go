@@ -104,20 +104,11 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 		return
 	}
 
-	outputCap := m.MaxOutput
-	if req.maxTokens > 0 && req.maxTokens < outputCap {
-		outputCap = req.maxTokens
-	}
-	outputCap, ferr = c.reserve(w.Header(), req.inputBound, outputCap, req.choices)
-	if ferr != nil {
+	if ferr = c.reserve(w.Header()); ferr != nil {
 		WriteError(w, c.format, ferr)
 		return
 	}
 	defer c.bill.Release() // every path that does not settle gives the hold back
-	if c.outputCapped {
-		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
-	}
-	c.outputCap = outputCap
 	c.run(w, r, m.routes, c)
 }
 
