@@ -211,7 +211,7 @@ func (m *Model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 		if g.Fixed {
 			plan.fixed.Add(g.Hosted, uses)
 		}
-		plan.hold = addMoney(plan.hold, mulMoney(uses, m.hostedUseBound(g.Hosted)))
+		plan.hold = addMoney(plan.hold, m.hostedBound(g.Hosted, uses))
 		if g.Tool >= 0 && len(g.ToolAdd) > 0 {
 			plan.edits.Tools = append(plan.edits.Tools, formats.ToolEdit{Index: g.Tool, Add: g.ToolAdd})
 		}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/modelgate/modelgate/formats"
@@ -65,11 +66,12 @@ func (q quote) outputCapFor(held ledger.Money) (outputCap int, capped bool) {
 	return q.outputCap, false
 }
 
-// hostedUseBound is the most one use of a hosted tool of kind k can cost
-// at m: its fee plus an allowance of input tokens for its results, at the
+// hostedBound is the most uses of a hosted tool of kind k can cost at m:
+// each its fee plus an allowance of input tokens for its results, at the
 // dearest input price.
-func (m *Model) hostedUseBound(k formats.HostedKind) ledger.Money {
-	return addMoney(m.hostedUsePrice(k), mulMoney(k.ResultTokens(), m.dearestInputPrice()))
+func (m *Model) hostedBound(k formats.HostedKind, uses int64) ledger.Money {
+	perUse := addMoney(m.hostedUsePrice(k), mulMoney(k.ResultTokens(), m.dearestInputPrice()))
+	return mulMoney(uses, perUse)
 }
 
 // inputImageTokens bounds the input tokens of one image given to an edit,
@@ -135,4 +137,24 @@ func (m *Model) imageNow(req *images.Request, form *images.Form) ledger.Money {
 		files = form.Files()
 	}
 	return m.imageBound(req, form != nil, req.N, len(req.Prompt), files)
+}
+
+// mulMoney multiplies a token count by a per-token price, saturating instead
+// of overflowing (a saturated hold is refused, never wrapped around).
+func mulMoney(tokens int64, price ledger.Money) ledger.Money {
+	if tokens <= 0 || price <= 0 {
+		return 0
+	}
+	if tokens > math.MaxInt64/int64(price) {
+		return math.MaxInt64
+	}
+	return ledger.Money(tokens) * price
+}
+
+// addMoney adds, saturating.
+func addMoney(a, b ledger.Money) ledger.Money {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -3,7 +3,6 @@ package relay
 import (
 	"bytes"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/ledger"
 )
 
 // Kind is what a generation route asks for.
@@ -150,26 +148,6 @@ func WriteJSON(w http.ResponseWriter, status int, body []byte) {
 	hdr.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-// mulMoney multiplies a token count by a per-token price, saturating instead
-// of overflowing (a saturated hold is refused, never wrapped around).
-func mulMoney(tokens int64, price ledger.Money) ledger.Money {
-	if tokens <= 0 || price <= 0 {
-		return 0
-	}
-	if tokens > math.MaxInt64/int64(price) {
-		return math.MaxInt64
-	}
-	return ledger.Money(tokens) * price
-}
-
-// addMoney adds, saturating.
-func addMoney(a, b ledger.Money) ledger.Money {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // Debugf logs a debug line when debug logging is on.
