@@ -84,12 +84,12 @@ func (rq *request) run(w http.ResponseWriter, r *http.Request, routes routeSet, 
 	if last == nil {
 		last = noUpstreamAvailable()
 	}
-	w.Header().Del("X-Modelgate-Dropped")
+	w.Header().Del("X-Modelgate-Dropped") // what a failed attempt's rendering dropped
 	WriteError(w, rq.format, last)
 }
 
 // attemptError is an upstream attempt that failed before anything reached
-// the client: the call may try another key or route.
+// the client: the request may try another key or route.
 type attemptError struct {
 	err   *formats.Error // what the client sees if no attempt succeeds
 	cause upstream.Cause
