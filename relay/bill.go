@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
+	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
 )
 
@@ -18,33 +19,21 @@ import (
 // make an upstream do work is billed through one Bill:
 //
 //	openBill  reserve a hold on the account, atomically, before any upstream call
-//	SettleUsage | SettleCost   debit what was used, with its usage row, exactly once
+//	SettleUsage | SettleCounted | SettleImages   debit what was used, with its usage row, exactly once
 //	Release   give the hold back when nothing billable happened
 //
-// SettleUsage decides "usage or estimate" for every way a call can end
-// (billedUsage); SettleCost takes a cost priced elsewhere (images). Chat,
-// Responses, messages, Gemini and images all bill this way; token counts
-// hold nothing and bill nothing.
+// billedUsage decides "usage or estimate" for every way a call can end,
+// whatever the route. Chat, Responses, messages, Gemini and images all bill
+// this way; token counts hold nothing and bill nothing.
 
 // Bill is the money side of one request: a hold taken before the upstream
 // is called, then exactly one of a settle (the cost debited with its usage
 // row) or Release (nothing debited). Its methods are safe to call from the
 // goroutine that streams the answer and the one that ends the call.
 type Bill struct {
-	svc       *Service
-	logger    *zap.Logger
-	hold      *ledger.Hold
-	done      atomic.Bool // settled or released
-	requestID string
-	principal Principal
-	model     *Model
-	format    Format
-	stream    bool
-	start     time.Time
-	// inputEstimate is the request's own estimate of its input tokens,
-	// billed when the upstream reported none.
-	inputEstimate int64
-	report        *Report // the request's access log report, if any
+	*request // the request it bills
+	hold     *ledger.Hold
+	done     atomic.Bool // settled or released
 	// tierBps is the discount of the plan's volume tier in force when the
 	// hold was taken, which applies to the whole request.
 	tierBps int
@@ -52,41 +41,24 @@ type Bill struct {
 	charged atomic.Int64
 }
 
-// billSpec is what a bill is opened for.
-type billSpec struct {
-	requestID     string
-	principal     Principal
-	model         *Model
-	format        Format
-	stream        bool
-	start         time.Time
-	inputEstimate int64
-	report        *Report
-	// min and max bound the hold: it is refused below min, and it is
-	// min(max, the available balance) otherwise.
-	min, max ledger.Money
-	// short says in a few words what min covers, for the refusal ("its
-	// input and at least 256 output tokens", "1 image(s)").
-	short string
-}
-
-// openBill reserves the request's hold. A balance that does not cover
-// spec.min is the client's 403 (in its format, by the caller).
-func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
-	tiered := spec.principal.Plan != nil && len(spec.principal.Plan.Tiers) > 0
+// openBill reserves the hold of rq, sized by q (takeHold). A balance that
+// does not cover q.least is the client's 403 (in its format, by the
+// caller).
+func (s *Service) openBill(rq *request, q quote) (*Bill, *formats.Error) {
+	tiered := rq.principal.Plan != nil && len(rq.principal.Plan.Tiers) > 0
 	reserve := s.Store.Reserve
 	if tiered {
 		// the tier reads the month's spend: counted on every instance
 		reserve = s.Store.ReserveWithMonthSpend
 	}
-	hold, err := reserve(spec.principal.AccountID, spec.min, spec.max)
+	hold, err := reserve(rq.principal.AccountID, q.least, q.most)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInsufficientFunds) {
 			return nil, &formats.Error{Kind: formats.KindInsufficientQuota,
-				Message: "Your balance does not cover this request (" + spec.short +
+				Message: "Your balance does not cover this request (" + q.short +
 					" at this model's price). Top up your balance and try again."}
 		}
-		s.Logger.Error("reserving a hold", zap.String("account", spec.principal.AccountID), zap.Error(err))
+		s.Logger.Error("reserving a hold", zap.String("account", rq.principal.AccountID), zap.Error(err))
 		if errors.Is(err, ledger.ErrWriteFailed) {
 			// a shared ledger out of reach: nothing was held or sent
 			return nil, &formats.Error{Kind: formats.KindOverloaded, RetryAfter: 1,
@@ -97,11 +69,9 @@ func (s *Service) openBill(spec billSpec) (*Bill, *formats.Error) {
 	tier := 0
 	if tiered {
 		// the month's spend is read only for a plan with tiers
-		tier = spec.principal.Plan.TierBps(hold.MonthSpend())
+		tier = rq.principal.Plan.TierBps(hold.MonthSpend())
 	}
-	return &Bill{svc: s, logger: s.Logger, hold: hold, requestID: spec.requestID, principal: spec.principal,
-		model: spec.model, format: spec.format, stream: spec.stream, start: spec.start, inputEstimate: spec.inputEstimate,
-		report: spec.report, tierBps: tier}, nil
+	return &Bill{request: rq, hold: hold, tierBps: tier}, nil
 }
 
 // Charged is what the bill's settle debited (0 before it is durable): the
@@ -111,16 +81,9 @@ func (b *Bill) Charged() ledger.Money { return ledger.Money(b.charged.Load()) }
 // setCostHeader says on a whole answer, once its bill is settled, what it
 // cost: exactly the amount debited, in the ledger's currency (docs/api.md,
 // "What an answer cost"). X-Modelgate-Request-Id went on when the hold was
-// taken (setRequestIDHeader).
+// taken (takeHold).
 func (b *Bill) setCostHeader(h http.Header) {
 	h.Set("X-Modelgate-Cost", b.Charged().String())
-}
-
-// setRequestIDHeader names, on every answer of a held request, the usage
-// row that bills it, for GET /api/usage/requests/{id}: a stream's cost is
-// known only after its headers went.
-func (b *Bill) setRequestIDHeader(h http.Header) {
-	h.Set("X-Modelgate-Request-Id", b.requestID)
 }
 
 // Held is the amount the bill holds.
@@ -134,7 +97,8 @@ func (b *Bill) Release() {
 	}
 }
 
-// End says how a call ended, for its usage row.
+// End says how a call ended, for its usage row (the request names the
+// attempt that answered: its route, key and time to first token).
 type End struct {
 	Status  int    // the HTTP status the client got (statusClientClosed: none)
 	Outcome string // ok, client_closed, upstream_cut, upstream_error
@@ -142,10 +106,6 @@ type End struct {
 	// slow to take it: a delivered answer, or one the client left after
 	// the upstream made it.
 	Collect bool
-	// Route and UpstreamKeyID name the attempt that answered.
-	Route         *Route
-	UpstreamKeyID string
-	TTFT          time.Duration
 }
 
 // The ends of a call.
@@ -162,29 +122,30 @@ const statusClientClosed = 499
 
 // billedUsage decides what a call is billed, for every way a call can end
 // (docs/billing.md, "When a usage figure is final"): the upstream's own
-// count when it is final; otherwise at least the estimate of every output
-// byte read from the upstream, with the input the upstream reported on the
-// way (Anthropic's message_start) or else the request's estimate, marked
-// "estimated". A placeholder such as message_start's output of 1 token is
-// never a bill.
-func billedUsage(u formats.Usage, final bool, outputBytes, inputEstimate int64) (formats.Usage, string) {
+// count when it is final; otherwise at least estimatedOutput, the estimate
+// of every piece of output read from the upstream (tokens), with the input
+// the upstream reported on the way (Anthropic's message_start) or else the
+// request's estimate, marked "estimated". A placeholder such as
+// message_start's output of 1 token is never a bill. Streams, whole answers
+// and images are all billed through it.
+func billedUsage(u formats.Usage, final bool, estimatedOutput, inputEstimate int64) (formats.Usage, string) {
 	if final {
 		return u, "upstream"
 	}
 	if u.Input <= 0 {
 		u.Input = inputEstimate
 	}
-	u.Output = max(u.Output, formats.EstimateTokens(outputBytes))
+	u.Output = max(u.Output, estimatedOutput)
 	return u, "estimated"
 }
 
 // SettleUsage bills a call's usage: the upstream's figures when final, an
-// estimate of what was read otherwise (billedUsage), plus the fees of its
-// hosted-tool uses; once. It returns when the debit is durable (see
-// settle for a ledger that cannot take it).
+// estimate of what was read otherwise (billedUsage, at 4 bytes a token of
+// outputBytes), plus the fees of its hosted-tool uses; once. It returns
+// when the debit is durable (see settle for a ledger that cannot take it).
 func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
-	u, source := billedUsage(u, final, outputBytes, b.inputEstimate)
-	return b.settleTokens(u, source, hosted, hostedCost, e)
+	u, source := billedUsage(u, final, formats.EstimateTokens(outputBytes), b.inputEstimate)
+	return b.settleTokens(u, source, hosted, hostedCost, 0, e)
 }
 
 // SettleCounted bills a stream the gateway stopped when its client hung up
@@ -193,33 +154,51 @@ func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hoste
 // reported, else the request's own count. The row says "counted".
 func (b *Bill) SettleCounted(u formats.Usage, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
 	u, _ = billedUsage(u, false, 0, b.inputEstimate) // the input rule of any bill not final
-	return b.settleTokens(u, usageCounted, hosted, hostedCost, e)
+	return b.settleTokens(u, usageCounted, hosted, hostedCost, 0, e)
 }
+
+// SettleImages bills an images answer for req: its token usage when the
+// upstream reports it; else, when the model has a per-image price, that
+// price for each image; else the estimate of its images (the output tokens
+// of their size and quality) and of its prompt (billedUsage). An image
+// served is never billed nothing: a usage that does not price is billed
+// each image (at least one) at its bound.
+func (b *Bill) SettleImages(ans images.Answer, req *images.Request, e End) error {
+	m := b.model
+	if !ans.HasUsage && m.ImagePrice > 0 {
+		return b.settle(b.record(ledger.Tokens{}, mulMoney(int64(ans.Images), m.ImagePrice), usageImagePrice, e), e.Collect)
+	}
+	u, source := billedUsage(ans.Usage, ans.HasUsage, int64(ans.Images)*images.OutputTokens(req.Size, req.Quality),
+		formats.EstimateTokens(int64(len(req.Prompt))))
+	unpriced := mulMoney(int64(max(ans.Images, 1)), m.perImage(req.Size, req.Quality))
+	return b.settleTokens(u, source, ledger.HostedUses{}, 0, unpriced, e)
+}
+
+// usageImagePrice is the usage source of an images bill at the model's
+// per-image price.
+const usageImagePrice = "image_price"
 
 // usageCounted is the usage source of a bill whose output the gateway
 // counted itself, from the text the upstream sent.
 const usageCounted = "counted"
 
-// settleTokens prices u and bills it with its hosted-tool fees, once.
-func (b *Bill) settleTokens(u formats.Usage, source string, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
+// settleTokens prices u and bills it with its hosted-tool fees, once. Usage
+// with impossible counts (cache above input, overflow) is priced with its
+// input uncached, the dearer reading; usage that still does not price is
+// billed unpriced.
+func (b *Bill) settleTokens(u formats.Usage, source string, hosted ledger.HostedUses, hostedCost, unpriced ledger.Money, e End) error {
 	tokens := ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
 	cost, err := b.model.Price.Cost(tokens)
 	if err != nil {
-		// impossible counts (cache above input, overflow): bill the input
-		// as uncached, the dearer reading, and say so
-		b.logger.Error("usage does not price", zap.String("request_id", b.requestID), zap.Error(err))
+		b.logger.Error("usage does not price", zap.String("request_id", b.reqID), zap.Error(err))
 		tokens.CacheRead, tokens.CacheWrite = 0, 0
-		cost, _ = b.model.Price.Cost(tokens)
+		if cost, err = b.model.Price.Cost(tokens); err != nil {
+			cost = unpriced
+		}
 	}
 	rec := b.record(tokens, addMoney(cost, hostedCost), source, e)
 	rec.Hosted, rec.HostedCost = hosted, hostedCost
 	return b.settle(rec, e.Collect)
-}
-
-// SettleCost bills a cost priced by the caller (an images answer: its
-// token usage, the per-image price, or its estimate, as source says); once.
-func (b *Bill) SettleCost(tokens ledger.Tokens, cost ledger.Money, source string, e End) error {
-	return b.settle(b.record(tokens, cost, source, e), e.Collect)
 }
 
 // record is the usage row of the bill, with cost before the discounts:
@@ -229,11 +208,11 @@ func (b *Bill) record(tokens ledger.Tokens, cost ledger.Money, source string, e 
 	discount := b.principal.Plan.DiscountBps
 	charged := ledger.Discounted(cost, discount+b.tierBps)
 	rec := &ledger.UsageRecord{
-		RequestID:     b.requestID,
+		RequestID:     b.reqID,
 		AccountID:     b.principal.AccountID,
 		KeyID:         b.principal.KeyID,
 		Model:         b.model.ID,
-		UpstreamKeyID: e.UpstreamKeyID,
+		UpstreamKeyID: b.upstreamKeyID,
 		ClientFormat:  b.format.String(),
 		Stream:        b.stream,
 		Tokens:        tokens,
@@ -245,10 +224,10 @@ func (b *Bill) record(tokens ledger.Tokens, cost ledger.Money, source string, e 
 		Status:        e.Status,
 		Outcome:       e.Outcome,
 		Latency:       time.Since(b.start),
-		TTFT:          e.TTFT,
+		TTFT:          b.ttft,
 	}
-	if e.Route != nil {
-		rec.Provider, rec.UpstreamModel = e.Route.Provider.Name, e.Route.UpstreamModel
+	if b.route != nil {
+		rec.Provider, rec.UpstreamModel = b.route.Provider.Name, b.route.UpstreamModel
 	}
 	if rec.Status == 0 {
 		rec.Status = http.StatusOK
@@ -273,7 +252,7 @@ func (b *Bill) settle(rec *ledger.UsageRecord, collect bool) error {
 	b.charged.Store(int64(rec.Charged))
 	b.report.setSettled(rec)
 	// checked here, not in Debugf: the fields (and the amount's text) are
-	// built only when debug logging is on, not on every request (#23)
+	// built only when debug logging is on, not on every request
 	if c := b.logger.Check(zapcore.DebugLevel, "settled"); c != nil {
 		c.Write(zap.String("request_id", rec.RequestID),
 			zap.String("key_id", rec.KeyID),
@@ -303,7 +282,7 @@ func billingDelayed() *formats.Error {
 // that may pass (ledger.ErrWriteFailed: the database locked by another
 // process, a full disk) keeps its hold reserved and is tried again: inline
 // for a few seconds, then, for a bill that must be collected, in the
-// background until the ledger takes it (#16). The money stays held all the
+// background until the ledger takes it. The money stays held all the
 // while, so the account cannot spend it twice.
 
 // settleRetryInline is how long a settle is retried before the caller gets
@@ -369,8 +348,8 @@ func (s *Service) settleRetrying(logger *zap.Logger, hold *ledger.Hold, rec *led
 	wait := settleRetryFirst
 	for tries := 1; ; tries++ {
 		// no deadline: the ledger awaits every settle it has queued, so
-		// that a bill is never abandoned half-way (a timer per request
-		// bought nothing, #23)
+		// that a bill is never abandoned half-way, and a timer per request
+		// would only cost its allocation
 		err := hold.Settle(context.Background(), rec)
 		if err == nil {
 			s.Metrics.Settled(rec)

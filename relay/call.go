@@ -5,22 +5,18 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/formats/rawjson"
 	"github.com/modelgate/modelgate/formats/sse"
 	"github.com/modelgate/modelgate/formats/tokencount"
-	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/upstream"
 )
 
@@ -32,41 +28,24 @@ const (
 	UserAgent       = "modelgate/1"
 )
 
-// call is one API request on its way through the gateway: what the handler
-// decided (model, route, hold, upstream body) and what the transport learns
-// (upstream key, timings). It settles the bill exactly once.
+// call is a generation or token-count request on its way through the
+// gateway: what the handler decided (hold, upstream body) and what the
+// transport learns. It settles the bill exactly once.
 type call struct {
-	svc       *Service
-	logger    *zap.Logger
-	reqID     string
-	start     time.Time
-	principal Principal
-	model     *Model
-	route     *Route
+	request
 
-	format        Format
-	stream        bool
 	includeUsage  bool // OpenAI client: wants the usage chunk
 	sse           bool // Gemini client: SSE rather than a JSON array
 	count         bool // a token count: nothing held, nothing billed
-	inputEstimate int64
 	anthropicBeta []string
 	upstreamBody  []byte
 	passThrough   bool // client and upstream speak the same format
 
-	bill         *Bill   // the money side, once reserve has held
-	report       *Report // what the access log shows of the request
-	outputCapped bool
-
 	req       *genRequest
 	outputCap int
-	bodies    []preparedBody      // the request rendered for each route
-	attempts  []*upstream.Attempt // every attempt so far
-	attempt   *upstream.Attempt   // the current one
+	bodies    []preparedBody // the request rendered for each route
 
-	upstreamKeyID string
-	ttft          time.Duration
-	hosted        hostedTally // what the answer showed of its hosted-tool uses (#16)
+	hosted hostedTally // what the answer showed of its hosted-tool uses
 
 	choices int // the answers the request asked for (OpenAI's n)
 	// hungUp is when the client hung up on a stream its provider stops
@@ -80,80 +59,22 @@ type call struct {
 	thinking uint8
 }
 
-// reserve holds the most the request can cost: the input bound at the
-// dearest input price, the hosted tools it may use (#16), plus the output
-// cap, for each of the request's choices, at the output price. When the
-// balance covers the input, the hosted tools and at least min_output tokens
-// but not the whole cap, the cap is lowered to what the balance covers
-// (docs/billing.md, "Holds").
-func (c *call) reserve(inputBound int64, outputCap, choices int) (int, *formats.Error) {
-	price := c.model.Price
-	inPrice := max(price.Input, price.CacheRead, price.CacheWrite)
-	inCost := addMoney(mulMoney(inputBound, inPrice), c.hostedHold())
-	outPrice := mulMoney(int64(max(choices, 1)), price.Output) // per token of every choice
-	minOut := min(c.svc.MinOutput, outputCap)
-	minCost := addMoney(inCost, mulMoney(int64(minOut), outPrice))
-	maxCost := addMoney(inCost, mulMoney(int64(outputCap), outPrice))
-	bill, ferr := c.svc.openBill(billSpec{requestID: c.reqID, principal: c.principal, model: c.model, format: c.format,
-		stream: c.stream, start: c.start, inputEstimate: c.inputEstimate, report: c.report, min: minCost, max: maxCost,
-		short: "its input and at least " + strconv.Itoa(minOut) + " output tokens"})
-	if ferr != nil {
-		return 0, ferr
+// reserve holds what the request's quote says it may cost
+// (generationQuote) and sets the output cap the hold leaves: lowered to what
+// the balance covers when it covers the input, the hosted tools and at
+// least min_output tokens but not the whole cap, and then said in
+// X-Modelgate-Output-Capped (docs/billing.md, "Holds").
+func (c *call) reserve(h http.Header) *formats.Error {
+	q := generationQuote(c.model, c.req, c.hostedHold(), c.svc.MinOutput)
+	if ferr := c.takeHold(h, q); ferr != nil {
+		return ferr
 	}
-	c.bill = bill
-	c.choices = max(choices, 1)
-	if got := bill.Held(); got < maxCost && outPrice > 0 {
-		outputCap = int(min(int64(outputCap), int64((got-inCost)/outPrice)))
-		c.outputCapped = true
+	c.choices = max(c.req.choices, 1)
+	capped := false
+	if c.outputCap, capped = q.outputCapFor(c.bill.Held()); capped {
+		h.Set("X-Modelgate-Output-Capped", strconv.Itoa(c.outputCap))
 	}
-	return outputCap, nil
-}
-
-// run serves the call: it asks the scheduler for a route and a key, sends
-// the request to that provider and writes its answer, and, when the attempt
-// fails before the first byte reaches the client, tries the next key or
-// route, up to max_attempts. The client's body was read once; each route
-// gets its own rendering of it. Whatever the number of attempts, the bill is
-// settled once, by the attempt that answered.
-func (c *call) run(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		for _, a := range c.attempts {
-			a.Release()
-		}
-	}()
-	var last *formats.Error
-	for len(c.attempts) < c.svc.MaxAttempts {
-		i, att, ok := upstream.Choose(c.model.candidates, c.attempts, nil)
-		if !ok {
-			break
-		}
-		c.attempts = append(c.attempts, att)
-		c.attempt, c.route = att, &c.model.Routes[i]
-		c.upstreamKeyID = att.Key.ID
-		if done := c.prepare(w, i); done {
-			return
-		}
-		err := c.proxyOnce(w, r)
-		if err == nil || errors.Is(err, errStopped) {
-			return
-		}
-		var ae *attemptError
-		if !errors.As(err, &ae) {
-			// not an upstream failure roundTrip classified (the client
-			// went away before anything was sent)
-			ae = &attemptError{err: formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")}
-		}
-		last = ae.err
-		logAttemptFailed(c.logger, c.reqID, c.route.Provider.Name, c.upstreamKeyID, len(c.attempts), ae.cause)
-		if r.Context().Err() != nil {
-			return // nobody to answer
-		}
-	}
-	if last == nil {
-		last = noUpstreamAvailable()
-	}
-	w.Header().Del("X-Modelgate-Dropped")
-	WriteError(w, c.format, last)
+	return nil
 }
 
 // prepare renders the request for route i (once per route) and reports
@@ -220,19 +141,19 @@ func (c *call) localCount(w http.ResponseWriter) {
 	WriteJSON(w, http.StatusOK, appendCount(nil, c.format, n))
 }
 
-// attemptError is an upstream attempt that failed before anything reached
-// the client: the call may try another key or route.
-type attemptError struct {
-	err   *formats.Error // what the client sees if no attempt succeeds
-	cause upstream.Cause
-}
+// replayable reports that a generation can be sent again: its body was
+// read whole and each route gets its own rendering of it.
+func (c *call) replayable() bool { return true }
 
-func (e *attemptError) Error() string { return "upstream attempt failed: " + e.cause.String() }
-
-// proxyOnce sends one attempt to the route's provider and, when it
-// succeeds, writes its answer to the client (see deliver). A nil error means
-// a response was written.
-func (c *call) proxyOnce(w http.ResponseWriter, r *http.Request) error {
+// try makes one attempt at route i (see exchange): it renders the request
+// for the route (prepare), sends it to the route's provider and, when it
+// succeeds, writes its answer to the client (see deliver). Whatever the
+// number of attempts, the bill is settled once, by the attempt that
+// answered.
+func (c *call) try(w http.ResponseWriter, r *http.Request, i int) error {
+	if done := c.prepare(w, i); done {
+		return nil
+	}
 	resp, err := c.roundTrip(r)
 	if err != nil {
 		return err
@@ -262,30 +183,6 @@ func deliver(w http.ResponseWriter, resp *http.Response) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
-// ErrConnect marks a failure to connect to an upstream (the transport
-// wraps its dial errors with it).
-var ErrConnect = errors.New("could not connect")
-
-// TransportCause classifies an error of an upstream round trip.
-func TransportCause(err error, timedOut bool) upstream.Cause {
-	var op *net.OpError
-	switch {
-	case timedOut || errors.Is(err, context.DeadlineExceeded):
-		return upstream.CauseTimeout
-	case errors.Is(err, ErrConnect), errors.As(err, &op) && op.Op == "dial":
-		return upstream.CauseConnect
-	}
-	return upstream.CauseClosed
-}
-
-// fail reports the attempt's failure and returns the error that lets the
-// call try again.
-func (c *call) fail(cause upstream.Cause, retryAfter time.Duration, e *formats.Error) error {
-	c.attempt.Failed(cause, retryAfter)
-	c.svc.Metrics.Failure(c.route.Provider.Name, c.upstreamKeyID, cause.String())
-	return &attemptError{err: e, cause: cause}
-}
-
 // roundTrip is one attempt at the upstream: it builds the upstream request
 // for the call's current route and key, sends it, and turns the answer into
 // the client's format. Failures before anything could reach the client
@@ -302,7 +199,7 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// Once sent, the upstream call outlives a client that goes away: the
 	// provider generates (and charges) the answer whether or not anyone
-	// reads it, so the gateway reads it too, to bill it (#16). Only the
+	// reads it, so the gateway reads it too, to bill it. Only the
 	// provider's timeouts bound it.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
 	timeout := p.ResponseTimeout
@@ -336,16 +233,11 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 	if c.stream {
 		accept = "text/event-stream"
 	}
-	out.Header = http.Header{
-		"Content-Type": {"application/json"},
-		"Accept":       {accept},
-		"User-Agent":   {UserAgent},
-	}
 	var beta []string
 	if c.passThrough && c.format == FormatMessages {
 		beta = c.anthropicBeta // beta features are for Anthropic upstreams only
 	}
-	SetUpstreamAuth(out.Header, p, c.attempt.Key.Secret(), beta)
+	out.Header = upstreamHeader(p, c.attempt.Key.Secret(), "application/json", accept, beta)
 	body := c.upstreamBody
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -400,11 +292,7 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 		if c.stoppedEarly() {
 			return nil, c.settleStoppedEarly(formats.Usage{})
 		}
-		cause := upstream.CauseClosed
-		if timedOut.Load() {
-			cause = upstream.CauseTimeout
-		}
-		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off before it began."))
+		return nil, c.fail(brokeOff(timedOut.Load(), "The upstream provider's stream broke off before it began."))
 	}
 	first, done, ferr := s.tr.Feed(nil, event, data)
 	if ferr == nil && !done && c.stoppedEarly() {
@@ -454,11 +342,7 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 	data, err := readAll(resp.Body, maxResponseBody)
 	resp.Body.Close()
 	if err != nil {
-		cause := upstream.CauseClosed
-		if timedOut.Load() {
-			cause = upstream.CauseTimeout
-		}
-		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+		return nil, c.fail(brokeOff(timedOut.Load(), "The upstream provider's answer broke off."))
 	}
 	c.attempt.Succeeded(time.Since(sent))
 	c.ttft = time.Since(c.start)
@@ -470,7 +354,7 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 	// billed the estimate of its text rather than nothing
 	if req.Context().Err() != nil {
 		// the client left while the upstream answered: the answer was made
-		// and is billed, though nobody will read it (#16)
+		// and is billed, though nobody will read it
 		_ = c.settle(usage, hasUsage, outputBytes, statusClientClosed, outcomeClientClosed, true)
 		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The client closed the request.")), nil
 	}
@@ -487,11 +371,7 @@ func (c *call) countAnswer(req *http.Request, resp *http.Response, timedOut *ato
 	data, err := readAll(resp.Body, MaxErrorBody)
 	resp.Body.Close()
 	if err != nil {
-		cause := upstream.CauseClosed
-		if timedOut.Load() {
-			cause = upstream.CauseTimeout
-		}
-		return nil, c.fail(cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+		return nil, c.fail(brokeOff(timedOut.Load(), "The upstream provider's answer broke off."))
 	}
 	c.attempt.Succeeded(0)
 	out, ferr := c.countResponse(data)
@@ -520,86 +400,12 @@ func okResponse(req *http.Request, resp *http.Response, body []byte) *http.Respo
 // a failure of the upstream fails over; an error caused by the request is
 // the client's answer, in its format. Nothing is billed.
 func (c *call) upstreamError(req *http.Request, resp *http.Response) (*http.Response, error) {
-	ferr, cause, hint, failed := c.svc.classifyUpstreamError(c.logger, c.reqID, c.route.Provider, c.upstreamKeyID, resp)
+	ferr, cause, hint, failed := c.classifyUpstreamError(resp)
 	if !failed {
 		c.attempt.Succeeded(0) // the upstream is fine; the request was not
 		return c.errorResponse(req, ferr), nil
 	}
 	return nil, c.fail(cause, hint, ferr)
-}
-
-// classifyUpstreamError reads and logs an upstream's error answer. Failures
-// of the upstream (5xx, 429, 401/403, and a 400 about the gateway's own key)
-// are failed, with the cause and the retry hint the answer gave; an error
-// caused by the request itself (400, 404, 413…) is not.
-func (s *Service) classifyUpstreamError(logger *zap.Logger, reqID string, p *Provider, keyID string, resp *http.Response) (
-	ferr *formats.Error, cause upstream.Cause, hint time.Duration, failed bool) {
-	data, _ := readAll(resp.Body, MaxErrorBody)
-	resp.Body.Close()
-	ferr = parseUpstreamError(p.Format, resp.StatusCode, data)
-	cause, failed = upstream.StatusCause(resp.StatusCode)
-	if !failed && resp.StatusCode == http.StatusBadRequest && ferr.Kind == formats.KindUpstream {
-		// a 400 that is about the gateway's credentials (Gemini's
-		// API_KEY_INVALID), not the request
-		cause, failed = upstream.CauseAuth, true
-	}
-	logger.Warn("upstream error",
-		zap.String("request_id", reqID),
-		zap.String("provider", p.Name),
-		zap.String("upstream_key", keyID),
-		zap.Int("status", resp.StatusCode))
-	if !failed {
-		return ferr, cause, 0, false
-	}
-	hint, ok := retryHint(resp.StatusCode, resp.Header, time.Now())
-	if !ok && ferr.RetryAfter > 0 {
-		hint = time.Duration(ferr.RetryAfter) * time.Second // Gemini's retryDelay
-	}
-	if ferr.Kind == formats.KindOverloaded && ferr.RetryAfter == 0 && hint > 0 {
-		ferr.RetryAfter = int(max(1, hint/time.Second))
-	}
-	return ferr, cause, hint, true
-}
-
-// retryHint is how long a key that failed with status should rest, from
-// the answer's headers: only a refusal for load (429, 503, Anthropic's 529)
-// says when to come back. The rate-limit reset headers that vendors send
-// on every answer are no such hint on a 500 or a 504 (they would rest a
-// key for a minute after one server error); those get the provider's
-// failure cooldown.
-func retryHint(status int, h http.Header, now time.Time) (time.Duration, bool) {
-	switch status {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable, 529:
-		return upstream.RetryHint(h, now)
-	}
-	return 0, false
-}
-
-// transportFailure classifies a failed round trip to an upstream, with what
-// the client sees if no attempt succeeds.
-func transportFailure(err error, timedOut bool) (upstream.Cause, time.Duration, *formats.Error) {
-	cause := TransportCause(err, timedOut)
-	if cause == upstream.CauseTimeout {
-		return cause, 0, formats.NewError(formats.KindTimeout, "The upstream provider timed out.")
-	}
-	return cause, 0, formats.NewError(formats.KindUpstream, "The upstream provider could not be reached.")
-}
-
-// noUpstreamAvailable is the answer when the scheduler grants no attempt.
-func noUpstreamAvailable() *formats.Error {
-	return &formats.Error{Kind: formats.KindOverloaded,
-		Message: "No upstream provider for this model is available right now; try again shortly.", RetryAfter: 1}
-}
-
-// logAttemptFailed logs an upstream attempt that failed before anything
-// reached the client.
-func logAttemptFailed(logger *zap.Logger, reqID, provider, keyID string, attempt int, cause upstream.Cause) {
-	logger.Warn("upstream attempt failed",
-		zap.String("request_id", reqID),
-		zap.String("provider", provider),
-		zap.String("upstream_key", keyID),
-		zap.Int("attempt", attempt),
-		zap.String("cause", cause.String()))
 }
 
 // errorResponse builds a response carrying an error in the client's format.
@@ -627,13 +433,13 @@ func (c *call) errorResponse(req *http.Request, e *formats.Error) *http.Response
 }
 
 // settle bills the call through its bill, with the attempt that answered
-// and the hosted-tool uses the answer showed (#16): u is the upstream's
+// and the hosted-tool uses the answer showed: u is the upstream's
 // usage, final when it is the vendor's terminal count (Bill.SettleUsage
 // decides usage or estimate).
 func (c *call) settle(u formats.Usage, final bool, outputBytes int64, status int, outcome string, collect bool) error {
 	hosted, hostedCost := c.hostedCost(u)
 	return c.bill.SettleUsage(u, final, outputBytes, hosted, hostedCost,
-		End{Status: status, Outcome: outcome, Collect: collect, Route: c.route, UpstreamKeyID: c.upstreamKeyID, TTFT: c.ttft})
+		End{Status: status, Outcome: outcome, Collect: collect})
 }
 
 // isEventStream reports whether a response is an SSE stream.
@@ -653,588 +459,4 @@ func readAll(r io.Reader, limit int64) ([]byte, error) {
 		return nil, errors.New("answer larger than the limit")
 	}
 	return buf.Bytes(), nil
-}
-
-// meteredStream is the body of a streamed answer as the client sees it: it
-// reads the upstream's events one at a time, translates each into the
-// client's format, and meters usage. When the upstream's stream ends it
-// settles the bill before it releases the client's final bytes. If the client
-// goes away first, Close keeps reading the upstream (bounded) to learn the
-// real usage, then settles.
-type meteredStream struct {
-	c      *call
-	client context.Context // the client's request: done when it leaves
-	src    io.ReadCloser
-	events *sse.Reader
-	tr     formats.StreamTranslator
-	cancel context.CancelFunc
-
-	// meter counts the generated output. With stops (on_hangup stop), a
-	// hang-up stops the stream; firstEvent is when the upstream's first
-	// event came (the output's rate is measured from it); unwatch stops
-	// watching the client.
-	meter      *tokencount.Meter
-	stops      bool
-	firstEvent time.Time
-	unwatch    func()
-
-	out    []byte // client bytes not yet read
-	off    int
-	ended  bool // the bill is settled and out holds the last bytes
-	closed bool
-
-	// while writeTo runs: the client's writer and flusher (what was
-	// translated is sent before the bill is settled, see writeTo)
-	w       io.Writer
-	flusher *http.ResponseController
-
-	// With keepAlive set, upstream events are read on a goroutine so that
-	// Read can send the keep-alive bytes to the client whenever the
-	// upstream is silent for Service.KeepAlive (Anthropic clients expect a
-	// ping; an Anthropic upstream sends its own).
-	keepAlive []byte
-	ka        *eventPump
-	kaTimer   *time.Timer
-}
-
-// fill makes out hold client bytes not yet sent, reading and translating
-// upstream events as needed; false once the stream has ended and all of it
-// was sent.
-func (s *meteredStream) fill() bool {
-	for s.off == len(s.out) {
-		if s.ended {
-			return false
-		}
-		s.out, s.off = s.out[:0], 0
-		s.step()
-	}
-	return true
-}
-
-// writeTo writes the stream to the client until it ends or a write fails
-// (the client left). The translated bytes are sent, one write and a flush,
-// before any wait for the upstream or for the ledger: events that arrived
-// together leave together, as reverse_proxy's copy sends them, and no event
-// waits for a later one or for the bill.
-func (s *meteredStream) writeTo(w io.Writer, f *http.ResponseController) {
-	s.w, s.flusher = w, f
-	defer func() { s.w, s.flusher = nil, nil }()
-	for !s.ended {
-		if !s.ready() && !s.send() {
-			return
-		}
-		s.step()
-	}
-	s.send()
-}
-
-// send writes the translated bytes not sent yet and flushes them; false
-// when the client is gone. Outside writeTo it does nothing (Read hands the
-// bytes out instead).
-func (s *meteredStream) send() bool {
-	if s.w == nil || s.off == len(s.out) {
-		return true
-	}
-	_, err := s.w.Write(s.out[s.off:])
-	s.out, s.off = s.out[:0], 0
-	return err == nil && s.flusher.Flush() == nil
-}
-
-// ready reports whether the next step has its upstream event at hand, so
-// that it cannot wait for the upstream. With keep-alives the pump's
-// goroutine reads the events; while it waits for the last one handed over
-// to be used (pending), the reader is still and may be asked (and a ready
-// event read here, see nextEvent). Otherwise the pump may be reading, and
-// the step may wait.
-func (s *meteredStream) ready() bool {
-	if s.ka != nil && !s.ka.pending {
-		return false
-	}
-	return s.events.Ready()
-}
-
-// Read returns the next client bytes, at most one upstream event's worth,
-// so that every event is flushed as it arrives.
-func (s *meteredStream) Read(p []byte) (int, error) {
-	if !s.fill() {
-		return 0, io.EOF
-	}
-	n := copy(p, s.out[s.off:])
-	s.off += n
-	return n, nil
-}
-
-// step reads one upstream event and translates it, or sends a keep-alive.
-func (s *meteredStream) step() {
-	event, data, err, idle := s.next()
-	if idle {
-		s.out = append(s.out, s.keepAlive...)
-		return
-	}
-	if err != nil {
-		if s.stops && s.c.stoppedEarly() {
-			// the gateway closed the upstream: its client hung up
-			s.stop()
-			return
-		}
-		// the upstream's stream ended before its terminal event
-		s.end(outcomeUpstreamCut, formats.NewError(formats.KindUpstream, "The upstream provider's stream broke off."))
-		return
-	}
-	before := len(s.out)
-	out, done, ferr := s.tr.Feed(s.out, event, data)
-	s.out = out
-	if s.c.ttft == 0 && len(out) > before {
-		s.c.ttft = time.Since(s.c.start)
-	}
-	switch {
-	case ferr != nil:
-		s.end(outcomeUpstreamError, ferr)
-	case done:
-		s.finish()
-	}
-}
-
-// finish settles a stream that ended normally, then appends its last bytes.
-func (s *meteredStream) finish() {
-	outcome := outcomeOK
-	if !s.send() || s.client.Err() != nil {
-		// The client left before the end: the events that arrived with the
-		// last one were never written one by one, so no failed write told
-		// writeTo; the answer was made all the same and is billed (#16).
-		outcome = outcomeClientClosed
-	}
-	u, final := s.usage()
-	switch err := s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcome, true); {
-	case err == nil:
-		if c, ok := s.tr.(formats.Costed); ok && s.c.format == FormatChat {
-			c.SetCost(s.c.bill.Charged().String())
-		}
-		s.out = s.tr.Finish(s.out)
-	case errors.Is(err, ledger.ErrWriteFailed):
-		s.out = s.tr.Fail(s.out, billingDelayed())
-	default:
-		s.out = s.tr.Fail(s.out, billingFailed())
-	}
-	s.ended = true
-}
-
-// end settles a stream that broke off — what was delivered is billed — and
-// appends the client format's error event.
-func (s *meteredStream) end(outcome string, e *formats.Error) {
-	s.send()
-	u, final := s.usage()
-	s.c.logger.Warn("stream ended early",
-		zap.String("request_id", s.c.reqID),
-		zap.String("provider", s.c.route.Provider.Name),
-		zap.String("upstream_key", s.c.upstreamKeyID),
-		zap.String("outcome", outcome))
-	_ = s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcome, true)
-	s.out = s.tr.Fail(s.out, e)
-	s.ended = true
-}
-
-// Close ends the stream. If the client left before the end, it drains the
-// upstream until the upstream ends it (see drain), then settles what the
-// upstream made.
-func (s *meteredStream) Close() error {
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	if !s.ended {
-		if s.stops {
-			s.stop()
-		} else {
-			s.drain()
-			u, final := s.usage()
-			_ = s.c.settle(u, final, s.tr.OutputBytes(), http.StatusOK, outcomeClientClosed, true)
-		}
-	}
-	s.unwatch()
-	err := s.src.Close()
-	s.cancel()
-	if s.ka != nil {
-		close(s.ka.quit)
-		s.kaTimer.Stop()
-	}
-	s.c.attempt.Release()
-	return err
-}
-
-// drainBytesPerToken bounds the output bytes a drain reads per token of the
-// call's output cap: no tokenizer makes tokens that long, so an upstream
-// past it is ignoring the cap and is cut off.
-const drainBytesPerToken = 64
-
-// drain reads the rest of a stream whose client left: the provider goes on
-// generating (and charging) after the client's hang-up, so the gateway goes
-// on reading, to bill what was made (#16). It stops when the upstream ends
-// the stream, after the provider's drain_timeout, or once the output read
-// goes far past the call's output cap; the upstream is then cut off.
-func (s *meteredStream) drain() {
-	timer := time.AfterFunc(s.c.route.Provider.DrainTimeout, s.cancel)
-	defer timer.Stop()
-	limit := int64(max(s.c.outputCap, 1)+formats.BaseTokens) * drainBytesPerToken
-	var scratch []byte
-	for s.tr.OutputBytes() <= limit {
-		event, data, err := s.nextEvent()
-		if err != nil {
-			return
-		}
-		var more bool
-		if scratch, more = s.discard(scratch, event, data); !more {
-			return
-		}
-	}
-}
-
-// discard meters an upstream event that no client will read (its bytes go
-// to scratch, returned for the next); false once the stream is over.
-func (s *meteredStream) discard(scratch, event, data []byte) ([]byte, bool) {
-	scratch, done, ferr := s.tr.Feed(scratch[:0], event, data)
-	return scratch, !done && ferr == nil
-}
-
-// DefaultKeepAlive is Service.KeepAlive's default.
-const DefaultKeepAlive = 15 * time.Second
-
-// anthropicPing is the keep-alive event of an Anthropic stream.
-var anthropicPing = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
-
-// next returns the next upstream event, or idle when a keep-alive is due.
-// Keep-alives start once the client has had its first bytes, so that they
-// never come before the stream's opening event.
-func (s *meteredStream) next() (event, data []byte, err error, idle bool) {
-	if s.keepAlive == nil || s.c.ttft == 0 {
-		event, data, err = s.nextEvent()
-		return event, data, err, false
-	}
-	if s.ready() {
-		event, data, err = s.events.Next()
-		return event, data, err, false
-	}
-	s.pump()
-	s.kaTimer.Reset(s.c.svc.keepAlive())
-	select {
-	case r := <-s.ka.results:
-		event, data, err = s.received(r)
-		return event, data, err, false
-	case <-s.kaTimer.C:
-		return nil, nil, nil, true
-	}
-}
-
-// nextEvent waits for the next upstream event.
-func (s *meteredStream) nextEvent() (event, data []byte, err error) {
-	if s.keepAlive == nil || s.ready() {
-		return s.events.Next()
-	}
-	s.pump()
-	return s.received(<-s.ka.results)
-}
-
-// pump starts the keep-alive pump on first use and lets it read the next
-// event. An event already buffered is read on the request's goroutine
-// instead (next, nextEvent): the pump, if started, waits for its ack and
-// leaves the reader alone, and the round trip through it costs two channel
-// operations and two wake-ups an event.
-func (s *meteredStream) pump() {
-	if s.ka == nil {
-		s.ka = startEventPump(s.events)
-		s.kaTimer = time.NewTimer(s.c.svc.keepAlive())
-	}
-	s.ka.release()
-}
-
-// received takes an event from the pump.
-func (s *meteredStream) received(r pumped) (event, data []byte, err error) {
-	s.ka.pending = r.err == nil
-	return r.event, r.data, r.err
-}
-
-// eventPump reads SSE events on its own goroutine and hands them over one
-// at a time: the next read waits until the previous event was used, since
-// the reader reuses its buffers.
-type eventPump struct {
-	results chan pumped
-	ack     chan struct{}
-	quit    chan struct{}
-	pending bool // an event was handed over and not yet released
-}
-
-// pumped is one read.
-type pumped struct {
-	event, data []byte
-	err         error
-}
-
-func startEventPump(r *sse.Reader) *eventPump {
-	p := &eventPump{results: make(chan pumped, 1), ack: make(chan struct{}, 1), quit: make(chan struct{})}
-	go func() {
-		for {
-			event, data, err := r.Next()
-			select {
-			case p.results <- pumped{event, data, err}:
-			case <-p.quit:
-				return
-			}
-			if err != nil {
-				return
-			}
-			select {
-			case <-p.ack:
-			case <-p.quit:
-				return
-			}
-		}
-	}()
-	return p
-}
-
-// release lets the pump read the next event.
-func (p *eventPump) release() {
-	if p.pending {
-		p.pending = false
-		p.ack <- struct{}{}
-	}
-}
-
-// Stopping a stream whose client hung up (on_hangup stop, docs/billing.md
-// "When the client hangs up"). OpenAI and Anthropic stop generating, and
-// billing, when the connection closes: so does the gateway. It closes the
-// upstream connection as soon as the client's is gone and bills what it
-// counted of the output sent until then, plus a margin for what the
-// provider made before it saw the close.
-
-// errStopped ends an attempt whose client hung up before the stream began:
-// the call is over, with nobody to answer and nothing to fail over.
-var errStopped = errors.New("the client hung up; the upstream was stopped")
-
-// hangupMarginMin and hangupMarginWindow make the in-flight margin: the
-// tokens of the last hangupMarginWindow at the stream's observed rate, and
-// at least hangupMarginMin.
-const (
-	hangupMarginMin    = 16
-	hangupMarginWindow = 200 * time.Millisecond
-)
-
-// stopsOnHangup reports whether this call's stream stops when its client
-// hangs up: the provider's on_hangup is stop, and the provider does not
-// reason out of sight (reasonsOutOfSight).
-func (c *call) stopsOnHangup() bool {
-	return c.stream && c.route.Provider.StopOnHangup && !c.reasonsOutOfSight()
-}
-
-// What a request's body says of thinking, once read (call.thinking).
-const (
-	thinkingUnknown = iota
-	thinkingNo
-	thinkingYes
-)
-
-// reasonsOutOfSight reports whether the provider may bill reasoning that
-// its stream does not show whole: a model declared with the reasoning
-// feature, a model of OpenAI's reasoning families on an OpenAI-format
-// provider (their reasoning is hidden), or a request that asks for
-// thinking (Claude 4 and later show a summary of it, billing the whole).
-// The text sent then understates the bill and a count of it would not
-// cover it: such a stream is drained.
-func (c *call) reasonsOutOfSight() bool {
-	if c.model.Reasoning {
-		return true
-	}
-	if c.route.Provider.Format == upstream.FormatOpenAI && hasPrefixFold(c.route.UpstreamModel, openAIReasoningFamilies) {
-		return true
-	}
-	if c.thinking == thinkingUnknown {
-		// the body is read once, whatever the attempts
-		c.thinking = thinkingNo
-		if c.req != nil && asksThinking(c.req.body) {
-			c.thinking = thinkingYes
-		}
-	}
-	return c.thinking == thinkingYes
-}
-
-// openAIReasoningFamilies are the name prefixes of OpenAI's models that
-// always reason, out of sight.
-var openAIReasoningFamilies = []string{"o1", "o3", "o4", "gpt-5", "codex-"}
-
-// openAIFamilies are the name prefixes of the models o200k_base counts
-// exactly.
-var openAIFamilies = []string{"gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "codex-"}
-
-// hasPrefixFold reports whether s starts with one of prefixes, ignoring
-// case.
-func hasPrefixFold(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) {
-			return true
-		}
-	}
-	return false
-}
-
-// asksThinking reports whether a request body, in any client format, asks
-// for thinking or a reasoning effort: Anthropic's thinking (not disabled),
-// OpenAI's reasoning_effort and reasoning (not "none"), Gemini's
-// thinkingConfig (a budget other than 0). One walk over the body's
-// members.
-func asksThinking(body []byte) bool {
-	it := rawjson.Object(body, 0)
-	for it.Next() {
-		v := it.Value()
-		switch {
-		case it.NameIs("thinking"):
-			if rawjson.Kind(v) == '{' && !rawjson.StringIs(rawjson.Get(v, "type"), "disabled") {
-				return true
-			}
-		case it.NameIs("reasoning_effort"):
-			if rawjson.Kind(v) == '"' && !rawjson.StringIs(v, "none") {
-				return true
-			}
-		case it.NameIs("reasoning"):
-			if rawjson.Kind(v) == '{' && !rawjson.StringIs(rawjson.Get(v, "effort"), "none") {
-				return true
-			}
-		case it.NameIs("generationConfig"), it.NameIs("generation_config"):
-			if geminiThinks(v) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// geminiThinks reports whether a Gemini generationConfig has a
-// thinkingConfig whose budget is not 0.
-func geminiThinks(gc []byte) bool {
-	tc := rawjson.Get(gc, "thinkingConfig")
-	if tc == nil {
-		tc = rawjson.Get(gc, "thinking_config")
-	}
-	if rawjson.Kind(tc) != '{' {
-		return false
-	}
-	budget := rawjson.Get(tc, "thinkingBudget")
-	if budget == nil {
-		budget = rawjson.Get(tc, "thinking_budget")
-	}
-	n, ok := rawjson.ParseInt(budget)
-	return !ok || n != 0
-}
-
-// exactCount reports whether the route's model is counted with the
-// encoding the gateway ships (o200k_base, OpenAI's GPT-4o and later, the o
-// series and GPT-5 families); every other model is counted with
-// tokencount.Bound.
-func (c *call) exactCount() bool {
-	if c.route.Provider.Format != upstream.FormatOpenAI {
-		return false
-	}
-	return hasPrefixFold(c.route.UpstreamModel, openAIFamilies)
-}
-
-// watchHangup makes a client's hang-up cancel the upstream call at once,
-// when the call stops on hang-up; the returned func stops the watch.
-func (c *call) watchHangup(stops bool, client context.Context, cancel context.CancelFunc) func() {
-	if !stops {
-		return func() {}
-	}
-	stop := context.AfterFunc(client, func() {
-		c.hungUp.CompareAndSwap(0, time.Now().UnixNano())
-		cancel()
-	})
-	return func() { stop() }
-}
-
-// stoppedEarly reports whether the client hung up on a call that stops.
-func (c *call) stoppedEarly() bool { return c.hungUp.Load() != 0 }
-
-// settleStoppedEarly bills a stream whose client hung up before its first
-// event reached it, once the upstream had the whole request: the input (as
-// the upstream reported it, else the request's own count) and the
-// in-flight margin, as client_closed. A request the upstream never had
-// whole costs nothing.
-func (c *call) settleStoppedEarly(u formats.Usage) error {
-	if c.wrote.Load() {
-		c.settleCounted(u, 0, 0)
-	}
-	return errStopped
-}
-
-// settleCounted bills a stopped stream: counted output tokens over the
-// time since the first event, plus the margin, within the output cap.
-func (c *call) settleCounted(u formats.Usage, counted int64, elapsed time.Duration) {
-	u.Output = max(u.Output, c.withinCap(counted+hangupMargin(counted, elapsed)))
-	status := http.StatusOK
-	if c.ttft == 0 {
-		status = statusClientClosed
-	}
-	hosted, hostedCost := c.hostedCost(u)
-	_ = c.bill.SettleCounted(u, hosted, hostedCost,
-		End{Status: status, Outcome: outcomeClientClosed, Collect: true, Route: c.route, UpstreamKeyID: c.upstreamKeyID, TTFT: c.ttft})
-}
-
-// hangupMargin is the in-flight margin of a stream stopped after elapsed,
-// having counted tokens: what the provider generated before it saw the
-// close, at the stream's observed rate.
-//
-// A stream younger than the window is measured over the window: a burst of
-// tokens in its first event says nothing of the rate, and the margin is
-// then never more than what was counted.
-func hangupMargin(counted int64, elapsed time.Duration) int64 {
-	elapsed = max(elapsed, hangupMarginWindow)
-	window := (counted*int64(hangupMarginWindow) + int64(elapsed) - 1) / int64(elapsed)
-	return max(hangupMarginMin, window)
-}
-
-// stop ends a stream whose client hung up: the upstream is closed at once,
-// the events it had already delivered to the gateway are counted, and the
-// bill settled with what was counted.
-func (s *meteredStream) stop() {
-	s.c.hungUp.CompareAndSwap(0, time.Now().UnixNano())
-	s.cancel()
-	// the events already read from the connection (the pump, if any,
-	// holds at most one, and it fails with the cancel)
-	var scratch []byte
-	for more := s.ka == nil; more && s.events.Ready(); {
-		event, data, err := s.events.Next()
-		if err != nil {
-			break
-		}
-		scratch, more = s.discard(scratch, event, data)
-	}
-	s.ended = true
-	if u, final := s.tr.Usage(); final {
-		// the vendor's own count came before the hang-up was seen
-		_ = s.c.settle(u, true, s.tr.OutputBytes(), http.StatusOK, outcomeClientClosed, true)
-		return
-	}
-	u, _ := s.tr.Usage()
-	elapsed := time.Duration(s.c.hungUp.Load() - s.firstEvent.UnixNano())
-	s.c.settleCounted(u, s.meter.Tokens(), elapsed)
-}
-
-// usage is the stream's usage so far and whether it is final; a figure that
-// is not final has at least the output the meter counted, so that the
-// estimate of a stream cut short never counts fewer tokens than the
-// vendor's tokenizer (4 bytes a token undercounts code and CJK text).
-func (s *meteredStream) usage() (formats.Usage, bool) {
-	u, final := s.tr.Usage()
-	if !final {
-		u.Output = max(u.Output, s.c.withinCap(s.meter.Tokens()))
-	}
-	return u, final
-}
-
-// withinCap is an output count no larger than the output cap the upstream
-// was sent, for every choice: no provider generates past it, and the bound
-// may count above what it made.
-func (c *call) withinCap(tokens int64) int64 {
-	if limit := int64(c.outputCap) * int64(max(c.choices, 1)); limit > 0 {
-		return min(tokens, limit)
-	}
-	return tokens
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/modelgate/modelgate/ledger"
 )
 
-// Hosted tools and upstream state (#16). A request may make the upstream
+// Hosted tools and upstream state (docs/billing.md, "Hosted tools and
+// state at the provider"). A request may make the upstream
 // do work that the tokens of the answer do not show (web searches, page
 // fetches, images made by a hosted tool, each billed per use by the
 // vendor) or reach state kept in the operator's account at the provider
@@ -186,10 +187,9 @@ type hostedPlan struct {
 func (m *Model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 	plan := &hostedPlan{}
 	if req.format == FormatResponses {
-		// OpenAI stores responses unless told not to (#16)
+		// OpenAI stores responses unless told not to
 		plan.edits.AddTop(formats.Member{Name: "store", Value: []byte("false")})
 	}
-	inPrice := max(m.Price.Input, m.Price.CacheRead, m.Price.CacheWrite)
 	for i := range req.gated {
 		g := &req.gated[i]
 		if g.State != formats.StateNone && (!g.State.Configurable() || !m.stateful[g.State]) {
@@ -211,8 +211,7 @@ func (m *Model) admitGated(req *genRequest) (*hostedPlan, *formats.Error) {
 		if g.Fixed {
 			plan.fixed.Add(g.Hosted, uses)
 		}
-		perUse := addMoney(m.hostedUsePrice(g.Hosted), mulMoney(g.Hosted.ResultTokens(), inPrice))
-		plan.hold = addMoney(plan.hold, mulMoney(uses, perUse))
+		plan.hold = addMoney(plan.hold, m.hostedBound(g.Hosted, uses))
 		if g.Tool >= 0 && len(g.ToolAdd) > 0 {
 			plan.edits.Tools = append(plan.edits.Tools, formats.ToolEdit{Index: g.Tool, Add: g.ToolAdd})
 		}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/images"
-	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/upstream"
 )
 
@@ -26,34 +25,18 @@ import (
 // goes to them with the model rewritten, and the answer, whose usage comes
 // last, is read whole, billed, then sent.
 
-// inputImageTokens bounds the input tokens of one image given to an edit,
-// for the hold (GPT image models bill a high-fidelity input image at a few
-// thousand tokens).
-const inputImageTokens = 6000
-
 // imageCall is one images request on its way through the gateway.
 type imageCall struct {
-	svc       *Service
-	logger    *zap.Logger
-	reqID     string
-	start     time.Time
-	principal Principal
-	model     *Model
-	req       *images.Request
-	body      []byte       // a generation's JSON body
-	form      *images.Form // an edit's form
-	bill      *Bill
-	report    *Report
-
-	attempts []*upstream.Attempt
-	attempt  *upstream.Attempt
-	route    *Route
+	request
+	req  *images.Request
+	body []byte       // a generation's JSON body
+	form *images.Form // an edit's form
 }
 
 // Images serves POST /v1/images/generations, or /v1/images/edits when
 // edit is set, for p (authenticated and admitted by the caller).
 func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, edit bool, reqID string) {
-	ic := &imageCall{svc: s, logger: s.Logger, reqID: reqID, start: time.Now(), principal: p}
+	ic := &imageCall{request: request{svc: s, logger: s.Logger, reqID: reqID, start: time.Now(), principal: p, format: FormatImages}}
 	if !edit {
 		body, ferr := ReadBody(r, s.MaxRequestBody)
 		if ferr == nil {
@@ -85,7 +68,7 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 		WriteError(w, FormatImages, ModelNotFound(ic.req.Model))
 		return
 	}
-	if len(m.imageRoutes) == 0 {
+	if !m.MakesImages() {
 		WriteError(w, FormatImages, formats.InvalidRequest("model", "The model "+strconv.Quote(m.ID)+
 			" is not served by an OpenAI-format provider, so it cannot make images. Use an image model such as one routed to OpenAI."))
 		return
@@ -93,21 +76,20 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 	ic.model = m
 	ic.report = reportOf(r.Context())
 	ic.report.setModel(m.ID)
-	if ferr := ic.reserve(); ferr != nil {
+	if ferr := ic.takeHold(w.Header(), imageQuote(m, ic.req, ic.form)); ferr != nil {
 		WriteError(w, FormatImages, ferr)
 		return
 	}
 	defer ic.bill.Release()
-	ic.bill.setRequestIDHeader(w.Header())
 	if ic.form != nil {
 		ic.form.Late = ic.late
 	}
-	ic.run(w, r)
+	ic.run(w, r, m.imageRoutes, ic)
 }
 
 // beforeSpool lets an edit form spool the files it sends before its model
 // only if the balance covers the cheapest edit any image model could be
-// held for: the model is not known yet, the account is (#16).
+// held for: the model is not known yet, the account is.
 func (s *Service) beforeSpool(ctx context.Context, p Principal) *formats.Error {
 	if len(s.imageModels) == 0 {
 		return formats.InvalidRequest("model", "No model of this gateway makes images.")
@@ -142,80 +124,12 @@ func formBoundary(contentType string) (string, *formats.Error) {
 // limit (64 MiB by default).
 func (s *Service) imageBodyLimit() int64 { return 2 * s.MaxRequestBody }
 
-// perImage is the most one image of q can cost: the per-image price, or the
-// output tokens of its size and quality, whichever is dearer (a size or
-// quality not given, or not known, is taken at its dearest).
-func (ic *imageCall) perImage() ledger.Money {
-	tokens := mulMoney(images.OutputTokens(ic.req.Size, ic.req.Quality), ic.model.Price.Output)
-	return max(ic.model.ImagePrice, tokens)
-}
-
-// bound is the most a request of n images, a prompt of promptBytes and, for
-// an edit, files input files (at least one) can cost: the input tokens
-// (the prompt's bytes and a fixed allowance per input file) at the dearest
-// input price and n images at perImage.
-func (ic *imageCall) bound(n, promptBytes, files int) ledger.Money {
-	price := ic.model.Price
-	tokens := int64(promptBytes)
-	if ic.form != nil {
-		tokens += int64(max(files, 1)) * inputImageTokens
-	}
-	in := mulMoney(tokens, max(price.Input, price.CacheRead, price.CacheWrite))
-	return addMoney(in, mulMoney(int64(n), ic.perImage()))
-}
-
-// current is the bound of the request as read so far.
-func (ic *imageCall) current() ledger.Money {
-	files := 0
-	if ic.form != nil {
-		files = ic.form.Files()
-	}
-	return ic.bound(ic.req.N, len(ic.req.Prompt), files)
-}
-
-// leastEdit is the least an edit of m can be held for: one input image, one
-// image out at the cheapest size and quality, no prompt.
-func (m *Model) leastEdit() ledger.Money {
-	price := m.Price
-	in := mulMoney(inputImageTokens, max(price.Input, price.CacheRead, price.CacheWrite))
-	return addMoney(in, max(m.ImagePrice, mulMoney(images.MinOutputTokens, price.Output)))
-}
-
-// reserve holds the cost of the images asked for. An edit whose form goes
-// on past its first file after the model (curl's order: model, images,
-// prompt) is held for the dearest request the rest of the form can still
-// make (n images not given yet: 10; a prompt not given yet: the longest;
-// 17 input files), or for as much of it as the balance covers, never less
-// than the form read so far; late checks each later part against what was
-// held (#16).
-func (ic *imageCall) reserve() *formats.Error {
-	least := ic.current()
-	most := least
-	if ic.form != nil && !ic.form.Complete() {
-		n, prompt := ic.req.N, len(ic.req.Prompt)
-		if !ic.req.NGiven {
-			n = images.MaxN
-		}
-		if !ic.form.Given("prompt") {
-			prompt = images.MaxPromptBytes
-		}
-		most = ic.bound(n, prompt, images.MaxInputFiles)
-	}
-	bill, ferr := ic.svc.openBill(billSpec{requestID: ic.reqID, principal: ic.principal, model: ic.model, format: FormatImages,
-		start: ic.start, report: ic.report, min: least, max: most, short: strconv.Itoa(ic.req.N) + " image(s)"})
-	if ferr != nil {
-		return ferr
-	}
-	ic.bill = bill
-	return nil
-}
-
 // late checks a part of an edit form that arrived after the hold was taken
 // (Form.Late), once it is applied: the request as it now stands must still
 // be covered by the hold, or the part is refused, unsent, naming its field.
-// So whatever the upstream is asked was held for (#16).
+// So whatever the upstream is asked was held for.
 func (ic *imageCall) late(name string) *formats.Error {
-	if ic.current() <= ic.bill.Held() {
+	if ic.model.imageNow(ic.req, ic.form) <= ic.bill.Held() {
 		return nil
 	}
 	return formats.InvalidRequest(name, "The form field '"+name+"' came after the first image file that follows the model, "+
@@ -223,219 +137,174 @@ func (ic *imageCall) late(name string) *formats.Error {
 		" "+ic.svc.Currency+"). Send model, n, size, quality and prompt before the image files, or top up your balance.")
 }
 
-// run tries the model's OpenAI-format routes until one answers, up to
-// max_attempts. An edit whose parts were forwarded straight from the
-// client cannot be sent again, so it gets no second attempt.
-func (ic *imageCall) run(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		for _, a := range ic.attempts {
-			a.Release()
-		}
-	}()
-	var last *formats.Error
-	for len(ic.attempts) < ic.svc.MaxAttempts {
-		if ic.form != nil && !ic.form.Replayable() {
-			break
-		}
-		i, att, ok := upstream.Choose(ic.model.imageCandidates, ic.attempts, nil)
-		if !ok {
-			break
-		}
-		ic.attempts = append(ic.attempts, att)
-		ic.attempt, ic.route = att, &ic.model.Routes[ic.model.imageRoutes[i]]
-		done, cause, ferr := ic.once(w, r)
-		if done {
-			return
-		}
-		last = ferr
-		logAttemptFailed(ic.logger, ic.reqID, ic.route.Provider.Name, att.Key.ID, len(ic.attempts), cause)
-		if r.Context().Err() != nil {
-			return // nobody to answer
-		}
-	}
-	if last == nil {
-		last = noUpstreamAvailable()
-	}
-	WriteError(w, FormatImages, last)
-}
+// replayable reports whether the request can still go upstream: an edit
+// whose parts were forwarded straight from the client cannot be sent
+// again, so it gets no second attempt.
+func (ic *imageCall) replayable() bool { return ic.form == nil || ic.form.Replayable() }
 
 // errAttemptOver ends the forwarding of a form once its attempt is over.
 var errAttemptOver = errors.New("the upstream attempt is over")
 
-// once makes one attempt. done means the client has its answer (or is
-// gone); otherwise the attempt failed for cause, ferr being what the client
-// sees if no attempt succeeds.
-func (ic *imageCall) once(w http.ResponseWriter, r *http.Request) (done bool, cause upstream.Cause, ferr *formats.Error) {
+// try makes one attempt at the request's route, one of the model's
+// OpenAI-format routes (see exchange). The answer, whose usage comes last,
+// is read whole, billed, then sent.
+func (ic *imageCall) try(w http.ResponseWriter, r *http.Request, _ int) error {
 	p := ic.route.Provider
-	keyID := ic.attempt.Key.ID
-	ic.svc.Metrics.Attempt(p.Name, keyID)
+	ic.svc.Metrics.Attempt(p.Name, ic.upstreamKeyID)
 
 	// Once sent, the upstream call outlives a client that goes away: the
 	// provider makes (and charges for) the images whether or not anyone
-	// reads them, so the gateway reads the answer and bills it (#16). An
-	// edit whose client leaves before the form is whole breaks the form,
-	// and the upstream makes nothing.
+	// reads them, so the gateway reads the answer and bills it. An edit
+	// whose client leaves before the form is whole breaks the form, and the
+	// upstream makes nothing.
 	if r.Context().Err() != nil {
-		return true, 0, nil // nothing sent: nothing made
+		return nil // nothing sent: nothing made
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.ResponseTimeout)
 	defer cancel()
-	path := "/v1/images/generations"
-	var body io.Reader
-	contentType := "application/json"
-	// formDone, for an edit, ends the forwarding of the form (if the
-	// upstream stopped reading it) and reports a failure on the client's
-	// side of it
-	formDone := func() *formats.Error { return nil }
-	if ic.form == nil {
-		out, err := images.RewriteGeneration(make([]byte, 0, len(ic.body)+32), ic.body, ic.route.UpstreamModel)
-		if err != nil {
-			// validated already: cannot happen
-			WriteError(w, FormatImages, formats.InvalidRequest("", "The request body is not a JSON object."))
-			return true, 0, nil
-		}
-		body = bytes.NewReader(out)
-	} else {
-		path = "/v1/images/edits"
-		pr, pw := io.Pipe()
-		mw := multipart.NewWriter(pw)
-		contentType = mw.FormDataContentType()
-		written := make(chan error, 1)
-		upstreamModel := ic.route.UpstreamModel
-		go func() {
-			err := ic.form.WriteTo(mw, upstreamModel)
-			if err == nil {
-				err = mw.Close()
-			}
-			pw.CloseWithError(err)
-			written <- err
-		}()
-		body = pr
-		var werr error
-		finished := false
-		formDone = func() *formats.Error {
-			if !finished {
-				finished = true
-				pr.CloseWithError(errAttemptOver)
-				werr = <-written
-			}
-			var ce *images.ClientError
-			if errors.As(werr, &ce) {
-				return ce.Err
-			}
-			return nil
-		}
-		defer formDone()
+	up, ferr := ic.upload()
+	if ferr != nil {
+		WriteError(w, FormatImages, ferr)
+		return nil
 	}
-	// fail reports a failed attempt, unless the client's side of the form
-	// failed: that is the client's answer, and the upstream is not to blame
-	fail := func(c upstream.Cause, retryAfter time.Duration, e *formats.Error) (bool, upstream.Cause, *formats.Error) {
-		if ce := formDone(); ce != nil {
-			WriteError(w, FormatImages, ce)
-			return true, 0, nil
-		}
-		ic.attempt.Failed(c, retryAfter)
-		ic.svc.Metrics.Failure(p.Name, keyID, c.String())
-		return false, c, e
-	}
-	u := &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: p.PathPrefix + path}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
+	defer up.finish()
+	u := &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: p.PathPrefix + up.path}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), up.body)
 	if err != nil {
 		ic.logger.Error("building an upstream request", zap.String("provider", p.Name), zap.Error(err))
 		WriteError(w, FormatImages, formats.NewError(formats.KindInternal, "The gateway could not build the upstream request."))
-		return true, 0, nil
+		return nil
 	}
 	req.Host = p.Host
-	req.Header = http.Header{
-		"Content-Type": {contentType},
-		"Accept":       {"application/json"},
-		"User-Agent":   {UserAgent},
-	}
-	SetUpstreamAuth(req.Header, p, ic.attempt.Key.Secret(), nil)
+	req.Header = upstreamHeader(p, ic.attempt.Key.Secret(), up.contentType, "application/json", nil)
 
 	sent := time.Now()
 	resp, err := p.Upstream.RoundTrip(req)
 	timedOut := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	if err != nil {
 		if r.Context().Err() != nil {
-			formDone()
-			return true, 0, nil // the client left
+			up.finish()
+			return nil // the client left
 		}
-		return fail(transportFailure(err, timedOut()))
+		c, hint, e := transportFailure(err, timedOut())
+		return ic.failed(w, up, c, hint, e)
 	}
 	defer resp.Body.Close()
-	ic.svc.Metrics.Headers(p.Name, keyID, time.Since(sent))
+	ic.svc.Metrics.Headers(p.Name, ic.upstreamKeyID, time.Since(sent))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		uerr, c, hint, failed := ic.svc.classifyUpstreamError(ic.logger, ic.reqID, p, keyID, resp)
+		uerr, c, hint, failed := ic.classifyUpstreamError(resp)
 		if !failed {
 			ic.attempt.Succeeded(0) // the upstream is fine; the request was not
-			if ce := formDone(); ce != nil {
+			if ce := up.finish(); ce != nil {
 				uerr = ce // it was the client's broken form
 			}
 			WriteError(w, FormatImages, uerr)
-			return true, 0, nil
+			return nil
 		}
-		return fail(c, hint, uerr)
+		return ic.failed(w, up, c, hint, uerr)
 	}
 	data, err := readAll(resp.Body, maxResponseBody)
 	if err != nil {
-		c := upstream.CauseClosed
-		if timedOut() {
-			c = upstream.CauseTimeout
-		}
-		return fail(c, 0, formats.NewError(formats.KindUpstream, "The upstream provider's answer broke off."))
+		c, hint, e := brokeOff(timedOut(), "The upstream provider's answer broke off.")
+		return ic.failed(w, up, c, hint, e)
 	}
-	formDone() // the upstream has answered: it read the whole form
+	up.finish() // the upstream has answered: it read the whole form
 	ans, err := images.ParseAnswer(data)
 	if err != nil {
-		return fail(upstream.CauseServer, 0, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer."))
+		return ic.failed(w, up, upstream.CauseServer, 0, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer."))
 	}
 	ic.attempt.Succeeded(time.Since(sent))
+	ic.answer(w, r, ans, data)
+	return nil
+}
+
+// answer bills an images answer and sends it. A client that left while the
+// images were made is billed all the same.
+func (ic *imageCall) answer(w http.ResponseWriter, r *http.Request, ans images.Answer, data []byte) {
 	if r.Context().Err() != nil {
-		// the client left while the images were made: billed all the same
 		_ = ic.settle(ans, true)
-		return true, 0, nil
+		return
 	}
 	if err := ic.settle(ans, false); err != nil {
 		WriteError(w, FormatImages, billingFailed())
-		return true, 0, nil
+		return
 	}
 	ic.bill.setCostHeader(w.Header())
 	WriteJSON(w, http.StatusOK, data)
-	return true, 0, nil
 }
 
-// settle bills the answer: its token usage when the upstream reports it,
-// else the per-image price, else the images' estimated tokens; never
-// nothing for an image served. clientGone marks an answer whose client left
-// before it came (outcome client_closed, collected even when the ledger is
-// slow to take it).
+// failed reports the attempt's failure (fail), unless the client's side of
+// an edit's form failed: that is the client's answer, and the upstream is
+// not to blame.
+func (ic *imageCall) failed(w http.ResponseWriter, up *imageUpload, c upstream.Cause, retryAfter time.Duration, e *formats.Error) error {
+	if ce := up.finish(); ce != nil {
+		WriteError(w, FormatImages, ce)
+		return nil
+	}
+	return ic.fail(c, retryAfter, e)
+}
+
+// imageUpload is an images request on its way to the route's upstream: its
+// path, body and Content-Type, and for an edit the forwarding of its form.
+type imageUpload struct {
+	path, contentType string
+	body              io.Reader
+	// finish, for an edit, ends the forwarding of the form (if the
+	// upstream stopped reading it) and reports a failure on the client's
+	// side of it; it may be called more than once.
+	finish func() *formats.Error
+}
+
+// upload builds the request for the route: a generation's JSON body with
+// the model rewritten, or an edit's form forwarded as it arrives, through
+// a pipe, with the model rewritten.
+func (ic *imageCall) upload() (*imageUpload, *formats.Error) {
+	if ic.form == nil {
+		out, err := images.RewriteGeneration(make([]byte, 0, len(ic.body)+32), ic.body, ic.route.UpstreamModel)
+		if err != nil {
+			// validated already: cannot happen
+			return nil, formats.InvalidRequest("", "The request body is not a JSON object.")
+		}
+		return &imageUpload{path: "/v1/images/generations", contentType: "application/json", body: bytes.NewReader(out),
+			finish: func() *formats.Error { return nil }}, nil
+	}
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	written := make(chan error, 1)
+	form, upstreamModel := ic.form, ic.route.UpstreamModel
+	go func() {
+		err := form.WriteTo(mw, upstreamModel)
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+		written <- err
+	}()
+	var werr error
+	finished := false
+	finish := func() *formats.Error {
+		if !finished {
+			finished = true
+			pr.CloseWithError(errAttemptOver)
+			werr = <-written
+		}
+		var ce *images.ClientError
+		if errors.As(werr, &ce) {
+			return ce.Err
+		}
+		return nil
+	}
+	return &imageUpload{path: "/v1/images/edits", contentType: mw.FormDataContentType(), body: pr, finish: finish}, nil
+}
+
+// settle bills the answer (Bill.SettleImages). clientGone marks an answer
+// whose client left before it came (outcome client_closed, collected even
+// when the ledger is slow to take it).
 func (ic *imageCall) settle(ans images.Answer, clientGone bool) error {
-	m := ic.model
-	tokens := ledger.Tokens{Input: ans.Usage.Input, Output: ans.Usage.Output}
-	source := "upstream"
-	var cost ledger.Money
-	var err error
-	switch {
-	case ans.HasUsage:
-		cost, err = m.Price.Cost(tokens)
-	case m.ImagePrice > 0:
-		tokens, source = ledger.Tokens{}, "image_price"
-		cost = mulMoney(int64(ans.Images), m.ImagePrice)
-	default:
-		tokens = ledger.Tokens{Input: formats.EstimateTokens(int64(len(ic.req.Prompt))),
-			Output: int64(ans.Images) * images.OutputTokens(ic.req.Size, ic.req.Quality)}
-		source = "estimated"
-		cost, err = m.Price.Cost(tokens)
-	}
-	if err != nil {
-		ic.logger.Error("usage does not price", zap.String("request_id", ic.reqID), zap.Error(err))
-		cost = mulMoney(int64(max(ans.Images, 1)), ic.perImage())
-	}
-	e := End{Status: http.StatusOK, Outcome: outcomeOK, Route: ic.route, UpstreamKeyID: ic.attempt.Key.ID,
-		TTFT: time.Since(ic.start)} // an image answer arrives whole
+	ic.ttft = time.Since(ic.start) // an image answer arrives whole
+	e := End{Status: http.StatusOK, Outcome: outcomeOK}
 	if clientGone {
 		e.Status, e.Outcome, e.Collect = statusClientClosed, outcomeClientClosed, true
 	}
-	return ic.bill.SettleCost(tokens, cost, source, e)
+	return ic.bill.SettleImages(ans, ic.req, e)
 }

@@ -237,7 +237,7 @@ func TestBilledUsage(t *testing.T) {
 		{"running count above the estimate kept", formats.Usage{Input: 10, Output: 300}, false, 400, formats.Usage{Input: 10, Output: 300}, "estimated"},
 		{"no input reported: the request's estimate", formats.Usage{}, false, 5, formats.Usage{Input: 42, Output: 2}, "estimated"},
 	} {
-		got, source := billedUsage(tc.u, tc.final, tc.outputBytes, 42)
+		got, source := billedUsage(tc.u, tc.final, formats.EstimateTokens(tc.outputBytes), 42)
 		if got != tc.want || source != tc.source {
 			t.Errorf("%s: %+v %s, want %+v %s", tc.name, got, source, tc.want, tc.source)
 		}

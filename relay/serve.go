@@ -3,7 +3,6 @@ package relay
 import (
 	"bytes"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/ledger"
 )
 
 // Kind is what a generation route asks for.
@@ -84,51 +82,32 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 	}
 	report := reportOf(r.Context())
 	report.setModel(m.ID)
-	// hosted tools and upstream state: served as the model allows (#16)
+	// hosted tools and upstream state: served as the model allows
 	if req.plan, ferr = m.admitGated(req); ferr != nil {
 		WriteError(w, format, ferr)
 		return
 	}
 	c := &call{
-		svc:           s,
-		logger:        s.Logger,
-		reqID:         reqID,
-		start:         time.Now(),
-		principal:     p,
-		model:         m,
-		route:         &m.Routes[0],
-		format:        req.format,
-		stream:        req.stream,
+		request: request{svc: s, logger: s.Logger, reqID: reqID, start: time.Now(), principal: p, model: m,
+			format: req.format, stream: req.stream, inputEstimate: req.inputEstimate, report: report, route: &m.Routes[0]},
 		includeUsage:  req.includeUsage,
 		sse:           req.sse,
-		inputEstimate: req.inputEstimate,
 		anthropicBeta: req.anthropicBeta,
-		report:        report,
 	}
 	c.req = req
 	if count {
 		// a token count: nothing held, nothing billed
 		c.count = true
-		c.run(w, r)
+		c.run(w, r, m.routes, c)
 		return
 	}
 
-	outputCap := m.MaxOutput
-	if req.maxTokens > 0 && req.maxTokens < outputCap {
-		outputCap = req.maxTokens
-	}
-	outputCap, ferr = c.reserve(req.inputBound, outputCap, req.choices)
-	if ferr != nil {
+	if ferr = c.reserve(w.Header()); ferr != nil {
 		WriteError(w, c.format, ferr)
 		return
 	}
 	defer c.bill.Release() // every path that does not settle gives the hold back
-	c.bill.setRequestIDHeader(w.Header())
-	if c.outputCapped {
-		w.Header().Set("X-Modelgate-Output-Capped", strconv.Itoa(outputCap))
-	}
-	c.outputCap = outputCap
-	c.run(w, r)
+	c.run(w, r, m.routes, c)
 }
 
 // ModelNotFound is the 404 of an unknown model ID.
@@ -169,26 +148,6 @@ func WriteJSON(w http.ResponseWriter, status int, body []byte) {
 	hdr.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-// mulMoney multiplies a token count by a per-token price, saturating instead
-// of overflowing (a saturated hold is refused, never wrapped around).
-func mulMoney(tokens int64, price ledger.Money) ledger.Money {
-	if tokens <= 0 || price <= 0 {
-		return 0
-	}
-	if tokens > math.MaxInt64/int64(price) {
-		return math.MaxInt64
-	}
-	return ledger.Money(tokens) * price
-}
-
-// addMoney adds, saturating.
-func addMoney(a, b ledger.Money) ledger.Money {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // Debugf logs a debug line when debug logging is on.

@@ -54,7 +54,7 @@ func (s *Service) Prepare() {
 	s.imageModels = s.imageModels[:0]
 	for _, m := range s.Models {
 		m.prepare()
-		if len(m.imageRoutes) > 0 {
+		if len(m.imageRoutes.index) > 0 {
 			s.imageModels = append(s.imageModels, m)
 		}
 	}
@@ -117,9 +117,8 @@ type Model struct {
 	// beyond plain generation, so that a translated request keeps them.
 	Reasoning, StructuredOutputs bool
 
-	candidates      []upstream.Candidate // the routes, for the scheduler
-	imageRoutes     []int                // the routes to OpenAI-format providers, which make images
-	imageCandidates []upstream.Candidate // those routes, for the scheduler
+	routes      routeSet // every route, for the scheduler
+	imageRoutes routeSet // the routes to OpenAI-format providers, which make images
 
 	hostedPrice  ledger.HostedPrice                // one use of each hosted tool
 	hostedPriced [formats.HostedUnmetered + 1]bool // by kind: a price is set
@@ -128,19 +127,17 @@ type Model struct {
 
 // prepare derives the scheduler's candidates from the routes.
 func (m *Model) prepare() {
-	m.candidates = make([]upstream.Candidate, len(m.Routes))
-	m.imageRoutes, m.imageCandidates = m.imageRoutes[:0], m.imageCandidates[:0]
+	m.routes, m.imageRoutes = routeSet{}, routeSet{}
 	for i := range m.Routes {
-		m.candidates[i] = upstream.Candidate{Provider: m.Routes[i].Provider.Provider, Weight: m.Routes[i].Weight}
+		m.routes.add(m, i)
 		if m.Routes[i].Provider.Format == upstream.FormatOpenAI {
-			m.imageRoutes = append(m.imageRoutes, i)
-			m.imageCandidates = append(m.imageCandidates, m.candidates[i])
+			m.imageRoutes.add(m, i)
 		}
 	}
 }
 
 // MakesImages reports whether the model has a route that makes images.
-func (m *Model) MakesImages() bool { return len(m.imageRoutes) > 0 }
+func (m *Model) MakesImages() bool { return len(m.imageRoutes.index) > 0 }
 
 // Plan is a set of per-account limits, discounts and the models offered.
 type Plan struct {
