@@ -441,7 +441,8 @@ type PlanConfig struct {
 type provider struct {
 	*relay.Provider
 	connectTimeout time.Duration
-	probe          probeSpec
+	probe          upstream.ProbeCheck
+	probeOff       bool // health_check disabled
 	transport      *reverseproxy.HTTPTransport
 }
 
@@ -1088,7 +1089,7 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	p.ResponseTimeout = durationOr(pc.ResponseTimeout, defaultResponseTimeout)
 	p.DrainTimeout = durationOr(pc.DrainTimeout, defaultDrainTimeout)
 	p.StopOnHangup = stopsOnHangup(pc.OnHangup, p.Format)
-	p.probe = newProbeSpec(pc.HealthCheck, p.Format)
+	p.probe, p.probeOff = probeCheck(pc.HealthCheck, p.Format)
 	t := new(reverseproxy.HTTPTransport)
 	t.DialTimeout = caddy.Duration(p.connectTimeout)
 	// An LLM gateway keeps many requests open to few upstream hosts (long
@@ -1128,13 +1129,13 @@ func (a *App) Start() error {
 	}()
 	for _, pc := range a.Providers {
 		p := a.providers[pc.Name]
-		if p.probe.disabled {
+		if p.probeOff {
 			continue
 		}
 		a.background.Add(1)
 		go func() {
 			defer a.background.Done()
-			a.probeLoop(ctx, p)
+			a.prober(p).Run(ctx)
 		}()
 	}
 	return nil
