@@ -104,7 +104,6 @@ func (a *App) provisionLimits() error {
 	a.limiterKey = key
 	h := v.(*limiterHandle)
 	a.limiter = h
-	h.store.Store(a.store)
 	if h.redis != nil {
 		up := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "modelgate", Name: "redis_up",
 			Help: "1 while Redis answers; 0 while rate limits are this instance's own."}, func() float64 {
