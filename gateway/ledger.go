@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -58,9 +57,6 @@ func (l *ledgerHandle) committed(commands int, took time.Duration) {
 	}
 }
 
-// errLedgerNotOpen says that no running config holds the ledger yet.
-var errLedgerNotOpen = errors.New("the ledger is not open")
-
 // prepareLedger checks the ledger settings and names the ledger in the
 // pool; it creates no file and makes no connection (this is all `caddy
 // validate` does with the ledger).
@@ -98,23 +94,8 @@ func (a *App) prepareLedger() error {
 	return ledger.Check(a.ledgerOpts)
 }
 
-// adoptLedger takes the ledger a running config already holds, if any
-// (a reload): then the new config serves from its first request, on the
-// same store, without reopening the database.
-func (a *App) adoptLedger() error {
-	v, _, err := ledgers.LoadOrNew(a.ledgerKey, func() (caddy.Destructor, error) { return nil, errLedgerNotOpen })
-	if errors.Is(err, errLedgerNotOpen) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	a.ledgerHeld = true
-	return a.useLedger(v.(*ledgerHandle))
-}
-
 // openLedger opens the ledger, or takes it from a running config.
-func (a *App) openLedger() error {
+func (a *App) openLedger() (*ledgerHandle, error) {
 	v, _, err := ledgers.LoadOrNew(a.ledgerKey, func() (caddy.Destructor, error) {
 		h := new(ledgerHandle)
 		opts := a.ledgerOpts
@@ -127,26 +108,24 @@ func (a *App) openLedger() error {
 		return h, nil
 	})
 	if err != nil {
-		return fmt.Errorf("opening ledger: %w", err)
+		return nil, fmt.Errorf("opening ledger: %w", err)
 	}
-	a.ledgerHeld = true
-	return a.useLedger(v.(*ledgerHandle))
+	return v.(*ledgerHandle), nil
 }
 
 // releaseLedger gives back this config's hold on the ledger; the last
 // config to let go closes it.
 func (a *App) releaseLedger() error {
-	if !a.ledgerHeld {
+	if a.heldLedger == nil {
 		return nil
 	}
-	a.ledgerHeld = false
+	a.heldLedger = nil
 	_, err := ledgers.Delete(a.ledgerKey)
 	return err
 }
 
 // useLedger wires what needs the ledger: the models' creation dates and
-// documents, the metrics, the request layer and the accounts service. Once
-// it returns, the app serves.
+// documents, the metrics, the request layer and the accounts service.
 func (a *App) useLedger(h *ledgerHandle) error {
 	ctx := a.ctx
 	a.store = h.Store
@@ -172,9 +151,8 @@ func (a *App) useLedger(h *ledgerHandle) error {
 	}
 	a.metrics = m
 	h.metrics.Store(m)
-	lim := a.limiter.(*limiterHandle)
-	h.redis.Store(lim.rdb)
-	lim.store.Store(a.store)
+	h.redis.Store(a.heldLimiter.rdb)
+	a.heldLimiter.store.Store(a.store)
 	a.svc = &relay.Service{
 		Store:          a.store,
 		Metrics:        a.metrics,
@@ -190,6 +168,5 @@ func (a *App) useLedger(h *ledgerHandle) error {
 	}
 	a.svc.Prepare()
 	a.accounts = &accounts.Service{Store: a.store, DefaultPlan: a.DefaultPlan, Plan: func(name string) bool { return a.plans[name] != nil }}
-	a.serving.Store(true)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -32,9 +33,10 @@ func testApp(t *testing.T, ledger LedgerConfig) *App {
 // TestValidateOpensNoLedger: validating a configuration (caddy.Validate,
 // what `caddy validate` runs) provisions the app but never starts it, and
 // provisioning checks the ledger settings without creating a database
-// file or connecting to a database.
+// file or connecting to a database or to Redis.
 func TestValidateOpensNoLedger(t *testing.T) {
-	// a stand-in PostgreSQL server that counts the connections it gets
+	// a stand-in PostgreSQL and Redis server that counts the connections
+	// it gets
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +63,9 @@ func TestValidateOpensNoLedger(t *testing.T) {
 		{"postgres", LedgerConfig{Driver: "postgres", DSN: "postgres://modelgate:secret@" + ln.Addr().String() + "/modelgate?sslmode=disable"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			app, err := json.Marshal(testApp(t, tc.ledger))
+			a := testApp(t, tc.ledger)
+			a.Redis = &RedisConfig{URL: "redis://" + ln.Addr().String()}
+			app, err := json.Marshal(a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,12 +77,19 @@ func TestValidateOpensNoLedger(t *testing.T) {
 				t.Errorf("validating created the ledger's directory (%v)", err)
 			}
 			if n := conns.Load(); n != 0 {
-				t.Errorf("validating made %d connections to the database", n)
+				t.Errorf("validating made %d connections to the database or Redis", n)
 			}
 			if RunningLedger(sqlitePath) != nil {
 				t.Error("validating left a ledger open")
 			}
 		})
+	}
+
+	// a connection counts when the stand-in accepts it, perhaps after
+	// Validate returned
+	time.Sleep(100 * time.Millisecond)
+	if n := conns.Load(); n != 0 {
+		t.Errorf("validating made %d connections to the database or Redis", n)
 	}
 
 	// a path that cannot be a ledger still fails validation

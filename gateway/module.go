@@ -146,10 +146,10 @@ type App struct {
 	publicURL *url.URL // PublicURL, expanded; nil without one
 	store     *ledger.Store
 	// ledgerOpts and ledgerKey are the ledger's settings and its name in
-	// the pool; ledgerHeld says this config holds it there.
+	// the pool; heldLedger is this config's hold on it there, once taken.
 	ledgerOpts ledger.Options
 	ledgerKey  string
-	ledgerHeld bool
+	heldLedger *ledgerHandle
 	// serving is set once the ledger and what needs it are wired: the
 	// handlers answer 503 until then. (A pointer: App is copied by value
 	// as a module value, and an atomic must not be.)
@@ -173,12 +173,13 @@ type App struct {
 
 	// limiter admits requests by plan (rpm, concurrency); geo and blocked
 	// implement BlockCountries.
-	limiter    ratelimit.Limiter
-	payments   payments.Provider // nil without a payments option
-	mailer     *mailer.Mailer    // nil without an smtp option
-	limiterKey string
-	geo        *maxminddb.Reader
-	blocked    map[string]bool
+	limiter     ratelimit.Limiter
+	payments    payments.Provider // nil without a payments option
+	mailer      *mailer.Mailer    // nil without an smtp option
+	limiterKey  string
+	heldLimiter *limiterHandle // this config's hold in the limiters pool, once taken
+	geo         *maxminddb.Reader
+	blocked     map[string]bool
 
 	// signatures keeps Gemini thought signatures for the tool calls the
 	// gateway handed to non-Gemini clients (docs/translation.md, "Thought
@@ -513,9 +514,10 @@ func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 }
 
 // Provision checks the catalogue and the ledger settings and sets up the
-// proxies, the limits and the payment and mail clients. It opens no
-// ledger: Start does. On a reload, it takes the ledger the running config
-// holds, so that the new config serves from its first request.
+// proxies and the payment and mail clients. It opens no ledger and
+// connects to no Redis: Start does. On a reload, it takes the ledger and
+// the rate limiter the running config holds, so that the new config serves
+// from its first request.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
@@ -547,7 +549,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionMailer(); err != nil {
 		return err
 	}
-	if err := a.provisionLimits(); err != nil {
+	if err := a.prepareLimits(); err != nil {
 		return err
 	}
 	sc, _, _ := signatureCaches.LoadOrNew("signatures", func() (caddy.Destructor, error) {
@@ -563,7 +565,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 	}
 	a.provisionImages()
-	return a.adoptLedger()
+	return a.adoptRunning()
 }
 
 // signatureCaches holds the one thought-signature cache, so that a config
@@ -964,13 +966,13 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	return nil
 }
 
-// Start opens the ledger, unless Provision took a running config's, and
-// begins the background work: health probes, and flushing availability
-// counts and incidents to the ledger. It fails when another server process
-// uses the SQLite ledger.
+// Start opens the ledger and the rate limiter, unless Provision took a
+// running config's, and begins the background work: health probes, and
+// flushing availability counts and incidents to the ledger. It fails when
+// another server process uses the SQLite ledger.
 func (a *App) Start() error {
-	if !a.ledgerHeld {
-		if err := a.openLedger(); err != nil {
+	if !a.Serving() {
+		if err := a.openRunning(); err != nil {
 			return err
 		}
 	}
