@@ -125,6 +125,29 @@ func (s *Service) Credit(ctx context.Context, accountID string, amount ledger.Mo
 	return s.Store.Credit(ctx, ledger.CreditRequest{AccountID: accountID, Amount: amount, Reference: reference, Reason: reason})
 }
 
+// TopUp is a payment to credit: what the payment provider says was paid.
+type TopUp struct {
+	AccountID string
+	Amount    ledger.Money
+	// Reference identifies the payment across its notifications (for
+	// Stripe, the Checkout Session); it is the entry's unique reference.
+	Reference string
+	// Reason is the entry's words in the account's history.
+	Reason string
+	// Payment is the payment a refund or dispute of it will name.
+	Payment string
+}
+
+// CreditTopUp credits a paid top-up once per reference: a redelivered or
+// concurrently delivered notification of the same payment is
+// ledger.ErrDuplicate and changes nothing more, since the reference is
+// written in the same transaction as the balance change. It returns the
+// new balance; an account the ledger does not have is ledger.ErrNotFound.
+func (s *Service) CreditTopUp(ctx context.Context, t TopUp) (ledger.Money, error) {
+	return s.Store.Credit(ctx, ledger.CreditRequest{AccountID: t.AccountID, Amount: t.Amount,
+		Reference: t.Reference, Reason: t.Reason, Kind: ledger.KindTopup, Payment: t.Payment})
+}
+
 // CreateKey makes a key for an account and returns it, the only time it is
 // ever seen whole.
 func (s *Service) CreateKey(ctx context.Context, accountID, label string) (secret string, k ledger.Key, err error) {

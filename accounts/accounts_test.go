@@ -100,3 +100,45 @@ func TestCreditAndKeys(t *testing.T) {
 		t.Fatalf("no key id: %v", err)
 	}
 }
+
+func TestCreditTopUp(t *testing.T) {
+	ctx := context.Background()
+	svc := testService(t)
+	acct, err := svc.Open(ctx, Opening{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paid := TopUp{AccountID: acct.ID, Amount: 5_000_000_000, Reference: "stripe:cs_1", Reason: "top-up", Payment: "stripe:pi_1"}
+	for _, tc := range []struct {
+		name    string
+		t       TopUp
+		err     error // nil: credited
+		balance ledger.Money
+	}{
+		{name: "first delivery", t: paid, balance: 5_000_000_000},
+		{name: "redelivered", t: paid, err: ledger.ErrDuplicate},
+		{name: "redelivered with another amount", t: TopUp{AccountID: acct.ID, Amount: 1, Reference: "stripe:cs_1"}, err: ledger.ErrDuplicate},
+		{name: "unknown account", t: TopUp{AccountID: "acct_none", Amount: 1, Reference: "stripe:cs_2"}, err: ledger.ErrNotFound},
+	} {
+		bal, err := svc.CreditTopUp(ctx, tc.t)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || bal != tc.balance {
+			t.Errorf("%s: balance %s, %v; want %s", tc.name, bal, err, tc.balance)
+		}
+	}
+	page, err := svc.History(ctx, acct.ID, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Entries) != 1 {
+		t.Fatalf("history %+v, want the one top-up", page.Entries)
+	}
+	if e := page.Entries[0]; e.Kind != ledger.KindTopup || e.Amount != paid.Amount || e.Reference != paid.Reference || e.Payment != paid.Payment {
+		t.Fatalf("entry %+v, want the top-up %+v", e, paid)
+	}
+}

@@ -259,7 +259,7 @@ func (a *AdminAPI) app() (*App, error) {
 		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("modelgate is not configured: %v", err)}
 	}
 	app, ok := v.(*App)
-	if !ok || app.store == nil {
+	if !ok || !app.Serving() {
 		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("modelgate is not running")}
 	}
 	return app, nil

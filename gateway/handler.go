@@ -234,14 +234,6 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	reqID := ledger.NewRequestID()
 	w.Header().Set("X-Request-Id", reqID)
 	facts.requestID = reqID
-	if h.app.ledgerInUse != nil {
-		// a server refused its ledger (#16), between the start of its HTTP
-		// app and its own refusal: nothing is held here
-		relay.WriteError(w, ri.format, &formats.Error{Kind: formats.KindOverloaded,
-			Message: "This gateway is not serving: its ledger is in use by another server."})
-		return nil
-	}
-
 	if ri.route == routeModels || ri.route == routeModel {
 		// the same path serves three SDKs: answer in the one that asked
 		switch {
@@ -250,6 +242,10 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		case cred.via == viaGoogHeader || cred.via == viaQuery:
 			ri.format = relay.FormatGemini
 		}
+	}
+	if !h.app.Serving() {
+		h.notServing(w, ri)
+		return nil
 	}
 	if ri.route == routeIndex {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

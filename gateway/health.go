@@ -2,10 +2,7 @@ package gateway
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,9 +14,6 @@ import (
 
 // Timing of the background health work.
 const (
-	defaultProbeInterval = 30 * time.Second
-	defaultProbeTimeout  = 10 * time.Second
-
 	pruneInterval    = time.Hour
 	incidentLookback = 400 * 24 * time.Hour
 )
@@ -28,108 +22,57 @@ const (
 // incidents go to the ledger (App.HealthFlushInterval).
 const defaultHealthFlushInterval = 10 * time.Second
 
-// probeSpec is a provider's active health check.
-type probeSpec struct {
-	disabled bool
-	interval time.Duration
-	method   string
-	path     string // with the provider's path prefix added when sent
-	body     string
-	expect   int
-	timeout  time.Duration
-}
-
-// newProbeSpec fills in a provider's probe with the defaults: the format's
-// model list, which every vendor serves for free.
-func newProbeSpec(hc *HealthCheckConfig, f upstream.Format) probeSpec {
-	ps := probeSpec{interval: defaultProbeInterval, method: http.MethodGet, expect: http.StatusOK, timeout: defaultProbeTimeout}
-	switch f {
-	case upstream.FormatGemini:
-		ps.path = "/v1beta/models"
-	default:
-		ps.path = "/v1/models"
-	}
+// probeCheck is a provider's active health check as configured: the
+// format's defaults (upstream.DefaultProbeCheck) with what hc sets, and
+// whether the probes are off.
+func probeCheck(hc *HealthCheckConfig, f upstream.Format) (c upstream.ProbeCheck, disabled bool) {
+	c = upstream.DefaultProbeCheck(f)
 	if hc == nil {
-		return ps
+		return c, false
 	}
-	ps.disabled = hc.Disabled
-	ps.interval = durationOr(hc.Interval, ps.interval)
-	ps.timeout = durationOr(hc.Timeout, ps.timeout)
+	c.Interval = durationOr(hc.Interval, c.Interval)
+	c.Timeout = durationOr(hc.Timeout, c.Timeout)
 	if hc.Method != "" {
-		ps.method = hc.Method
+		c.Method = hc.Method
 	}
 	if hc.Path != "" {
-		ps.path = hc.Path
+		c.Path = hc.Path
 	}
-	ps.body = hc.Body
+	c.Body = hc.Body
 	if hc.Expect != 0 {
-		ps.expect = hc.Expect
+		c.Expect = hc.Expect
 	}
-	return ps
+	return c, hc.Disabled
 }
 
-// probeLoop probes a provider every interval until ctx ends: one healthy key
-// in turn, and every key that is out for its credentials or testing
-// recovery. Outcomes feed the breakers and the availability history; probes
-// are never billed.
-func (a *App) probeLoop(ctx context.Context, p *provider) {
-	t := time.NewTicker(p.probe.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for _, k := range p.ProbeKeys(time.Now()) {
-			a.probe(ctx, p, k)
-		}
+// prober is the runner of a provider's probes, through the provider's
+// transport, with its credentials, reporting to the metrics and the log.
+func (a *App) prober(p *provider) *upstream.Prober {
+	return &upstream.Prober{
+		Provider:  p.Provider.Provider,
+		Check:     p.probe,
+		Transport: p.transport,
+		Authorize: func(h http.Header, secret string) {
+			relay.SetUpstreamAuth(h, p.Provider, secret, nil)
+		},
+		UserAgent:      relay.UserAgent,
+		TransportCause: relay.TransportCause,
+		Report:         a.probed,
 	}
 }
 
-// probe sends one probe with key k.
-func (a *App) probe(ctx context.Context, p *provider, k *upstream.Key) {
-	ctx, cancel := context.WithTimeout(ctx, p.probe.timeout)
-	defer cancel()
-	var body io.Reader
-	if p.probe.body != "" {
-		body = strings.NewReader(p.probe.body)
+// probed counts a probe's outcome and logs a failed one: at debug level
+// when no answer came, as a warning when the answer was not the expected
+// one.
+func (a *App) probed(r upstream.ProbeResult) {
+	a.metrics.Probe(r.Provider, r.KeyID, r.Result())
+	switch {
+	case r.OK:
+	case r.Status == 0:
+		relay.Debugf(a.logger, "probe failed", zap.String("provider", r.Provider), zap.String("upstream_key", r.KeyID), zap.String("cause", r.Cause.String()))
+	default:
+		a.logger.Warn("probe failed", zap.String("provider", r.Provider), zap.String("upstream_key", r.KeyID), zap.Int("status", r.Status))
 	}
-	u := &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: p.PathPrefix + p.probe.path}
-	req, err := http.NewRequestWithContext(ctx, p.probe.method, u.String(), body)
-	if err != nil {
-		return
-	}
-	req.Host = p.Host
-	req.Header.Set("User-Agent", relay.UserAgent)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	relay.SetUpstreamAuth(req.Header, p.Provider, k.Secret(), nil)
-	start := time.Now()
-	resp, err := p.transport.RoundTrip(req)
-	if err != nil {
-		cause := relay.TransportCause(err, ctx.Err() != nil)
-		p.ProbeFailed(k, cause, 0)
-		a.metrics.Probe(p.Name, k.ID, cause.String())
-		relay.Debugf(a.logger, "probe failed", zap.String("provider", p.Name), zap.String("upstream_key", k.ID), zap.String("cause", cause.String()))
-		return
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, relay.MaxErrorBody))
-	resp.Body.Close()
-	if resp.StatusCode == p.probe.expect {
-		p.ProbeSucceeded(k, time.Since(start))
-		a.metrics.Probe(p.Name, k.ID, "ok")
-		return
-	}
-	cause, failed := upstream.StatusCause(resp.StatusCode)
-	if !failed {
-		cause = upstream.CauseServer // an unexpected answer is a failed probe
-	}
-	hint, _ := upstream.RetryHint(resp.Header, time.Now())
-	p.ProbeFailed(k, cause, hint)
-	a.metrics.Probe(p.Name, k.ID, cause.String())
-	a.logger.Warn("probe failed", zap.String("provider", p.Name), zap.String("upstream_key", k.ID), zap.Int("status", resp.StatusCode))
 }
 
 // flushHealth moves availability counts and incidents from the registry to

@@ -84,40 +84,14 @@ func (h *limiterHandle) Destruct() error {
 	return h.Limiter.Close()
 }
 
-// provisionLimits sets up rate limiting (in memory, or shared through
-// Redis) and the region restriction.
-func (a *App) provisionLimits() error {
-	key := "ratelimit:memory"
+// prepareLimits names the rate limiter (in memory, or shared through
+// Redis) in its pool, and opens the region database; it connects to
+// nothing.
+func (a *App) prepareLimits() error {
+	a.limiterKey = "ratelimit:memory"
 	if a.Redis != nil {
-		key = "ratelimit:redis:" + a.Redis.URL + ":" + time.Duration(a.Redis.SlotLease).String()
+		a.limiterKey = "ratelimit:redis:" + a.Redis.URL + ":" + time.Duration(a.Redis.SlotLease).String()
 	}
-	logger := a.logger.Named("ratelimit")
-	v, _, err := limiters.LoadOrNew(key, func() (caddy.Destructor, error) {
-		if a.Redis == nil {
-			return &limiterHandle{Limiter: ratelimit.NewMemory(nil)}, nil
-		}
-		return newRedisLimiter(a.Redis, logger)
-	})
-	if err != nil {
-		return err
-	}
-	a.limiterKey = key
-	h := v.(*limiterHandle)
-	a.limiter = h
-	h.store.Store(a.store)
-	if h.redis != nil {
-		up := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "modelgate", Name: "redis_up",
-			Help: "1 while Redis answers; 0 while rate limits are this instance's own."}, func() float64 {
-			if h.redis.Up() {
-				return 1
-			}
-			return 0
-		})
-		if err := a.ctx.GetMetricsRegistry().Register(up); err != nil {
-			return err
-		}
-	}
-
 	if a.BlockCountries != nil {
 		db, err := maxminddb.Open(a.BlockCountries.GeoIPDB)
 		if err != nil {
@@ -130,6 +104,39 @@ func (a *App) provisionLimits() error {
 		}
 	}
 	return nil
+}
+
+// openLimiter makes the rate limiter, connecting to Redis if configured,
+// or takes the one a running config holds.
+func (a *App) openLimiter() (*limiterHandle, error) {
+	logger := a.logger.Named("ratelimit")
+	v, _, err := limiters.LoadOrNew(a.limiterKey, func() (caddy.Destructor, error) {
+		if a.Redis == nil {
+			return &limiterHandle{Limiter: ratelimit.NewMemory(nil)}, nil
+		}
+		return newRedisLimiter(a.Redis, logger)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*limiterHandle), nil
+}
+
+// useLimiter makes h the app's rate limiter, and reports whether Redis
+// answers in the app's metrics.
+func (a *App) useLimiter(h *limiterHandle) error {
+	a.limiter = h
+	if h.redis == nil {
+		return nil
+	}
+	up := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "modelgate", Name: "redis_up",
+		Help: "1 while Redis answers; 0 while rate limits are this instance's own."}, func() float64 {
+		if h.redis.Up() {
+			return 1
+		}
+		return 0
+	})
+	return a.ctx.GetMetricsRegistry().Register(up)
 }
 
 // newRedisLimiter connects to Redis and starts the invalidation subscriber.
@@ -195,7 +202,8 @@ func announce(ctx context.Context, rdb *redis.Client, what string) error {
 // database.
 func (a *App) cleanupLimits() error {
 	var errs []error
-	if a.limiterKey != "" {
+	if a.heldLimiter != nil {
+		a.heldLimiter = nil
 		_, err := limiters.Delete(a.limiterKey)
 		errs = append(errs, err)
 	}

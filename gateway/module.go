@@ -10,8 +10,6 @@ package gateway
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -27,7 +25,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/oschwald/maxminddb-golang/v2"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/accounts"
@@ -148,7 +145,15 @@ type App struct {
 	logger    *zap.Logger
 	publicURL *url.URL // PublicURL, expanded; nil without one
 	store     *ledger.Store
-	storeKey  string
+	// ledgerOpts and ledgerKey are the ledger's settings and its name in
+	// the pool; heldLedger is this config's hold on it there, once taken.
+	ledgerOpts ledger.Options
+	ledgerKey  string
+	heldLedger *ledgerHandle
+	// serving is set once the ledger and what needs it are wired: the
+	// handlers answer 503 until then. (A pointer: App is copied by value
+	// as a module value, and an atomic must not be.)
+	serving   *atomic.Bool
 	providers map[string]*provider
 	models    map[string]*relay.Model
 	modelList []*relay.Model
@@ -161,18 +166,20 @@ type App struct {
 	// registry holds the upstreams' health (in flight, cooldowns,
 	// breakers, availability counts), shared by every config.
 	registry       *upstream.Registry
+	freshRegistry  bool // the registry was made for this config: no process ran before it
 	metrics        *relay.Metrics
 	stopBackground context.CancelFunc
 	background     *sync.WaitGroup
 
 	// limiter admits requests by plan (rpm, concurrency); geo and blocked
 	// implement BlockCountries.
-	limiter    ratelimit.Limiter
-	payments   payments.Provider // nil without a payments option
-	mailer     *mailer.Mailer    // nil without an smtp option
-	limiterKey string
-	geo        *maxminddb.Reader
-	blocked    map[string]bool
+	limiter     ratelimit.Limiter
+	payments    payments.Provider // nil without a payments option
+	mailer      *mailer.Mailer    // nil without an smtp option
+	limiterKey  string
+	heldLimiter *limiterHandle // this config's hold in the limiters pool, once taken
+	geo         *maxminddb.Reader
+	blocked     map[string]bool
 
 	// signatures keeps Gemini thought signatures for the tool calls the
 	// gateway handed to non-Gemini clients (docs/translation.md, "Thought
@@ -183,10 +190,6 @@ type App struct {
 	svc *relay.Service
 	// accounts opens and funds accounts for the admin API and the console.
 	accounts *accounts.Service
-
-	// ledgerInUse, when another server process holds the ledger, is why
-	// this one must not start or serve (#16).
-	ledgerInUse error
 
 	// imageSpool bounds the uploads spooled by image edits (#16).
 	imageSpool *images.Spool
@@ -441,7 +444,8 @@ type PlanConfig struct {
 type provider struct {
 	*relay.Provider
 	connectTimeout time.Duration
-	probe          probeSpec
+	probe          upstream.ProbeCheck
+	probeOff       bool // health_check disabled
 	transport      *reverseproxy.HTTPTransport
 }
 
@@ -509,55 +513,15 @@ func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 	return def
 }
 
-// ledgers holds the open ledgers by database path, so that a config reload
-// keeps balances, holds and the writer.
-var ledgers = caddy.NewUsagePool()
-
-// ledgerHandle adapts a store to the usage pool. Its writer reports each
-// commit to the metrics of the newest config using it, and key and account
-// changes to the other instances through that config's Redis, if any.
-type ledgerHandle struct {
-	*ledger.Store
-	// inUse is set when another server holds the file's lock (#16): the
-	// store was then opened as the CLI opens it, so that a config that is
-	// provisioned but never started (caddy.Validate called by a program)
-	// still works beside a running server, and Start refuses with this
-	// error.
-	inUse   error
-	metrics atomic.Pointer[relay.Metrics]
-	redis   atomic.Pointer[redis.Client]
-}
-
-// changed announces a key or account change made through this store.
-func (l *ledgerHandle) changed(what string) {
-	rdb := l.redis.Load()
-	if rdb == nil {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := announce(ctx, rdb, what); err != nil {
-			caddy.Log().Named("modelgate").Warn("could not announce a change through redis; other instances apply it at their next ledger poll",
-				zap.String("what", what), zap.Error(err))
-		}
-	}()
-}
-
-// Destruct closes the store when the last config using it is gone.
-func (l *ledgerHandle) Destruct() error { return l.Close() }
-
-// committed observes one ledger write transaction.
-func (l *ledgerHandle) committed(commands int, took time.Duration) {
-	if m := l.metrics.Load(); m != nil {
-		m.Committed(commands, took)
-	}
-}
-
-// Provision checks the catalogue, opens the ledger and sets up the proxies.
+// Provision checks the catalogue and the ledger settings and sets up the
+// proxies and the payment and mail clients. It opens no ledger and
+// connects to no Redis: Start does. On a reload, it takes the ledger and
+// the rate limiter the running config holds, so that the new config serves
+// from its first request.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	a.serving = new(atomic.Bool)
 	if err := a.setDefaults(); err != nil {
 		return err
 	}
@@ -571,116 +535,27 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		a.publicURL = u
 	}
-
-	opts := ledger.Options{
-		Synchronous:  a.Ledger.Synchronous,
-		PollInterval: time.Duration(a.Ledger.PollInterval),
-		BusyTimeout:  time.Duration(a.Ledger.BusyTimeout),
-		Lease:        time.Duration(a.Ledger.Lease),
-		MaxConns:     a.Ledger.MaxConns,
-		Logger:       a.logger.Named("ledger"),
-		ServerLock:   true, // one server per SQLite file (#16)
-	}
-	if a.Ledger.Driver == "postgres" {
-		dsn, err := caddy.NewReplacer().ReplaceOrErr(a.Ledger.DSN, true, true)
-		if err != nil {
-			return fmt.Errorf("ledger postgres: %w", err) // names the placeholder, never a value
-		}
-		opts.Postgres = dsn
-		// by a digest of the DSN, which holds a password and is never logged
-		sum := sha256.Sum256([]byte(dsn))
-		a.storeKey = "postgres:" + hex.EncodeToString(sum[:8])
-	} else {
-		// by absolute path, so that a reload spelling the path differently
-		// keeps the store (and its server lock) rather than refusing itself
-		path, err := filepath.Abs(a.Ledger.Path)
-		if err != nil {
-			return fmt.Errorf("ledger path: %w", err)
-		}
-		opts.Path = path
-		a.storeKey = "sqlite:" + path
-	}
-	var handle *ledgerHandle
-	if validatingOnly() {
-		// checked, never opened: validating creates, migrates and writes
-		// no ledger (#22)
-		if err := ledger.Check(opts); err != nil {
-			return err
-		}
-		a.storeKey = ""
-	} else {
-		v, _, err := ledgers.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
-			h := new(ledgerHandle)
-			opts := opts
-			opts.OnCommit, opts.OnChange = h.committed, h.changed
-			s, err := ledger.Open(ctx, opts)
-			if errors.Is(err, ledger.ErrInUse) {
-				h.inUse = err
-				opts.ServerLock = false
-				s, err = ledger.Open(ctx, opts)
-			}
-			if err != nil {
-				return nil, err
-			}
-			h.Store = s
-			return h, nil
-		})
-		if err != nil {
-			a.storeKey = ""
-			return fmt.Errorf("opening ledger: %w", err)
-		}
-		handle = v.(*ledgerHandle)
-		a.store = handle.Store
-		a.ledgerInUse = handle.inUse
-	}
-
-	for _, m := range a.modelList {
-		if a.store != nil {
-			created, err := a.store.RegisterModel(ctx, m.ID)
-			if err != nil {
-				return fmt.Errorf("registering model %s: %w", m.ID, err)
-			}
-			m.Created = created.Unix()
-		}
-		m.Doc = modelDoc(m)
+	if err := a.prepareLedger(); err != nil {
+		return err
 	}
 	reg, loaded, _ := registries.LoadOrNew(a.registryKey(), func() (caddy.Destructor, error) {
 		return upstream.NewRegistry(nil), nil
 	})
 	a.registry = reg.(*upstream.Registry)
-	if !loaded && a.store != nil && a.ledgerInUse == nil {
-		// a new process starts with every provider up: end the incidents
-		// a previous one left open (not those of the server using the
-		// ledger now, when this one is refused)
-		a.closeStaleIncidents(ctx)
-	}
-	m, err := relay.NewMetrics(ctx.GetMetricsRegistry(), a.store, breakerCollector{a})
-	if err != nil {
-		return err
-	}
-	a.metrics = m
-	if handle != nil {
-		handle.metrics.Store(m)
-	}
+	a.freshRegistry = !loaded
 	if err := a.provisionPayments(); err != nil {
 		return err
 	}
 	if err := a.provisionMailer(); err != nil {
 		return err
 	}
-	if err := a.provisionLimits(); err != nil {
+	if err := a.prepareLimits(); err != nil {
 		return err
-	}
-	if handle != nil {
-		handle.redis.Store(a.limiter.(*limiterHandle).rdb)
 	}
 	sc, _, _ := signatureCaches.LoadOrNew("signatures", func() (caddy.Destructor, error) {
 		return relay.NewSignatureCache(relay.SignatureCacheSize, relay.SignatureTTL), nil
 	})
 	a.signatures = sc.(*relay.SignatureCache)
-	a.modelList = sortedModels(a.modelList)
-	a.modelsDoc = modelListDoc(a.modelList)
-	a.buildPlanLists()
 	a.index = indexDoc()
 
 	repl := caddy.NewReplacer()
@@ -690,22 +565,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 	}
 	a.provisionImages()
-	a.svc = &relay.Service{
-		Store:          a.store,
-		Metrics:        a.metrics,
-		Logger:         a.logger,
-		Models:         a.models,
-		Signatures:     a.signatures,
-		ImageSpool:     a.imageSpool,
-		Currency:       a.Currency,
-		MinOutput:      a.MinOutput,
-		MaxAttempts:    a.MaxAttempts,
-		MaxRequestBody: a.MaxRequestBody,
-		KeepAlive:      time.Duration(a.KeepAliveInterval),
-	}
-	a.svc.Prepare()
-	a.accounts = &accounts.Service{Store: a.store, DefaultPlan: a.DefaultPlan, Plan: func(name string) bool { return a.plans[name] != nil }}
-	return nil
+	return a.adoptRunning()
 }
 
 // signatureCaches holds the one thought-signature cache, so that a config
@@ -1088,7 +948,7 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	p.ResponseTimeout = durationOr(pc.ResponseTimeout, defaultResponseTimeout)
 	p.DrainTimeout = durationOr(pc.DrainTimeout, defaultDrainTimeout)
 	p.StopOnHangup = stopsOnHangup(pc.OnHangup, p.Format)
-	p.probe = newProbeSpec(pc.HealthCheck, p.Format)
+	p.probe, p.probeOff = probeCheck(pc.HealthCheck, p.Format)
 	t := new(reverseproxy.HTTPTransport)
 	t.DialTimeout = caddy.Duration(p.connectTimeout)
 	// An LLM gateway keeps many requests open to few upstream hosts (long
@@ -1106,12 +966,15 @@ func (a *App) provisionProvider(ctx caddy.Context, repl *caddy.Replacer, pc *Pro
 	return nil
 }
 
-// Start begins the background work: health probes, and flushing
-// availability counts and incidents to the ledger. It refuses when another
-// server process uses the SQLite ledger.
+// Start opens the ledger and the rate limiter, unless Provision took a
+// running config's, and begins the background work: health probes, and
+// flushing availability counts and incidents to the ledger. It fails when
+// another server process uses the SQLite ledger.
 func (a *App) Start() error {
-	if a.ledgerInUse != nil {
-		return a.ledgerInUse
+	if !a.Serving() {
+		if err := a.openRunning(); err != nil {
+			return err
+		}
 	}
 	live := make([]*upstream.Provider, 0, len(a.providers))
 	for _, p := range a.providers {
@@ -1128,13 +991,13 @@ func (a *App) Start() error {
 	}()
 	for _, pc := range a.Providers {
 		p := a.providers[pc.Name]
-		if p.probe.disabled {
+		if p.probeOff {
 			continue
 		}
 		a.background.Add(1)
 		go func() {
 			defer a.background.Done()
-			a.probeLoop(ctx, p)
+			a.prober(p).Run(ctx)
 		}()
 	}
 	return nil
@@ -1149,7 +1012,11 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// Cleanup releases the transports and this config's hold on the ledger.
+// Cleanup releases the transports and this config's hold on the ledger,
+// which closes it when no other config holds it. The ledger stays open
+// until then, not only until Stop: Caddy stops its apps in no set order,
+// and the requests the HTTP server drains after this app stopped still
+// settle in it.
 func (a *App) Cleanup() error {
 	var errs []error
 	for _, p := range a.providers {
@@ -1157,10 +1024,7 @@ func (a *App) Cleanup() error {
 			errs = append(errs, p.transport.Cleanup())
 		}
 	}
-	if a.storeKey != "" {
-		_, err := ledgers.Delete(a.storeKey)
-		errs = append(errs, err)
-	}
+	errs = append(errs, a.releaseLedger())
 	if a.registry != nil {
 		_, err := registries.Delete(a.registryKey())
 		errs = append(errs, err)

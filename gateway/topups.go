@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments"
 	"github.com/modelgate/modelgate/relay"
@@ -62,8 +63,8 @@ func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request)
 		h.reversePayment(ctx, pay, answer)
 		return
 	}
-	balance, err := h.app.store.Credit(ctx, ledger.CreditRequest{AccountID: pay.AccountID, Amount: pay.Amount,
-		Reference: pay.Reference, Reason: pay.Describe, Kind: ledger.KindTopup, Payment: pay.PaymentIntent})
+	balance, err := h.app.accounts.CreditTopUp(ctx, accounts.TopUp{AccountID: pay.AccountID, Amount: pay.Amount,
+		Reference: pay.Reference, Reason: pay.Describe, Payment: pay.PaymentIntent})
 	switch {
 	case errors.Is(err, ledger.ErrDuplicate):
 		answer(http.StatusOK, "already credited")
@@ -81,7 +82,7 @@ func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request)
 }
 
 // reversePayment applies a refund, a dispute or a dispute's outcome
-// exactly once (#20): the entry's unique reference is the refund's charge
+// exactly once: the entry's unique reference is the refund's charge
 // and total, or the dispute's id, in the same transaction as the balance
 // change. What the balance does not cover is owed, and the account is
 // suspended for debt until a payment covers it (docs/operations.md,

@@ -66,6 +66,8 @@
 //
 // Probes (ProbeKeys, ProbeSucceeded, ProbeFailed) count the same way; a
 // probe success re-enables an auth-failed key and closes half-open breakers.
+// A Prober runs a provider's active checks (ProbeCheck) on a timer,
+// reporting each outcome (ProbeResult) to the caller's metrics and logs.
 //
 // # Reporting
 //

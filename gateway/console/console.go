@@ -181,6 +181,10 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 		http.Redirect(w, r, h.cookiePath, http.StatusMovedPermanently)
 		return nil
 	}
+	if !h.app.Serving() {
+		gateway.WriteNotServing(w)
+		return nil
+	}
 	// a reset or verification link's token is a credential: its access
 	// log line says token=REDACTED, whatever the operator's log filters
 	if line := gateway.ScrubQueryParam(w, r, h.accessLog, "token"); line != nil {

@@ -87,10 +87,14 @@ func (h *LookupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
+	if !h.app.Serving() {
+		gateway.WriteNotServing(w)
+		return nil
+	}
 	page := &web.LookupPage{Title: h.Title, Action: r.URL.Path}
 	status := http.StatusOK
 	if h.app.BlockedRegion(r) {
-		// block_countries covers the lookup, as it covers the API (#17)
+		// block_countries covers the lookup, as it covers the API
 		h.app.Metrics().Refused("region")
 		page.Error = gateway.RegionBlocked().Message
 		gateway.WritePage(w, h.logger, http.StatusForbidden, web.ContentSecurityPolicy(), func(b io.Writer) error { return web.RenderLookup(b, page) })

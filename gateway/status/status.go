@@ -91,6 +91,10 @@ func (h *StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return nil
 	}
+	if !h.app.Serving() {
+		gateway.WriteNotServing(w)
+		return nil
+	}
 	page, doc, err := h.documents(r.Context())
 	if err != nil {
 		h.logger.Error("building the status page", zap.Error(err))
