@@ -180,7 +180,7 @@ const (
 )
 
 // Adjustment is an operator's debit (a negative Amount) or correction of
-// an account's balance (#20).
+// an account's balance.
 type Adjustment struct {
 	AccountID string
 	Amount    ledger.Money // signed, not zero

@@ -10,7 +10,7 @@ import (
 	"github.com/modelgate/modelgate/ledger"
 )
 
-// HistoryCSVHeader is the header row of a money history in CSV (#20).
+// HistoryCSVHeader is the header row of a money history in CSV.
 var HistoryCSVHeader = []string{"id", "time", "kind", "amount", "owed", "balance_after", "owed_after", "reference", "reason", "payment"}
 
 // WriteHistoryCSV writes a money history as CSV, a header row first, for

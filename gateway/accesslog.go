@@ -16,7 +16,7 @@ import (
 )
 
 // API keys (and the console's link tokens) never reach Caddy's access log, whatever the operator
-// configured (#17). Caddy writes the access log line of a request from a
+// configured. Caddy writes the access log line of a request from a
 // copy of it that it takes before the first handler runs
 // (caddyhttp.Server.ServeHTTP clones the request, headers and URI
 // included, and logs the clone once the handlers are done), so taking the

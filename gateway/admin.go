@@ -36,8 +36,8 @@ func init() {
 //	POST   /modelgate/accounts/{id}/resume     → the account
 //	PUT    /modelgate/accounts/{id}/plan       {"plan"} → the account
 //	POST   /modelgate/accounts/{id}/credits    {"amount", "reason", "reference"} → {"balance"}
-//	POST   /modelgate/accounts/{id}/adjustments {"amount", "reason", "reference", "allow_owed"} → the result (#20)
-//	GET    /modelgate/accounts/{id}/history    ?limit=100&before=ID → a page of the money history, newest first (#20)
+//	POST   /modelgate/accounts/{id}/adjustments {"amount", "reason", "reference", "allow_owed"} → the result
+//	GET    /modelgate/accounts/{id}/history    ?limit=100&before=ID → a page of the money history, newest first
 //	GET    /modelgate/accounts/{id}/keys       → the keys (never their secrets)
 //	POST   /modelgate/accounts/{id}/keys       {"label"} → the key, with its secret, this once
 //	DELETE /modelgate/keys/{id}
@@ -79,13 +79,13 @@ type adminAccount struct {
 	State   ledger.State `json:"state"`
 	Balance ledger.Money `json:"balance"`
 	Held    ledger.Money `json:"held"`
-	// Owed is what the account owes (#20); SuspendedFor is "owed" when
+	// Owed is what the account owes; SuspendedFor is "owed" when
 	// the debt suspended it (a payment resumes it).
 	Owed         ledger.Money `json:"owed"`
 	SuspendedFor string       `json:"suspended_for,omitempty"`
 	CreatedAt    time.Time    `json:"created_at"`
 	// MonthSpend is what the account was charged in the current calendar
-	// month (UTC), which its plan's volume tiers read (#20).
+	// month (UTC), which its plan's volume tiers read.
 	MonthSpend ledger.Money `json:"month_spend"`
 }
 
@@ -219,7 +219,7 @@ func (a *AdminAPI) deleteKey(w http.ResponseWriter, r *http.Request, app *App) e
 }
 
 // adminPrivate reports whether an admin request came to an endpoint only
-// this machine can reach (#17): one that listens on a loopback address
+// this machine can reach: one that listens on a loopback address
 // (localhost, 127.0.0.1, ::1) or a unix socket, as Caddy's default
 // localhost:2019 does; or Caddy's remote admin endpoint, whose clients
 // present a verified certificate. An endpoint on all interfaces (":2019",
@@ -315,8 +315,8 @@ func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App) erro
 	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": bal})
 }
 
-// moneyEntryJSON is a money history entry as the admin API shows it
-// (#20): amounts exact, as decimal strings.
+// moneyEntryJSON is a money history entry as the admin API shows it:
+// amounts exact, as decimal strings.
 type moneyEntryJSON struct {
 	ID           int64         `json:"id"`
 	Kind         string        `json:"kind"`

@@ -18,7 +18,7 @@ import (
 	"github.com/modelgate/modelgate/ledger"
 )
 
-// The operator's views of accounts (#20 item 4; docs/operations.md,
+// The operator's views of accounts (docs/operations.md,
 // "Finding accounts and exporting usage"), on the admin API:
 //
 //	GET /modelgate/accounts?email=&state=&plan=&limit=&cursor= → {"accounts": […], "next": "…"}

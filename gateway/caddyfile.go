@@ -782,7 +782,7 @@ func parseModel(d *caddyfile.Dispenser) (*ModelConfig, map[*RouteConfig]pos, err
 				case "image":
 					parse = ledger.ParseMoney // the price of one image
 				case "web_search", "web_fetch", "image_generation":
-					parse = ledger.ParsePerThousand // a hosted tool's fee per 1,000 uses (#16)
+					parse = ledger.ParsePerThousand // a hosted tool's fee per 1,000 uses
 				}
 				if _, err := parse(val); err != nil {
 					return nil, nil, d.Errf("model %s: price %s %s: %v", m.ID, name, val, err)

@@ -475,13 +475,13 @@ func cmdCredit(fl caddycmd.Flags) (int, error) {
 		if err != nil {
 			return err
 		}
-		cc.announce(ctx, "account:"+id) // it may have paid a debt and resumed the account (#20)
+		cc.announce(ctx, "account:"+id) // it may have paid a debt and resumed the account
 		fmt.Fprintf(os.Stderr, "credited %s to %s; balance %s\n", amount, id, bal)
 		return nil
 	})
 }
 
-// cmdAccountAdjust applies an operator's debit or correction (#20).
+// cmdAccountAdjust applies an operator's debit or correction.
 func cmdAccountAdjust(fl caddycmd.Flags) (int, error) {
 	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
 		id, err := required(fl, "account")
@@ -523,7 +523,7 @@ func cmdAccountAdjust(fl caddycmd.Flags) (int, error) {
 	})
 }
 
-// cmdAccountHistory prints an account's money history (#20): a table for
+// cmdAccountHistory prints an account's money history: a table for
 // people, or with --csv exact CSV.
 func cmdAccountHistory(fl caddycmd.Flags) (int, error) {
 	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, _ cliConfig) error {
@@ -563,7 +563,7 @@ func (w *wrapped) Unwrap() error { return w.err }
 // A SQLite file that does not exist yet is created only with
 // --create-ledger: a relative path resolves against the current
 // directory, and a command run from elsewhere would otherwise work on a new,
-// empty ledger without a word (#22).
+// empty ledger without a word.
 func openCLILedger(ctx context.Context, fl caddycmd.Flags, cc cliConfig) (*ledger.Store, error) {
 	if cc.postgres != "" {
 		fmt.Fprintln(os.Stderr, "ledger: postgres ("+redactDSN(cc.postgres)+")")
@@ -604,7 +604,7 @@ func redactDSN(dsn string) string {
 	return strings.Join(fields, " ")
 }
 
-// cmdLedgerCopy copies a single-machine ledger into PostgreSQL (#19): the
+// cmdLedgerCopy copies a single-machine ledger into PostgreSQL: the
 // source opened as a server would (so that a running gateway on it is
 // refused first), the destination empty, every total checked before the
 // copy commits.

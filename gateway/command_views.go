@@ -20,7 +20,7 @@ import (
 	"github.com/modelgate/modelgate/ledger"
 )
 
-// The operator's views on the CLI (#20 item 4; docs/operations.md,
+// The operator's views on the CLI (docs/operations.md,
 // "Finding accounts and exporting usage"): they read the configuration's
 // ledger as the other commands do, beside a running gateway, and print a
 // table, or with --json the admin API's JSON (admin_views.go).

@@ -328,7 +328,7 @@ type credential struct {
 // acceptsQueryKey reports whether a route takes the key as ?key=: the
 // Gemini routes (under /v1beta, and /v1/models/{model}:method), as
 // Google's API does, and the model list and model of /v1, which answer
-// Gemini clients in their shape. Elsewhere ?key= is no credential (#17).
+// Gemini clients in their shape. Elsewhere ?key= is no credential.
 func acceptsQueryKey(ri routeInfo) bool {
 	return ri.format == relay.FormatGemini || ri.route == routeModels || ri.route == routeModel
 }
@@ -431,7 +431,7 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.
 				Currency string `json:"currency"`
 				Plan     string `json:"plan"`
 				State    string `json:"state"`
-				// the month's spend and the volume tier it earns (#20)
+				// the month's spend and the volume tier it earns
 				MonthSpend   string `json:"month_spend"`
 				TierDiscount string `json:"tier_discount,omitempty"`
 			}

@@ -131,14 +131,14 @@ type App struct {
 	// others from it (the payment provider's return URLs), and the status
 	// page takes its default title from its host. Without it, those links
 	// use the site's own host name, never a Host header that no site
-	// address matched (#17). Placeholders are expanded.
+	// address matched. Placeholders are expanded.
 	PublicURL string `json:"public_url,omitempty"`
 
 	// AllowRemoteUnauthenticatedAdmin serves the /modelgate/ routes of
 	// Caddy's admin endpoint (which mint keys and credit money, with no
 	// authentication of their own) also when the admin endpoint listens
 	// beyond loopback and a unix socket without client certificates.
-	// Default: false, and those requests are refused (#17).
+	// Default: false, and those requests are refused.
 	AllowRemoteUnauthenticatedAdmin bool `json:"allow_remote_unauthenticated_admin,omitempty"`
 
 	ctx       caddy.Context
@@ -191,7 +191,7 @@ type App struct {
 	// accounts opens and funds accounts for the admin API and the console.
 	accounts *accounts.Service
 
-	// imageSpool bounds the uploads spooled by image edits (#16).
+	// imageSpool bounds the uploads spooled by image edits.
 	imageSpool *images.Spool
 }
 
@@ -244,7 +244,7 @@ type ProviderConfig struct {
 	AnthropicVersion string `json:"anthropic_version,omitempty"`
 	// AnthropicBeta lists the anthropic-beta values an anthropic-format
 	// provider receives from clients; others are dropped and named in
-	// x-modelgate-dropped (#16). The word "default" stands for the
+	// x-modelgate-dropped. The word "default" stands for the
 	// built-in list (what Claude Code sends, without the betas that change
 	// prices or reach state in the operator's account), "none" for no
 	// value. Default: the built-in list.
@@ -336,7 +336,7 @@ type ModelConfig struct {
 	// x-modelgate-dropped. Same-format requests pass through untouched.
 	Features []string `json:"features,omitempty"`
 	// AllowStateful lets requests reach state kept in the operator's
-	// account at the provider (#16): store (store: true), conversation
+	// account at the provider: store (store: true), conversation
 	// (previous_response_id, conversation, item_reference), prompt (stored
 	// prompts), files (Files API ids), file_search (vector stores),
 	// code_execution (containers), mcp (remote MCP servers),
@@ -365,8 +365,8 @@ type PriceConfig struct {
 	// images routes when the upstream reports no token usage.
 	Image string `json:"image,omitempty"`
 	// WebSearch, WebFetch and ImageGeneration are the fees of hosted
-	// tools, in currency units per 1,000 uses, as vendors publish them
-	// (#16). A hosted tool is served only when its price is set (0 allows
+	// tools, in currency units per 1,000 uses, as vendors publish them.
+	// A hosted tool is served only when its price is set (0 allows
 	// it free of fees); otherwise it is dropped, or refused when
 	// tool_choice forces it.
 	WebSearch       string `json:"web_search,omitempty"`

@@ -9,7 +9,7 @@ import (
 	"github.com/modelgate/modelgate/relay"
 )
 
-// TierConfig is a plan's volume tier (#20): Discount more off every request
+// TierConfig is a plan's volume tier: Discount more off every request
 // once the account's spend in the current calendar month (UTC) is above
 // Above (docs/billing.md, "Plan discounts and volume tiers").
 type TierConfig struct {

@@ -49,7 +49,7 @@ func (g *testGateway) accessLines() []accessLine {
 // sent in any of its four forms appears nowhere in the access log (nor in
 // Caddy's own log at DEBUG), while every request still has its line, with
 // the key's header or parameter shown REDACTED; ?key= is a credential on
-// the Gemini routes only (#17).
+// the Gemini routes only.
 func TestKeysNotInPlainAccessLog(t *testing.T) {
 	for _, tc := range []struct {
 		name, global string
@@ -126,7 +126,7 @@ func TestKeysNotInPlainAccessLog(t *testing.T) {
 // request and key ids, model, provider, upstream model, tokens, cost,
 // usage source, outcome), with the key nowhere, whether Caddy wrote the
 // line (a Bearer key) or the gateway did (x-api-key, under a plain log);
-// the same values are placeholders (#18, #22).
+// the same values are placeholders.
 func TestAccessLogLine(t *testing.T) {
 	g := startGateway(t, gatewayOptions{plainLog: true, site: "\tlog_append mg_cost {http.modelgate.cost}\n"})
 	acct, key := g.account("1.00")

@@ -22,11 +22,11 @@ type adminAccount struct {
 	State   ledger.State `json:"state"`
 	Balance ledger.Money `json:"balance"`
 	Held    ledger.Money `json:"held"`
-	// Owed and SuspendedFor (#20)
+	// Owed and SuspendedFor
 	Owed         ledger.Money `json:"owed"`
 	SuspendedFor string       `json:"suspended_for"`
 	CreatedAt    time.Time    `json:"created_at"`
-	// the account's spend in the current calendar month (#20)
+	// the account's spend in the current calendar month
 	MonthSpend ledger.Money `json:"month_spend"`
 }
 
@@ -195,7 +195,7 @@ func TestAdminAPI(t *testing.T) {
 // TestAdminExposure: the /modelgate/ admin routes, which mint keys and
 // credit money without authentication of their own, are refused when the
 // admin endpoint listens beyond loopback, unless the operator opts in with
-// allow_remote_unauthenticated_admin (#17).
+// allow_remote_unauthenticated_admin.
 func TestAdminExposure(t *testing.T) {
 	for _, tc := range []struct {
 		name, admin, extra string
@@ -228,8 +228,7 @@ func TestAdminExposure(t *testing.T) {
 }
 
 // TestAdminEmailsNormalized: the admin API keeps emails trimmed and in
-// lower case, and refuses one that differs from a taken one only in case
-// (#17).
+// lower case, and refuses one that differs from a taken one only in case.
 func TestAdminEmailsNormalized(t *testing.T) {
 	startGateway(t, gatewayOptions{})
 	var acct adminAccount
@@ -243,7 +242,7 @@ func TestAdminEmailsNormalized(t *testing.T) {
 	}
 }
 
-// adminMoney is the answer of an adjustment and a history page (#20).
+// adminMoney is the answer of an adjustment and a history page.
 type adminMoney struct {
 	AccountID  string       `json:"account_id"`
 	Balance    ledger.Money `json:"balance"`
@@ -268,7 +267,7 @@ type adminEntry struct {
 // TestAdminAdjustmentsAndHistory: an operator's debits and corrections
 // with a reason and a reference applied once, a debit beyond the balance
 // refused unless owed is allowed (then the account is suspended for debt
-// until a credit pays it), and the money history in pages (#20).
+// until a credit pays it), and the money history in pages.
 func TestAdminAdjustmentsAndHistory(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	var acct adminAccount

@@ -69,7 +69,7 @@ func badInputRegressions(key string) []badRoute {
 		fmt.Fprintf(&many, `"an_unknown_field_with_a_long_name_%05d":1,`, i)
 	}
 	out := []badRoute{
-		// BADINPUT_SEED=1795610629737214171 (issue #21): a DEL in an unknown
+		// BADINPUT_SEED=1795610629737214171: a DEL in an unknown
 		// field name was echoed in x-modelgate-dropped, a malformed header
 		// the client could not read
 		{"POST", "/v1/responses", "{\"model\":\"claude-test\",\"max_out\x7fut_tokens\":20,\"stream\":true,\"input\":\"hi there\"}", bearer, true},

@@ -86,7 +86,7 @@ func codexBody(tmpl, model, prompt string) string {
 // and their names restored in the answer; the OpenAI upstream gets the
 // request as sent (namespaces and encrypted reasoning intact), but for the
 // hosted web_search tool, which the test model does not price: it is
-// dropped and named there too (#16).
+// dropped and named there too.
 func TestCodexCLI(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	acct, key := g.account("1.00")
@@ -196,7 +196,7 @@ func TestResponsesRefusals(t *testing.T) {
 		t.Fatalf("balance %s held %s", bal, held)
 	}
 	// an OpenAI upstream's state is the operator's: refused there too,
-	// unless the model allows it (#16, redteam_test.go)
+	// unless the model allows it (redteam_test.go)
 	r := g.do("POST", "/v1/responses", `{"model":"`+testModel+`","input":"hi","previous_response_id":"resp_123"}`, auth...)
 	var e struct {
 		Error struct{ Param string }

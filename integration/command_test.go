@@ -51,7 +51,7 @@ func TestCLI(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ledger.db")
 
-	// no ledger there yet: the command says so rather than make one (#22)
+	// no ledger there yet: the command says so rather than make one
 	if _, err := runCLI(t, "account", "create", "--db", db, "--email", "ada@example.com"); err == nil ||
 		!strings.Contains(err.Error(), "there is no ledger at "+db) || !strings.Contains(err.Error(), "--create-ledger") {
 		t.Fatalf("a missing ledger: %v", err)
@@ -235,7 +235,7 @@ func TestCLIAccountWithLogin(t *testing.T) {
 		t.Fatalf("a short password: %v", err)
 	}
 	// a taken email, as given or in another case: an error and no account
-	// id, never an empty id with exit status 0 (#17)
+	// id, never an empty id with exit status 0
 	for _, email := range []string{"ops@example.com", " OPS@Example.COM "} {
 		feed("another long password\n")
 		out, err := runCLI(t, "account", "create", "--create-ledger", "--db", db, "--email", email, "--password-stdin")
@@ -336,8 +336,7 @@ func TestCLIResetLink(t *testing.T) {
 // TestCLIAdjustAndHistory: `account adjust` debits once per reference,
 // refuses a debit beyond the balance unless --allow-owed (which suspends
 // the account for debt until a credit pays it), and `account history`
-// prints every entry with the balance after it, as a table or exact CSV
-// (#20).
+// prints every entry with the balance after it, as a table or exact CSV.
 func TestCLIAdjustAndHistory(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ledger.db")
 	acct, err := runCLI(t, "account", "create", "--db", db, "--create-ledger", "--credit", "10.00")

@@ -24,7 +24,7 @@ var billingRow = regexp.MustCompile(`<tr data-kind="([a-z_]+)">\s*<th scope="row
 // adjustments), newest first, a page at a time, rounded for people with
 // the exact figure in a title; the CSV download has all of it, exact; the
 // balance page says why a suspended account is suspended; another
-// account's entries never show (#20).
+// account's entries never show.
 func TestConsoleBilling(t *testing.T) {
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite, globalLog: true})
@@ -153,7 +153,7 @@ func TestConsoleBilling(t *testing.T) {
 // TestConsoleBillingInBrowser: the Billing page in headless Chromium with
 // page scripts off, reached from its tab, on a desktop and a phone-sized
 // window: the owed alert, the history table and its download link
-// (screenshots console-billing.png, console-billing-phone.png) (#20).
+// (screenshots console-billing.png, console-billing-phone.png).
 func TestConsoleBillingInBrowser(t *testing.T) {
 	b := newConsoleBrowser(t)
 	resetConsoleLimits(t)

@@ -18,7 +18,7 @@ import (
 	"github.com/modelgate/modelgate/mailer/smtptest"
 )
 
-// Console self-service (#20 item 7): verification of a sign-up's email,
+// Console self-service: verification of a sign-up's email,
 // forgotten passwords, password changes; with mail through a real SMTP
 // server on loopback, and without mail through the CLI's reset link.
 

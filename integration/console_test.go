@@ -197,7 +197,7 @@ func TestConsoleSessions(t *testing.T) {
 	}
 
 	// the same email again, in any case: refused, without saying outright
-	// that the email has an account (#17)
+	// that the email has an account
 	other := newConsoleClient(t)
 	for _, email := range []string{"ada@example.com", " ADA@example.COM"} {
 		r := other.post("/console/signup", url.Values{"email": {email}, "password": {testPassword}})
@@ -660,7 +660,7 @@ var csvLink = regexp.MustCompile(`<a class="csv" href="([^"]+)"`)
 
 // TestConsoleCSVLinkKeepsTheView: the usage page's "Download CSV" link
 // exports the range and the key the page shows, not the defaults (the
-// template once escaped its query into one value, #17).
+// template once escaped its query into one value).
 func TestConsoleCSVLinkKeepsTheView(t *testing.T) {
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite})

@@ -96,7 +96,7 @@ func parallel(n int, f func(i int) response) map[int]int {
 // TestSignInLimitHoldsUnderConcurrency: 100 wrong passwords at once from
 // one address: no more than the limit are verified (401), the others are
 // refused (429) without a hash; then the right password is refused too,
-// also after a config reload (#17).
+// also after a config reload.
 func TestSignInLimitHoldsUnderConcurrency(t *testing.T) {
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite})
@@ -123,7 +123,7 @@ func TestSignInLimitHoldsUnderConcurrency(t *testing.T) {
 }
 
 // TestSignUpLimitHoldsUnderConcurrency: 40 sign-ups at once from one
-// address create no more accounts than the limit (#17).
+// address create no more accounts than the limit.
 func TestSignUpLimitHoldsUnderConcurrency(t *testing.T) {
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite})
@@ -144,7 +144,7 @@ func TestSignUpLimitHoldsUnderConcurrency(t *testing.T) {
 }
 
 // TestLookupLimitHoldsUnderConcurrency: 100 wrong keys at once from one
-// address on the lookup page: no more than the limit are looked up (#17).
+// address on the lookup page: no more than the limit are looked up.
 func TestLookupLimitHoldsUnderConcurrency(t *testing.T) {
 	resetConsoleLimits(t)
 	startGateway(t, gatewayOptions{site: "\tmodelgate_lookup /usage*\n"})
@@ -159,8 +159,7 @@ func TestLookupLimitHoldsUnderConcurrency(t *testing.T) {
 
 // TestSignInStrangerCannotLockOut: someone guessing at an email from many
 // addresses locks it for addresses it never signed in from, but not for
-// the account's own address, from which the right password still works
-// (#17).
+// the account's own address, from which the right password still works.
 func TestSignInStrangerCannotLockOut(t *testing.T) {
 	resetConsoleLimits(t)
 	g := startGateway(t, gatewayOptions{site: consoleSite, global: trustLocalProxy})
@@ -201,7 +200,7 @@ func TestSignInStrangerCannotLockOut(t *testing.T) {
 
 // TestHashQueueBounded: a burst of sign-ins from many addresses, each
 // within its own limits, does not queue without end for the password
-// hash: past the queue's bound the console answers 429 at once (#17).
+// hash: past the queue's bound the console answers 429 at once.
 func TestHashQueueBounded(t *testing.T) {
 	resetConsoleLimits(t)
 	startGateway(t, gatewayOptions{site: consoleSite, global: trustLocalProxy})

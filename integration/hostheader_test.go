@@ -63,8 +63,7 @@ func (f *fakeStripe) last() url.Values {
 
 // TestStatusTitleNotFromHost: the status page's default title does not
 // come from a visitor's Host header (which the page cache used to serve to
-// everyone): without public_url it is "Service status", with one its host
-// (#17).
+// everyone): without public_url it is "Service status", with one its host.
 func TestStatusTitleNotFromHost(t *testing.T) {
 	for _, tc := range []struct {
 		name, extra, want string
@@ -101,7 +100,7 @@ func mustRequest(t *testing.T, method, url string) *http.Request {
 // TestTopUpReturnURLs: the addresses Stripe sends a payer back to come
 // from public_url, or from the site's own host name with the scheme the
 // client used (X-Forwarded-Proto only from a trusted proxy), never from a
-// Host that no site address names (#17).
+// Host that no site address names.
 func TestTopUpReturnURLs(t *testing.T) {
 	site := fmt.Sprintf("http://localhost:%d", gatewayPort)
 	for _, tc := range []struct {

@@ -7,7 +7,7 @@ import (
 
 // TestLedgerFilePrivate: the ledger a gateway creates (emails, password
 // hashes, balances) and the -wal and -shm files beside it are readable by
-// their owner only (#17).
+// their owner only.
 func TestLedgerFilePrivate(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	_, key := g.account("1.00")

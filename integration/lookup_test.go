@@ -70,7 +70,7 @@ func TestLookupPage(t *testing.T) {
 			t.Errorf("%s: %q, want %q", name, got, want)
 		}
 	}
-	// money is rounded for people, exact on hover (#22)
+	// money is rounded for people, exact on hover
 	if got := exactFigure(r.body, "spent"); got != row.Charged.String() {
 		t.Errorf("spent, exact: %q, want %s", got, row.Charged)
 	}

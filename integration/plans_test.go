@@ -30,7 +30,7 @@ var requestIDs = regexp.MustCompile(`req_[0-9A-Za-z]+`)
 // narrowPlan offers two of the four test models: one by ID, one by pattern.
 const narrowPlan = "\t\tplan narrow {\n\t\t\tmodels gpt-test claude-*\n\t\t}\n"
 
-// TestPlanModels (#20 item 5): an account on a plan that names its models
+// TestPlanModels: an account on a plan that names its models
 // sees only those in every SDK's model list, and a model the plan leaves
 // out is, in every format, the same not-found as a model that does not
 // exist, with nothing sent upstream and nothing held or charged. An
@@ -201,7 +201,7 @@ func volumeTier(spend ledger.Money) int {
 	return 0
 }
 
-// TestVolumeTiers (#20 item 6): each request is charged the list price less
+// TestVolumeTiers: each request is charged the list price less
 // the plan's discount and its volume tier's, added up and rounded down to
 // the nano once; the tier is that of the month's spend before the request;
 // the usage row says the tier's discount and what the discounts took off.

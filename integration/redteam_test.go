@@ -1,6 +1,6 @@
 package integration
 
-// The red team (#16): each test in this file is a paying client who wants
+// The red team: each test in this file is a paying client who wants
 // free work, through a real gateway in front of the mock upstream, and each
 // asserts "billed ≥ what the upstream did". docs/billing.md states the rule
 // every case checks: when a usage figure is final, and what is billed on

@@ -10,7 +10,7 @@ import (
 
 // TestRegionBlockPages: block_countries also refuses console sign-up, the
 // top-up page and the lookup page (403), not only the API; sign-in and the
-// rest of the console stay open (#17).
+// rest of the console stay open.
 func TestRegionBlockPages(t *testing.T) {
 	resetConsoleLimits(t)
 	db := writeCountryDB(t)

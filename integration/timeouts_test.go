@@ -14,7 +14,7 @@ import (
 // TestSlowBodyIsCut: with the server timeouts of Caddyfile.example (here
 // read_body shortened to a second), a client that trickles its request
 // body is cut off at the deadline, and the account's concurrency slot is
-// free again; a stream that lasts longer than read_body is not cut (#17).
+// free again; a stream that lasts longer than read_body is not cut.
 func TestSlowBodyIsCut(t *testing.T) {
 	g := startGateway(t, gatewayOptions{
 		global: "\tservers {\n\t\ttimeouts {\n\t\t\tread_header 10s\n\t\t\tread_body 1s\n\t\t\tidle 2m\n\t\t}\n\t}\n",

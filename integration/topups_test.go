@@ -72,7 +72,7 @@ func TestStripeWebhook(t *testing.T) {
 	// deliveries that credit nothing: not paid, another currency, an
 	// unknown account, and paid sessions the gateway did not start (a
 	// Payment Link whose payer named the account, metadata without the
-	// gateway's signature or with another account's, #17)
+	// gateway's signature or with another account's)
 	for _, ev := range [][]byte{
 		stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_3", "checkout.session.completed", "cs_test_3", acct, "usd", "unpaid", 500),
 		stripetest.GatewayCheckoutEvent(testWebhookSecret, "evt_4", "checkout.session.expired", "cs_test_4", acct, "usd", "unpaid", 500),
@@ -130,7 +130,7 @@ func TestStripeWebhook(t *testing.T) {
 // of a top-up reverse it exactly once, whatever the redeliveries; a
 // reversal beyond the balance leaves a debt and suspends the account (its
 // requests get 403) until a top-up pays the debt, which resumes it; a won
-// dispute gives its amount back (#20).
+// dispute gives its amount back.
 func TestStripeRefundsAndDisputes(t *testing.T) {
 	t.Setenv("MG_TEST_WEBHOOK_SECRET", testWebhookSecret)
 	g := startGateway(t, gatewayOptions{extra: stripeConfig, globalLog: true})

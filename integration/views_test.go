@@ -120,7 +120,7 @@ func checkExport(t *testing.T, g *testGateway, acct string, rows []map[string]st
 
 // TestAdminAccountViews: an operator lists, searches and pages accounts,
 // lists an account's keys with their totals and exports its usage as CSV
-// through the admin API of a running gateway (#20 item 4).
+// through the admin API of a running gateway.
 func TestAdminAccountViews(t *testing.T) {
 	g := startGateway(t, gatewayOptions{mock: mockConfig{TokenDelay: 40 * time.Millisecond}})
 	create := func(body string) adminAccount {
@@ -329,7 +329,7 @@ func TestAdminAccountViews(t *testing.T) {
 }
 
 // TestCLIAccountViews: `caddy modelgate account list|show`, `key list` and
-// `usage export` on the ledger file of a running gateway (#20 item 4): a
+// `usage export` on the ledger file of a running gateway: a
 // table by default, the admin API's JSON with --json, the usage rows as
 // CSV; never a key.
 func TestCLIAccountViews(t *testing.T) {
@@ -529,7 +529,7 @@ func TestCLIAccountViews(t *testing.T) {
 }
 
 // TestCLIAccountViewsPostgres: on a PostgreSQL ledger, whose holds every
-// instance shares, the CLI shows what is held (#20 item 4, #19).
+// instance shares, the CLI shows what is held.
 func TestCLIAccountViewsPostgres(t *testing.T) {
 	base := os.Getenv("MODELGATE_TEST_POSTGRES")
 	if base == "" {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// One contract, two backends (#19): every test of the ledger's behaviour
+// One contract, two backends: every test of the ledger's behaviour
 // runs as a subtest per engine, "sqlite" and "postgres", through a backend.
 // The PostgreSQL subtests need a server: MODELGATE_TEST_POSTGRES is the DSN
 // (a URL) of a database the tests may create schemas in; each test

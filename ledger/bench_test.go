@@ -130,7 +130,7 @@ func BenchmarkReserveRelease(b *testing.B) {
 }
 
 // BenchmarkSettlePostgres measures reserve + settle (a durable debit with
-// its usage row) on the PostgreSQL ledger (#19): from one instance over many
+// its usage row) on the PostgreSQL ledger: from one instance over many
 // accounts and on one hot account, and from three instances (three stores,
 // each with its pool, writer and lease) sharing the accounts. It needs
 // MODELGATE_TEST_POSTGRES, as the tests do.

@@ -11,7 +11,7 @@ import (
 )
 
 // TestCopy moves a SQLite ledger with a bit of everything into an empty
-// PostgreSQL ledger (#19): every figure reads the same from the copy, keys
+// PostgreSQL ledger: every figure reads the same from the copy, keys
 // authenticate by their hashes, new writes go on from there, and a second
 // copy into it, or a copy of an inconsistent source, is refused.
 func TestCopy(t *testing.T) {
@@ -57,7 +57,7 @@ func TestCopy(t *testing.T) {
 	if err := hb.Settle(ctx, usage("req-bob", kb.ID, 400)); err != nil {
 		t.Fatal(err)
 	}
-	// a debt: the money history's columns and the account's owed are copied (#20)
+	// a debt: the money history's columns and the account's owed are copied
 	if _, err := src.ApplyMoney(ctx, MoneyChange{AccountID: bob.ID, Kind: KindAdjustment, Amount: -1000, Reference: "fee-bob",
 		Reason: "fee", AllowOwed: true}); err != nil {
 		t.Fatal(err)

@@ -208,7 +208,7 @@ func testListAccounts(t *testing.T, b backend) {
 }
 
 // TestListAccountsMoney: a listed account says what GetAccount says of its
-// debt, the suspension for it and its month's spend (#20).
+// debt, the suspension for it and its month's spend.
 func TestListAccountsMoney(t *testing.T) { backends(t, testListAccountsMoney) }
 
 func testListAccountsMoney(t *testing.T, b backend) {

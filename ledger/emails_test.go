@@ -10,7 +10,7 @@ import (
 )
 
 // TestEmailsNormalized: every way in keeps the email trimmed and in lower
-// case, and one email in another case is the same login name (#17).
+// case, and one email in another case is the same login name.
 func TestEmailsNormalized(t *testing.T) { backends(t, testEmailsNormalized) }
 
 func testEmailsNormalized(t *testing.T, b backend) {

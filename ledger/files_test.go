@@ -8,7 +8,7 @@ import (
 
 // TestFilesPrivate: the database and the -wal and -shm files SQLite makes
 // beside it are readable by their owner only, whatever the umask lets
-// through (#17).
+// through.
 func TestFilesPrivate(t *testing.T) {
 	path := testPath(t)
 	s := openAt(t, path)

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The shared ledger's properties (#19), with several stores on one
+// The shared ledger's properties, with several stores on one
 // PostgreSQL database in this process: each store has its own pool, writer,
 // lease and listener, as separate gateway instances would.
 

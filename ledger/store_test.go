@@ -1538,7 +1538,7 @@ func testOpenHoldsCounted(t *testing.T, b backend) {
 }
 
 // TestUsageRowHostedTools: a usage row keeps its hosted-tool uses and their
-// cost (migration 5, #16).
+// cost (migration 5).
 func TestUsageRowHostedTools(t *testing.T) { backends(t, testUsageRowHostedTools) }
 
 func testUsageRowHostedTools(t *testing.T, b backend) {

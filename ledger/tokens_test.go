@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// TestLoginTokens: reset and verification tokens on both engines (#20
-// item 7): kept by hash, used once (two racing uses: one wins), refused
+// TestLoginTokens: reset and verification tokens on both engines:
+// kept by hash, used once (two racing uses: one wins), refused
 // once expired or for another purpose; a reset sets the password, verifies
 // the email and ends every session and every other reset token; a change
 // of password ends the other sessions and the reset tokens; a verification

@@ -20,8 +20,8 @@ type Checkout struct {
 	URL string // where to send the customer
 }
 
-// Payment is a completed payment, to be credited, or a reversal of one
-// (#20): a refund, a dispute, a dispute's outcome.
+// Payment is a completed payment, to be credited, or a reversal of one:
+// a refund, a dispute, a dispute's outcome.
 type Payment struct {
 	// Kind is what to do: ledger.KindTopup (credit a payment),
 	// ledger.KindRefund, ledger.KindDispute (reverse), ledger.KindDisputeWon

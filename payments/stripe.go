@@ -36,7 +36,7 @@ type StripeConfig struct {
 // settle later, checkout.session.async_payment_succeeded) notification,
 // signed with the endpoint's secret, credits it.
 //
-// Only Checkout Sessions the gateway started are credited (#17): the
+// Only Checkout Sessions the gateway started are credited: the
 // Stripe account may sell other things, and a Payment Link lets the payer
 // set client_reference_id to any account. StartCheckout puts the account
 // in the session's metadata with an HMAC of the account, currency and
@@ -255,7 +255,7 @@ func (s *Stripe) ParsePayment(payload []byte, header http.Header) (Payment, bool
 // charge's total refunded so far, so that a partial refund's reference is
 // the charge and that total), a dispute (charge.dispute.created) or a
 // dispute's outcome (charge.dispute.closed: won gives the amount back,
-// lost keeps it reversed; other statuses change nothing) (#20). The
+// lost keeps it reversed; other statuses change nothing). The
 // reversal finds its top-up by the payment intent.
 func (s *Stripe) parseReversal(ev stripe.Event) (Payment, bool, error) {
 	if ev.Data == nil {

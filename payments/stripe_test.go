@@ -57,7 +57,7 @@ func TestStripeParsePayment(t *testing.T) {
 			header: http.Header{}, err: ErrBadSignature},
 		{name: "replayed later", payload: ours("evt_9", "checkout.session.completed", "cs_9", "acct_a", "usd", "paid", 500),
 			header: stripetest.Signed(ours("evt_9", "checkout.session.completed", "cs_9", "acct_a", "usd", "paid", 500), testWebhookSecret, now.Add(-time.Hour)), err: ErrBadSignature},
-		// sessions the gateway did not start (#17)
+		// sessions the gateway did not start
 		{name: "a payment link naming an account", payload: stripetest.CheckoutEvent("evt_10", "checkout.session.completed", "cs_10", "acct_a", "usd", "paid", 500),
 			err: ErrForeignCheckout},
 		{name: "metadata without a signature", payload: stripetest.CheckoutEventWithMetadata("evt_11", "checkout.session.completed", "cs_11", "", "usd", "paid", 500,
@@ -72,7 +72,7 @@ func TestStripeParsePayment(t *testing.T) {
 		{name: "client reference of another account", payload: stripetest.CheckoutEventWithMetadata("evt_15", "checkout.session.completed", "cs_15", "acct_b", "usd", "paid", 500,
 			stripetest.GatewayMetadata(testWebhookSecret, "acct_a", "usd", 500)), err: ErrForeignCheckout},
 		{name: "a sale of something else", payload: stripetest.CheckoutEvent("evt_16", "checkout.session.completed", "cs_16", "", "usd", "paid", 500)},
-		// its payment intent, which its reversals name (#20)
+		// its payment intent, which its reversals name
 		{name: "paid, with its payment intent", payload: stripetest.WithPaymentIntent(ours("evt_17", "checkout.session.completed", "cs_17", "acct_a", "usd", "paid", 500), "pi_17"),
 			ok: true, want: Payment{Kind: ledger.KindTopup, Reference: "stripe:cs_17", AccountID: "acct_a", Amount: 5_000_000_000, Currency: "usd",
 				PaymentIntent: "stripe:pi_17", Describe: "Stripe Checkout cs_17"}},

@@ -55,7 +55,7 @@ func TestAnthropicBetas(t *testing.T) {
 }
 
 // TestAdmitGated: the plan a model makes of a request's hosted tools and
-// state, request by request (#16).
+// state, request by request.
 func TestAdmitGated(t *testing.T) {
 	m := &Model{ID: "m", Price: ledger.Price{Input: 500, Output: 1500, CacheRead: 50, CacheWrite: 500}}
 	if err := m.SetHosted(HostedPrices{WebSearch: "10", ImageGeneration: "40"}, []string{"files"}); err != nil {

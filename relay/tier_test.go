@@ -20,7 +20,7 @@ import (
 	"github.com/modelgate/modelgate/upstream"
 )
 
-// TestVolumeTierMonthRollover (#20 item 6): through the relay, on SQLite
+// TestVolumeTierMonthRollover: through the relay, on SQLite
 // and on PostgreSQL, an account whose month's spend has passed a tier gets
 // the tier's discount on top of the plan's, rounded down once; at midnight
 // UTC on the first of the month the spend starts again from zero and so

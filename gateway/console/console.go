@@ -64,7 +64,7 @@ const (
 // ConsoleHandler serves the customer console (docs/operations.md): sign-up, sign-in
 // and sign-out; the balance; API keys, created with the full key shown
 // once, listed, deleted; usage by day, key and model with charts and a
-// CSV export; the money history (Billing, #20) with a CSV download;
+// CSV export; the money history (Billing) with a CSV download;
 // top-ups through the payment provider; password changes, reset links and
 // email verification (console_self.go). Pages are rendered on
 // the server and work without JavaScript; every form carries a CSRF token
@@ -203,7 +203,7 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 		frame: web.ConsoleFrame{Title: h.Title, Base: h.BasePath, Currency: h.app.Currency}}
 	if (rel == "/signup" || rel == "/topup") && h.app.BlockedRegion(r) {
 		// block_countries covers opening an account and paying, as it
-		// covers the API (#17)
+		// covers the API
 		h.app.Metrics().Refused("region")
 		h.message(c, http.StatusForbidden, "Not available", gateway.RegionBlocked().Message)
 		return nil
@@ -516,7 +516,7 @@ func (h *ConsoleHandler) startSessionAt(c *consoleRequest, accountID, to string)
 // Every sign-up that reaches the password hash counts against the client
 // address, reserved before the hash, whether it creates an account or
 // finds the email taken; only a failure of the gateway's own is forgiven.
-// A taken email is answered without saying so outright (#17).
+// A taken email is answered without saying so outright.
 func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 	if h.SignUpOff {
 		h.message(c, http.StatusNotFound, "Accounts by invitation", "Accounts are created by the operator of this gateway.")
@@ -562,7 +562,7 @@ func (h *ConsoleHandler) serveSignUp(c *consoleRequest, method string) {
 		return
 	}
 	// while the gateway sends mail, a new login's email awaits the link
-	// mailed to it (#20 item 7)
+	// mailed to it
 	m := h.app.Mailer()
 	acct, err := h.app.Accounts().Open(c.r.Context(), accounts.Opening{Email: email, PasswordHash: hash, Unverified: m != nil})
 	if errors.Is(err, ledger.ErrDuplicate) {
@@ -883,7 +883,7 @@ func (h *ConsoleHandler) startTopUp(c *consoleRequest) {
 // modelgate option's public_url, or else the request's host when Caddy
 // routed it by one of the server's host names, with the scheme the client
 // used (https over TLS, or X-Forwarded-Proto from a trusted proxy only).
-// A Host that no site address names is never used (#17): without
+// A Host that no site address names is never used: without
 // public_url, a site without a host name (":443") has no origin to give.
 func (h *ConsoleHandler) publicOrigin(r *http.Request) (string, bool) {
 	if u := h.app.PublicAddress(); u != nil {

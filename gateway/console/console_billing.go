@@ -17,7 +17,7 @@ import (
 // billingPage is how many entries of the money history a page lists.
 const billingPage = 50
 
-// kindNames name the kinds of money entries for people (#20).
+// kindNames name the kinds of money entries for people.
 var kindNames = map[string]string{
 	ledger.KindCredit:      "Credit",
 	ledger.KindTopup:       "Top-up",
@@ -31,7 +31,7 @@ var kindNames = map[string]string{
 
 // serveBilling lists the account's money history, newest first, a page at
 // a time (?before= the id the previous page ended at), with the balance
-// and what it owes (#20).
+// and what it owes.
 func (h *ConsoleHandler) serveBilling(c *consoleRequest) {
 	a := c.sess.account
 	var before int64

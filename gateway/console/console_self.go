@@ -18,7 +18,7 @@ import (
 	"github.com/modelgate/modelgate/web"
 )
 
-// Self-service (#20 item 7, docs/operations.md "Console self-service"):
+// Self-service (docs/operations.md "Console self-service"):
 // changing the password; a forgotten password's reset link, mailed through
 // the smtp option or handed out by the operator (caddy modelgate account
 // reset-link); the verification of a sign-up's email. The links carry a
@@ -126,7 +126,7 @@ func (h *ConsoleHandler) forgotPage(c *consoleRequest, status int, email string)
 // The answer is the same whether the email has a login or not, and comes
 // before any mail is sent. Every request counts against the client
 // address; past MailsPerEmail in the window, requests for one email are
-// answered the same and send nothing (guard, #17).
+// answered the same and send nothing (package guard).
 func (h *ConsoleHandler) serveForgot(c *consoleRequest, method string) {
 	m := h.app.Mailer()
 	if method == http.MethodGet || m == nil {

@@ -42,7 +42,7 @@ const (
 type StatusHandler struct {
 	// Title heads the page. Default: "<host> status", the host of the
 	// modelgate option's public_url, or "Service status" without one;
-	// never a request's Host header, which anyone may set (#17).
+	// never a request's Host header, which anyone may set.
 	Title string `json:"title,omitempty"`
 
 	app    *gateway.App
