@@ -11,7 +11,7 @@ import (
 	"github.com/modelgate/modelgate/ledger"
 )
 
-// How long the console's one-time links last (docs/console.md).
+// How long the console's one-time links last (docs/operations.md, "Console self-service").
 const (
 	ResetLinkLifetime  = time.Hour
 	VerifyLinkLifetime = 48 * time.Hour

@@ -341,7 +341,7 @@ func moneyEntriesJSON(entries []ledger.MoneyEntry) []moneyEntryJSON {
 }
 
 // adjust applies an operator's debit or correction, once per reference
-// (docs/admin-api.md, "Adjustments").
+// (docs/operations.md, "Adjustments").
 func (a *AdminAPI) adjust(w http.ResponseWriter, r *http.Request, app *App) error {
 	id := r.PathValue("id")
 	var body struct {

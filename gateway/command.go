@@ -382,7 +382,7 @@ func cmdAccountPlan(fl caddycmd.Flags) (int, error) {
 
 // cmdAccountResetLink prints a one-time link that sets the account's
 // console password: how an operator lets a customer back in without mail
-// (docs/console.md). Using the link ends the account's sessions.
+// (docs/operations.md, "Console self-service"). Using the link ends the account's sessions.
 func cmdAccountResetLink(fl caddycmd.Flags, who string) (int, error) {
 	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
 		lifetime := fl.Duration("expires-in")

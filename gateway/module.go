@@ -120,7 +120,7 @@ type App struct {
 	Payments *PaymentsConfig `json:"payments,omitempty"`
 
 	// SMTP is the server the console sends its mail through: password
-	// reset links, and email verification at sign-up (docs/console.md).
+	// reset links, and email verification at sign-up (docs/operations.md, "Console self-service").
 	// Without it, the console sends no mail: sign-ups are not verified,
 	// and the operator hands out reset links (caddy modelgate account
 	// reset-link).

@@ -3,7 +3,7 @@
 // accounts), which route and key serve the next attempt, and the health
 // that decides it: per-key cooldowns, circuit breakers per key and per
 // provider, provider status, availability counts and incidents. It is plain
-// Go; the Caddy glue in the root package builds providers from the
+// Go; the Caddy glue in package gateway builds providers from the
 // configuration and reports every attempt's outcome.
 //
 // # State and reloads
