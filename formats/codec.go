@@ -169,12 +169,13 @@ func Register(w Wire, c *Codec) {
 }
 
 // CodecOf is the codec of a wire format; nil when its vendor package is not
-// linked in.
+// linked in. A wire outside the table is served as Chat Completions, as
+// String names it.
 func CodecOf(w Wire) *Codec {
 	if w < wireCount {
 		return codecs[w]
 	}
-	return nil
+	return codecs[WireChat]
 }
 
 // ProviderCodec is the codec of the wire an upstream of the named provider
