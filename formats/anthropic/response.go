@@ -18,7 +18,7 @@ import (
 // error) yields a *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
 	var seen formats.HostedUses
-	out, err = upstream.PassThrough(dst, body, modelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
+	out, err = upstream.PassThrough(dst, body, upstream.ModelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
 		switch {
 		case m.NameIs("content"):
 			seen = serverToolUses(v)
@@ -38,9 +38,6 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 	u.Hosted = u.Hosted.Max(seen)
 	return out, u, nil
 }
-
-// modelMember names the model member of an answer.
-var modelMember = []string{"model"}
 
 // DecodeMessagesResponse parses an upstream Message into the IR: text,
 // thinking (with its signature), redacted thinking and tool calls, in

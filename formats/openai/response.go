@@ -18,7 +18,7 @@ import (
 // that carries an error) yields a *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
 	var searched bool
-	out, err = upstream.PassThrough(dst, body, modelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
+	out, err = upstream.PassThrough(dst, body, upstream.ModelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
 		switch {
 		case m.NameIs("choices"):
 			searched = citesWeb(v)
@@ -40,9 +40,6 @@ func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u f
 	}
 	return out, u, nil
 }
-
-// modelMember names the model member of an answer.
-var modelMember = []string{"model"}
 
 // DecodeChatResponse parses an upstream chat completion into the IR (first
 // choice only: the IR answer has one choice). Non-standard reasoning

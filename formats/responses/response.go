@@ -50,7 +50,7 @@ func appendUsage(dst []byte, u formats.Usage) []byte {
 func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, *formats.Error) {
 	var u formats.Usage
 	var seen formats.HostedUses
-	out, err := upstream.PassThrough(dst, body, modelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
+	out, err := upstream.PassThrough(dst, body, upstream.ModelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
 		switch {
 		case m.NameIs("output"):
 			seen = hostedItems(v)
@@ -66,9 +66,6 @@ func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, 
 	u.Hosted = u.Hosted.Max(seen)
 	return out, u, nil
 }
-
-// modelMember names the model member of an answer.
-var modelMember = []string{"model"}
 
 // status is a Responses status and incomplete reason for an IR stop.
 func status(stop formats.StopReason) (st, reason string) {

@@ -163,6 +163,10 @@ func PassThrough(dst, body []byte, modelNames []string, serviceModel string,
 	return model.Append(dst, body, &it, modelNames[0], serviceModel), nil
 }
 
+// ModelMember names the model member of an answer, for PassThrough, in
+// every format but Gemini's.
+var ModelMember = []string{"model"}
+
 // nameIn reports whether the member's name is one of names.
 func nameIn(m *rawjson.Member, names []string) bool {
 	for _, n := range names {
