@@ -47,8 +47,9 @@ type Codec struct {
 	// gateway makes (docs/translation.md, "Tool call ids and arguments").
 	ToolIDPrefix string
 
-	// Parse reads a client's request.
-	Parse func(body []byte, o ParseOptions) (*ClientRequest, *Error)
+	// Parse reads a client's request (by value: the caller keeps what it
+	// needs, without one more allocation a request).
+	Parse func(body []byte, o ParseOptions) (ClientRequest, *Error)
 	// AppendError renders e in the format's error envelope.
 	AppendError func(dst []byte, e *Error) []byte
 	// ErrorStatus is the HTTP status of e for the format's clients.

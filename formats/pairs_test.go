@@ -189,7 +189,7 @@ func codec(f string) *formats.Codec {
 
 // parseClient runs the client format's parser (the model and the stream
 // switch of a Gemini request come from the URL).
-func parseClient(client string, body []byte) (*formats.ClientRequest, *formats.Error) {
+func parseClient(client string, body []byte) (formats.ClientRequest, *formats.Error) {
 	return codec(client).Parse(body, formats.ParseOptions{Model: serviceModel})
 }
 

@@ -51,12 +51,12 @@ func init() { formats.Register(formats.WireMessages, &Codec) }
 
 // parseClient reads a client's Messages (or count_tokens) request for the
 // codec.
-func parseClient(body []byte, o formats.ParseOptions) (*formats.ClientRequest, *formats.Error) {
+func parseClient(body []byte, o formats.ParseOptions) (formats.ClientRequest, *formats.Error) {
 	req, ferr := parse(body, o.Count)
 	if ferr != nil {
-		return nil, ferr
+		return formats.ClientRequest{}, ferr
 	}
-	r := &formats.ClientRequest{Model: req.Model, Stream: req.Stream, Choices: 1,
+	r := formats.ClientRequest{Model: req.Model, Stream: req.Stream, Choices: 1,
 		InputBound: req.InputBound(), InputEstimate: req.InputEstimate(), ToIR: req.ToIR, Gated: req.Gated()}
 	if !o.Count {
 		r.MaxTokens = req.MaxTokens()

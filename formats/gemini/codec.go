@@ -69,7 +69,7 @@ func init() { formats.Register(formats.WireGenerate, &Codec) }
 
 // parseClient reads a client's generateContent or countTokens request for
 // the codec; the model and the stream switch come from the URL.
-func parseClient(body []byte, o formats.ParseOptions) (*formats.ClientRequest, *formats.Error) {
+func parseClient(body []byte, o formats.ParseOptions) (formats.ClientRequest, *formats.Error) {
 	var req *GenerateRequest
 	var ferr *formats.Error
 	if o.Count {
@@ -78,9 +78,9 @@ func parseClient(body []byte, o formats.ParseOptions) (*formats.ClientRequest, *
 		req, ferr = ParseGenerateRequest(body, o.Model, o.Stream)
 	}
 	if ferr != nil {
-		return nil, ferr
+		return formats.ClientRequest{}, ferr
 	}
 	n, _ := req.MaxTokens()
-	return &formats.ClientRequest{Model: o.Model, Stream: o.Stream, Choices: req.Choices(), MaxTokens: n,
+	return formats.ClientRequest{Model: o.Model, Stream: o.Stream, Choices: req.Choices(), MaxTokens: n,
 		InputBound: req.InputBound(), InputEstimate: req.InputEstimate(), ToIR: req.ToIR, Gated: req.Gated()}, nil
 }

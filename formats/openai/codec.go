@@ -44,13 +44,13 @@ func init() {
 }
 
 // parseClient reads a client's Chat Completions request for the codec.
-func parseClient(body []byte, _ formats.ParseOptions) (*formats.ClientRequest, *formats.Error) {
+func parseClient(body []byte, _ formats.ParseOptions) (formats.ClientRequest, *formats.Error) {
 	req, ferr := ParseChatRequest(body)
 	if ferr != nil {
-		return nil, ferr
+		return formats.ClientRequest{}, ferr
 	}
 	n, _ := req.MaxTokens()
-	return &formats.ClientRequest{Model: req.Model, Stream: req.Stream, IncludeUsage: req.IncludeUsage,
+	return formats.ClientRequest{Model: req.Model, Stream: req.Stream, IncludeUsage: req.IncludeUsage,
 		Choices: req.N, MaxTokens: n, InputBound: req.InputBound(), InputEstimate: req.InputEstimate(),
 		ToIR: req.ToIR, Gated: req.Gated()}, nil
 }

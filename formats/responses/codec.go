@@ -37,13 +37,13 @@ var Codec = formats.Codec{
 func init() { formats.Register(formats.WireResponses, &Codec) }
 
 // parseClient reads a client's Responses request for the codec.
-func parseClient(body []byte, _ formats.ParseOptions) (*formats.ClientRequest, *formats.Error) {
+func parseClient(body []byte, _ formats.ParseOptions) (formats.ClientRequest, *formats.Error) {
 	req, ferr := ParseRequest(body)
 	if ferr != nil {
-		return nil, ferr
+		return formats.ClientRequest{}, ferr
 	}
 	n, _ := req.MaxTokens()
-	return &formats.ClientRequest{Model: req.Model, Stream: req.Stream, Choices: 1, MaxTokens: n,
+	return formats.ClientRequest{Model: req.Model, Stream: req.Stream, Choices: 1, MaxTokens: n,
 		InputBound: req.InputBound(), InputEstimate: req.InputEstimate(), ToIR: req.ToIR, Gated: req.Gated(),
 		Own: req}, nil
 }
