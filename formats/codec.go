@@ -193,3 +193,9 @@ func ProviderCodec(provider string) *Codec {
 // EventStream is the Content-Type of a stream of server-sent events, for
 // codecs whose streams are never framed otherwise.
 func EventStream(AnswerOptions) string { return "text/event-stream" }
+
+// RenderModel adapts a renderer of a whole answer that needs only the
+// client's model name to RenderResponse.
+func RenderModel(render func(dst []byte, resp *Response, model string) []byte) func(dst []byte, resp *Response, o AnswerOptions) []byte {
+	return func(dst []byte, resp *Response, o AnswerOptions) []byte { return render(dst, resp, o.Model) }
+}

@@ -8,12 +8,10 @@ var Codec = formats.Codec{
 	Provider:     "anthropic",
 	ToolIDPrefix: "toolu_",
 
-	Parse:       parseClient,
-	AppendError: AppendError,
-	ErrorStatus: Status,
-	RenderResponse: func(dst []byte, resp *formats.Response, o formats.AnswerOptions) []byte {
-		return RenderMessagesResponse(dst, resp, o.Model)
-	},
+	Parse:             parseClient,
+	AppendError:       AppendError,
+	ErrorStatus:       Status,
+	RenderResponse:    formats.RenderModel(RenderMessagesResponse),
 	NewStreamEncoder:  func(o formats.AnswerOptions) formats.StreamEncoder { return NewStreamEncoder(o.Model) },
 	StreamContentType: formats.EventStream,
 	AppendCount:       AppendCountTokensResponse,

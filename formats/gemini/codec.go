@@ -14,12 +14,10 @@ var Codec = formats.Codec{
 	Provider:     "gemini",
 	ToolIDPrefix: "call_",
 
-	Parse:       parseClient,
-	AppendError: AppendError,
-	ErrorStatus: Status,
-	RenderResponse: func(dst []byte, resp *formats.Response, o formats.AnswerOptions) []byte {
-		return RenderGenerateResponse(dst, resp, o.Model)
-	},
+	Parse:          parseClient,
+	AppendError:    AppendError,
+	ErrorStatus:    Status,
+	RenderResponse: formats.RenderModel(RenderGenerateResponse),
 	NewStreamEncoder: func(o formats.AnswerOptions) formats.StreamEncoder {
 		return NewStreamEncoder(o.Model, o.SSE)
 	},

@@ -8,12 +8,10 @@ var Codec = formats.Codec{
 	Provider:     "openai",
 	ToolIDPrefix: "call_",
 
-	Parse:       parseClient,
-	AppendError: AppendError,
-	ErrorStatus: (*formats.Error).Status,
-	RenderResponse: func(dst []byte, resp *formats.Response, o formats.AnswerOptions) []byte {
-		return RenderChatResponse(dst, resp, o.Model)
-	},
+	Parse:          parseClient,
+	AppendError:    AppendError,
+	ErrorStatus:    (*formats.Error).Status,
+	RenderResponse: formats.RenderModel(RenderChatResponse),
 	NewStreamEncoder: func(o formats.AnswerOptions) formats.StreamEncoder {
 		return NewStreamEncoder(o.Model, o.IncludeUsage)
 	},
