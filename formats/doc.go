@@ -15,6 +15,12 @@
 //
 // The package is plain Go: it never imports Caddy.
 //
+// Each vendor package registers one Codec per wire format it serves in the
+// table of codec.go (openai: Chat Completions, anthropic: Messages, gemini:
+// generateContent, responses: Responses, images: the Images errors), and
+// the gateway composes a call from the table, keyed by the client's wire
+// and the upstream's, rather than naming the vendor packages.
+//
 // A request flows as: client bytes → the client format's parser (validate,
 // measure the input bound) → either a byte-level pass-through rewrite (same
 // format upstream) or IR → the upstream format's renderer. The answer flows

@@ -2,7 +2,7 @@ package formats_test
 
 // The pair matrix: one conversation, one answer and one stream per format,
 // carried across all nine (client format, upstream format) pairs exactly as the
-// gateway composes the vendor packages (see the root package's wire.go), pinned
+// gateway composes the vendor codecs (see relay/wire.go), pinned
 // byte for byte by golden files under testdata/pairs and checked beyond the
 // bytes by independent parsers of each wire format (docs/translation.md,
 // "Principles", "Request mapping", "Answers", "Streams",
@@ -29,10 +29,12 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/formats/anthropic"
 	"github.com/modelgate/modelgate/formats/gemini"
-	"github.com/modelgate/modelgate/formats/openai"
 	"github.com/modelgate/modelgate/formats/sse"
+
+	// the vendor packages register their codecs, which the matrix looks up
+	_ "github.com/modelgate/modelgate/formats/anthropic"
+	_ "github.com/modelgate/modelgate/formats/openai"
 )
 
 // The formats of the matrix, by the names used in file and test names.
@@ -173,34 +175,22 @@ func requestCases() []requestCase {
 	return cases
 }
 
-// parsedRequest is a client request after its format's parser.
-type parsedRequest struct {
-	stream bool
-	toIR   func() (*formats.Request, *formats.Error)
+// codec is the codec the gateway looks up for a format of the matrix
+// (fGeminiArray speaks Gemini).
+func codec(f string) *formats.Codec {
+	switch wireFormat(f) {
+	case fAnthropic:
+		return formats.CodecOf(formats.WireMessages)
+	case fGemini:
+		return formats.CodecOf(formats.WireGenerate)
+	}
+	return formats.CodecOf(formats.WireChat)
 }
 
 // parseClient runs the client format's parser (the model and the stream
 // switch of a Gemini request come from the URL).
-func parseClient(client string, body []byte) (*parsedRequest, *formats.Error) {
-	switch client {
-	case fAnthropic:
-		req, ferr := anthropic.ParseMessagesRequest(body)
-		if ferr != nil {
-			return nil, ferr
-		}
-		return &parsedRequest{stream: req.Stream, toIR: req.ToIR}, nil
-	case fGemini:
-		req, ferr := gemini.ParseGenerateRequest(body, serviceModel, false)
-		if ferr != nil {
-			return nil, ferr
-		}
-		return &parsedRequest{toIR: req.ToIR}, nil
-	}
-	req, ferr := openai.ParseChatRequest(body)
-	if ferr != nil {
-		return nil, ferr
-	}
-	return &parsedRequest{stream: req.Stream, toIR: req.ToIR}, nil
+func parseClient(client string, body []byte) (formats.ClientRequest, *formats.Error) {
+	return codec(client).Parse(body, formats.ParseOptions{Model: serviceModel})
 }
 
 // upstreamRequest renders a client body for the upstream as the gateway's
@@ -213,36 +203,21 @@ func upstreamRequest(tc requestCase, body []byte, sigs gemini.SignatureStore) (o
 		return nil, "", ferr
 	}
 	if tc.client == tc.upstream {
-		var err error
-		dst := make([]byte, 0, len(body)+64)
-		switch tc.upstream {
-		case fAnthropic:
-			out, err = anthropic.RewriteMessagesRequest(dst, body, upstreamModel, outputCap)
-		case fGemini:
-			out, err = gemini.RewriteGenerateRequest(dst, body, outputCap)
-		default:
-			out, err = openai.RewriteChatRequest(dst, body, upstreamModel, outputCap, req.stream)
-		}
+		out, err := codec(tc.upstream).Rewrite(make([]byte, 0, len(body)+64), body,
+			formats.RewriteOptions{UpstreamModel: upstreamModel, MaxTokens: outputCap, Stream: req.Stream})
 		if err != nil {
 			return nil, "", formats.InvalidRequest("", err.Error())
 		}
 		return out, "", nil
 	}
-	ir, ferr := req.toIR()
+	ir, ferr := req.ToIR()
 	if ferr != nil {
 		return nil, "", ferr
 	}
 	ir.MaxTokens = outputCap
 	ir.Stream = false
 	ir.StructuredOutputs = tc.structured
-	switch tc.upstream {
-	case fAnthropic:
-		out, ferr = anthropic.RenderMessagesRequest(ir, upstreamModel)
-	case fGemini:
-		out, ferr = gemini.RenderGenerateRequest(ir, sigs)
-	default:
-		out, ferr = openai.RenderChatRequest(ir, upstreamModel)
-	}
+	out, ferr = codec(tc.upstream).Render(ir, upstreamModel, sigs)
 	return out, ir.DroppedHeader(), ferr
 }
 
@@ -280,7 +255,7 @@ func checkRequest(t *testing.T, tc requestCase, clientBody, upstreamBody []byte)
 	if ferr != nil {
 		t.Fatal(ferr)
 	}
-	want, ferr := req.toIR()
+	want, ferr := req.ToIR()
 	if ferr != nil {
 		t.Fatal(ferr)
 	}
@@ -289,11 +264,11 @@ func checkRequest(t *testing.T, tc requestCase, clientBody, upstreamBody []byte)
 	if ferr != nil {
 		t.Fatalf("the upstream format's parser rejects the body: %v\n%s", ferr, upstreamBody)
 	}
-	got, ferr := back.toIR()
+	got, ferr := back.ToIR()
 	if ferr != nil {
 		t.Fatal(ferr)
 	}
-	if back.stream {
+	if back.Stream {
 		t.Errorf("stream set in the upstream body")
 	}
 	w, g := summarize(want), summarize(got)
@@ -467,16 +442,6 @@ func shown(client string, u formats.Usage) formats.Usage {
 	return u
 }
 
-// toolIDPrefix is the prefix of tool call ids the gateway makes for a client
-// (docs/translation.md, "Tool call ids and arguments"), as wire.go's
-// clientFormat.toolIDPrefix.
-func toolIDPrefix(client string) string {
-	if client == fAnthropic {
-		return "toolu_"
-	}
-	return "call_"
-}
-
 // responseBugs are answer pairs that fail for a known codec bug.
 var responseBugs = map[string]string{}
 
@@ -485,35 +450,13 @@ var responseBugs = map[string]string{}
 func translateResponse(client, up string, data []byte, sigs gemini.SignatureStore) (out []byte, u formats.Usage, ferr *formats.Error) {
 	dst := make([]byte, 0, len(data)+64)
 	if client == up {
-		switch up {
-		case fAnthropic:
-			return anthropic.PassThroughResponse(dst, data, serviceModel)
-		case fGemini:
-			return gemini.PassThroughResponse(dst, data, serviceModel)
-		}
-		return openai.PassThroughResponse(dst, data, serviceModel)
+		return codec(up).PassThrough(dst, data, serviceModel)
 	}
-	var resp *formats.Response
-	switch up {
-	case fAnthropic:
-		resp, ferr = anthropic.DecodeMessagesResponse(data)
-	case fGemini:
-		resp, ferr = gemini.DecodeGenerateResponse(data, sigs, toolIDPrefix(client))
-	default:
-		resp, ferr = openai.DecodeChatResponse(data)
-	}
+	resp, ferr := codec(up).Decode(data, formats.DecodeOptions{Signatures: sigs, ToolIDPrefix: codec(client).ToolIDPrefix})
 	if ferr != nil {
 		return nil, u, ferr
 	}
-	switch client {
-	case fAnthropic:
-		out = anthropic.RenderMessagesResponse(dst, resp, serviceModel)
-	case fGemini:
-		out = gemini.RenderGenerateResponse(dst, resp, serviceModel)
-	default:
-		out = openai.RenderChatResponse(dst, resp, serviceModel)
-	}
-	return out, resp.Usage, nil
+	return codec(client).RenderResponse(dst, resp, formats.AnswerOptions{Model: serviceModel}), resp.Usage, nil
 }
 
 // TestPairResponse pins each upstream answer as each client sees it, with
@@ -646,38 +589,12 @@ func usageString(u formats.Usage) string {
 // pass-through for the same format, else the upstream's decoder composed
 // with the client's encoder. OpenAI clients ask for the usage chunk.
 func newTranslator(client, up string, sigs gemini.SignatureStore) formats.StreamTranslator {
+	o := formats.AnswerOptions{Model: serviceModel, IncludeUsage: true, SSE: client != fGeminiArray}
 	if wireFormat(client) == up {
-		switch client {
-		case fAnthropic:
-			return anthropic.NewPassThroughStream(serviceModel)
-		case fGemini:
-			return gemini.NewPassThroughStream(serviceModel, true)
-		case fGeminiArray:
-			return gemini.NewPassThroughStream(serviceModel, false)
-		}
-		return openai.NewPassThroughStream(serviceModel, true)
+		return codec(client).NewPassThroughStream(o)
 	}
-	var dec formats.StreamDecoder
-	switch up {
-	case fAnthropic:
-		dec = anthropic.NewStreamDecoder()
-	case fGemini:
-		dec = gemini.NewStreamDecoder(sigs, toolIDPrefix(client))
-	default:
-		dec = openai.NewStreamDecoder()
-	}
-	var enc formats.StreamEncoder
-	switch client {
-	case fAnthropic:
-		enc = anthropic.NewStreamEncoder(serviceModel)
-	case fGemini:
-		enc = gemini.NewStreamEncoder(serviceModel, true)
-	case fGeminiArray:
-		enc = gemini.NewStreamEncoder(serviceModel, false)
-	default:
-		enc = openai.NewStreamEncoder(serviceModel, true)
-	}
-	return formats.Translate(dec, enc)
+	dec := codec(up).NewStreamDecoder(formats.DecodeOptions{Signatures: sigs, ToolIDPrefix: codec(client).ToolIDPrefix})
+	return formats.Translate(dec, codec(client).NewStreamEncoder(o))
 }
 
 // feed runs an upstream SSE stream through a translator as the gateway's

@@ -2,66 +2,54 @@ package relay
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/modelgate/modelgate/formats"
-	"github.com/modelgate/modelgate/formats/anthropic"
 	"github.com/modelgate/modelgate/formats/gemini"
-	"github.com/modelgate/modelgate/formats/openai"
-	"github.com/modelgate/modelgate/formats/responses"
 	"github.com/modelgate/modelgate/upstream"
+
+	// the vendor packages register their codecs in the table of formats
+	_ "github.com/modelgate/modelgate/formats/anthropic"
+	_ "github.com/modelgate/modelgate/formats/images"
+	_ "github.com/modelgate/modelgate/formats/openai"
+	_ "github.com/modelgate/modelgate/formats/responses"
 )
 
-// This file maps the gateway's three client formats and three upstream
-// formats onto the vendor packages of formats/: which parser, renderer,
-// stream translator and error envelope serve a (client, upstream) pair.
+// This file maps the gateway's client formats and upstream formats onto the
+// codec table of formats/: the client's codec parses its request and
+// writes its answer and errors, the upstream's codec writes the request
+// and reads the answer, and for a (client, upstream) pair of the same
+// format the client's codec passes both through.
 
 // Format is the wire format a client speaks.
 type Format uint8
 
-// The client formats.
+// The client formats: each is its wire format in the codec table.
 const (
-	FormatChat      Format = iota // Chat Completions
-	FormatMessages                // Messages
-	FormatGemini                  // generateContent
-	FormatResponses               // OpenAI Responses
-	FormatImages                  // OpenAI Images (generations and edits)
+	FormatChat      = Format(formats.WireChat)      // Chat Completions
+	FormatMessages  = Format(formats.WireMessages)  // Messages
+	FormatGemini    = Format(formats.WireGenerate)  // generateContent
+	FormatResponses = Format(formats.WireResponses) // OpenAI Responses
+	FormatImages    = Format(formats.WireImages)    // OpenAI Images (generations and edits)
 )
 
 // String names the format in usage rows and logs.
-func (f Format) String() string {
-	switch f {
-	case FormatMessages:
-		return "anthropic"
-	case FormatGemini:
-		return "gemini"
-	case FormatResponses:
-		return "openai.responses"
-	case FormatImages:
-		return "openai.images"
-	}
-	return "openai.chat"
-}
+func (f Format) String() string { return formats.Wire(f).String() }
+
+// codec is the format's codec.
+func (f Format) codec() *formats.Codec { return formats.CodecOf(formats.Wire(f)) }
 
 // toolIDPrefix is how the format's tool call ids start, for ids the gateway
 // makes (docs/translation.md, "Tool call ids and arguments").
-func (f Format) toolIDPrefix() string {
-	if f == FormatMessages {
-		return "toolu_"
-	}
-	return "call_"
-}
+func (f Format) toolIDPrefix() string { return f.codec().ToolIDPrefix }
 
-// upstreamFormat is the provider format that speaks like the client.
-func (f Format) upstreamFormat() upstream.Format {
-	switch f {
-	case FormatMessages:
-		return upstream.FormatAnthropic
-	case FormatGemini:
-		return upstream.FormatGemini
+// providerCodec is the codec of the wire a provider format speaks; a
+// provider of no known format is served as OpenAI.
+func providerCodec(f upstream.Format) *formats.Codec {
+	if c := formats.ProviderCodec(string(f)); c != nil {
+		return c
 	}
-	return upstream.FormatOpenAI
+	return formats.CodecOf(formats.WireChat)
 }
 
 // WriteError writes e in the client's error envelope.
@@ -77,26 +65,12 @@ func WriteError(w http.ResponseWriter, f Format, e *formats.Error) {
 
 // appendError renders e in the client's error envelope.
 func appendError(dst []byte, f Format, e *formats.Error) []byte {
-	switch f {
-	case FormatMessages:
-		return anthropic.AppendError(dst, e)
-	case FormatGemini:
-		return gemini.AppendError(dst, e)
-	}
-	return openai.AppendError(dst, e)
+	return f.codec().AppendError(dst, e)
 }
 
 // errorStatus is the HTTP status of e for the client's format (Anthropic
 // clients get 529 when overloaded; Gemini clients never see 413 or 502).
-func errorStatus(f Format, e *formats.Error) int {
-	switch f {
-	case FormatMessages:
-		return anthropic.Status(e)
-	case FormatGemini:
-		return gemini.Status(e)
-	}
-	return e.Status()
-}
+func errorStatus(f Format, e *formats.Error) int { return f.codec().ErrorStatus(e) }
 
 // genRequest is a parsed generation (or token count) request, whatever the
 // client's format: what the gateway needs to route, hold and forward it.
@@ -112,82 +86,53 @@ type genRequest struct {
 	inputEstimate int64
 	body          []byte
 	toIR          func() (*formats.Request, *formats.Error)
-	anthropicBeta []string // anthropic-beta header values of an Anthropic client
-	responses     *responses.Request
+	anthropicBeta []string        // anthropic-beta header values of an Anthropic client
+	own           any             // the codec's own parsed request, for its answer renderers
 	count         bool            // a token count
-	gated         []formats.Gated // hosted tools and upstream state (#16)
+	gated         []formats.Gated // hosted tools and upstream state the request asks for
 	plan          *hostedPlan     // the model's decision on them (admitGated)
+}
+
+// parseRequest reads a client's request with its format's codec.
+func parseRequest(f Format, body []byte, o formats.ParseOptions) (*genRequest, *formats.Error) {
+	req, ferr := f.codec().Parse(body, o)
+	if ferr != nil {
+		return nil, ferr
+	}
+	return &genRequest{format: f, model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage,
+		maxTokens: req.MaxTokens, choices: req.Choices, inputBound: req.InputBound, inputEstimate: req.InputEstimate,
+		body: body, toIR: req.ToIR, own: req.Own, count: o.Count, gated: req.Gated}, nil
 }
 
 // parseChat reads an OpenAI Chat Completions request.
 func parseChat(body []byte) (*genRequest, *formats.Error) {
-	req, ferr := openai.ParseChatRequest(body)
-	if ferr != nil {
-		return nil, ferr
-	}
-	g := &genRequest{format: FormatChat, model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage,
-		choices: req.N, inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
-		gated: req.Gated()}
-	if n, ok := req.MaxTokens(); ok {
-		g.maxTokens = n
-	}
-	return g, nil
+	return parseRequest(FormatChat, body, formats.ParseOptions{})
 }
 
 // parseResponses reads an OpenAI Responses request.
 func parseResponses(body []byte) (*genRequest, *formats.Error) {
-	req, ferr := responses.ParseRequest(body)
-	if ferr != nil {
-		return nil, ferr
-	}
-	g := &genRequest{format: FormatResponses, model: req.Model, stream: req.Stream, choices: 1,
-		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR, responses: req,
-		gated: req.Gated()}
-	if n, ok := req.MaxTokens(); ok {
-		g.maxTokens = n
-	}
-	return g, nil
+	return parseRequest(FormatResponses, body, formats.ParseOptions{})
 }
 
 // parseMessages reads an Anthropic Messages request (count selects the
 // count_tokens body).
 func parseMessages(body []byte, count bool, h http.Header) (*genRequest, *formats.Error) {
-	parse := anthropic.ParseMessagesRequest
-	if count {
-		parse = anthropic.ParseCountTokensRequest
-	}
-	req, ferr := parse(body)
+	g, ferr := parseRequest(FormatMessages, body, formats.ParseOptions{Count: count})
 	if ferr != nil {
 		return nil, ferr
 	}
-	g := &genRequest{format: FormatMessages, model: req.Model, stream: req.Stream, choices: 1,
-		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
-		anthropicBeta: h.Values("Anthropic-Beta"), count: count, gated: req.Gated()}
-	if !count {
-		g.maxTokens = req.MaxTokens()
-	}
+	g.anthropicBeta = h.Values("Anthropic-Beta")
 	return g, nil
 }
 
 // parseGenerate reads a Gemini generateContent or countTokens request; the
 // model and the stream switch come from the URL.
 func parseGenerate(body []byte, model string, stream, sse, count bool) (*genRequest, *formats.Error) {
-	var req *gemini.GenerateRequest
-	var ferr *formats.Error
-	if count {
-		req, ferr = gemini.ParseCountTokensRequest(body, model)
-	} else {
-		req, ferr = gemini.ParseGenerateRequest(body, model, stream)
-	}
+	g, ferr := parseRequest(FormatGemini, body, formats.ParseOptions{Model: model, Stream: stream, Count: count})
 	if ferr != nil {
 		return nil, ferr
 	}
-	g := &genRequest{format: FormatGemini, model: model, stream: stream, sse: sse, choices: req.Choices(),
-		inputBound: req.InputBound(), inputEstimate: req.InputEstimate(), body: body, toIR: req.ToIR,
-		count: count, gated: req.Gated()}
-	if n, ok := req.MaxTokens(); ok {
-		g.maxTokens = n
-	}
+	g.sse = sse
 	return g, nil
 }
 
@@ -198,12 +143,12 @@ func samePath(f Format, p *Provider) bool {
 	if f == FormatResponses {
 		return p.Format == upstream.FormatOpenAI && p.ResponsesAPI
 	}
-	return p.Format == f.upstreamFormat()
+	return f.codec().Provider == string(p.Format)
 }
 
 // upstreamBody renders the request for the route's upstream: the client's
 // own bytes with the model and the output cap rewritten when the formats
-// match (and the hosted-tool plan's edits made, #16), a translation through
+// match (and the hosted-tool plan's edits made), a translation through
 // the IR otherwise. It returns the names of what was dropped, for
 // x-modelgate-dropped.
 func upstreamBody(req *genRequest, m *Model, rt *Route, outputCap int, sigs gemini.SignatureStore) (body []byte, dropped string, passThrough bool, ferr *formats.Error) {
@@ -226,17 +171,8 @@ func upstreamBody(req *genRequest, m *Model, rt *Route, outputCap int, sigs gemi
 				names = append(names, "anthropic-beta:"+b)
 			}
 		}
-		dst := make([]byte, 0, len(src)+64)
-		switch {
-		case req.format == FormatResponses:
-			body, err = responses.Rewrite(dst, src, rt.UpstreamModel, outputCap)
-		case uf == upstream.FormatAnthropic:
-			body, err = anthropic.RewriteMessagesRequest(dst, src, rt.UpstreamModel, outputCap)
-		case uf == upstream.FormatGemini:
-			body, err = gemini.RewriteGenerateRequest(dst, src, outputCap)
-		default:
-			body, err = openai.RewriteChatRequest(dst, src, rt.UpstreamModel, outputCap, req.stream)
-		}
+		body, err = req.format.codec().Rewrite(make([]byte, 0, len(src)+64), src,
+			formats.RewriteOptions{UpstreamModel: rt.UpstreamModel, MaxTokens: outputCap, Stream: req.stream})
 		if err != nil {
 			return nil, "", false, formats.InvalidRequest("", "The request could not be prepared for the upstream: "+err.Error())
 		}
@@ -257,14 +193,7 @@ func upstreamBody(req *genRequest, m *Model, rt *Route, outputCap int, sigs gemi
 		ir.DropField(formats.FieldReasoning)
 	}
 	ir.StructuredOutputs = m.StructuredOutputs
-	switch uf {
-	case upstream.FormatAnthropic:
-		body, ferr = anthropic.RenderMessagesRequest(ir, rt.UpstreamModel)
-	case upstream.FormatGemini:
-		body, ferr = gemini.RenderGenerateRequest(ir, sigs)
-	default:
-		body, ferr = openai.RenderChatRequest(ir, rt.UpstreamModel)
-	}
+	body, ferr = providerCodec(uf).Render(ir, rt.UpstreamModel, sigs)
 	if ferr != nil {
 		return nil, "", false, ferr
 	}
@@ -272,203 +201,134 @@ func upstreamBody(req *genRequest, m *Model, rt *Route, outputCap int, sigs gemi
 }
 
 // countBody renders a token-count request for the route's upstream, which
-// has a count API (Anthropic, Gemini).
+// has a count API (Anthropic, Gemini): the client's own body rewritten when
+// the formats match, a translation through the IR otherwise.
 func countBody(req *genRequest, rt *Route) ([]byte, *formats.Error) {
-	uf := rt.Provider.Format
-	if uf == upstream.FormatAnthropic && req.format == FormatMessages {
-		body, err := anthropic.RewriteCountTokensRequest(make([]byte, 0, len(req.body)+32), req.body, rt.UpstreamModel)
+	uc := providerCodec(rt.Provider.Format)
+	if req.format.codec() == uc {
+		body, err := uc.RewriteCount(req.body, rt.UpstreamModel)
 		if err != nil {
 			return nil, formats.InvalidRequest("", "The request could not be prepared for the upstream: "+err.Error())
 		}
 		return body, nil
 	}
-	if uf == upstream.FormatGemini && req.format == FormatGemini {
-		// the client's own countTokens body: the model is in the URL
-		return req.body, nil
-	}
 	ir, ferr := req.toIR()
 	if ferr != nil {
 		return nil, ferr
 	}
-	if uf == upstream.FormatAnthropic {
-		return anthropic.RenderCountTokensRequest(ir, rt.UpstreamModel)
-	}
-	return gemini.RenderCountTokensRequest(ir, rt.UpstreamModel)
+	return uc.RenderCount(ir, rt.UpstreamModel)
 }
 
-// upstreamURL is the path and query of a call at the provider.
+// upstreamURL is the path and query of a call at the provider; responsesAPI
+// selects an OpenAI upstream's Responses API.
 func upstreamURL(p *upstream.Provider, upstreamModel string, stream, count, responsesAPI bool) (path, query string) {
-	switch p.Format {
-	case upstream.FormatAnthropic:
-		if count {
-			return p.PathPrefix + "/v1/messages/count_tokens", ""
-		}
-		return p.PathPrefix + "/v1/messages", ""
-	case upstream.FormatGemini:
-		base := p.PathPrefix + "/v1beta/models/" + url.PathEscape(upstreamModel)
-		switch {
-		case count:
-			return base + ":countTokens", ""
-		case stream:
-			return base + ":streamGenerateContent", "alt=sse"
-		}
-		return base + ":generateContent", ""
+	c := providerCodec(p.Format)
+	if responsesAPI && c == formats.CodecOf(formats.WireChat) {
+		c = formats.CodecOf(formats.WireResponses)
 	}
-	if responsesAPI {
-		return p.PathPrefix + "/v1/responses", ""
-	}
-	return p.PathPrefix + "/v1/chat/completions", ""
+	path, query = c.Path(upstreamModel, stream, count)
+	return p.PathPrefix + path, query
 }
 
 // SetUpstreamAuth adds the provider's credentials in its vendor's way, and
-// the client's anthropic-beta values that the provider allows (#16).
+// for an Anthropic provider its API version and the client's anthropic-beta
+// values that the provider allows.
 func SetUpstreamAuth(h http.Header, p *Provider, secret string, beta []string) {
-	switch p.Format {
-	case upstream.FormatAnthropic:
-		h["X-Api-Key"] = []string{secret}
+	c := providerCodec(p.Format)
+	h[c.AuthHeader] = []string{c.AuthPrefix + secret}
+	if p.Format == upstream.FormatAnthropic {
 		h["Anthropic-Version"] = []string{p.AnthropicVersion}
 		betaHeader(h, beta, p.AnthropicBetas)
-	case upstream.FormatGemini:
-		h["X-Goog-Api-Key"] = []string{secret}
-	default:
-		h["Authorization"] = []string{"Bearer " + secret}
 	}
 }
 
 // parseUpstreamError reads an upstream's error answer.
 func parseUpstreamError(f upstream.Format, status int, body []byte) *formats.Error {
-	switch f {
-	case upstream.FormatAnthropic:
-		return anthropic.ParseUpstreamError(status, body)
-	case upstream.FormatGemini:
-		return gemini.ParseUpstreamError(status, body)
-	}
-	return openai.ParseUpstreamError(status, body)
+	return providerCodec(f).ParseError(status, body)
 }
 
 // translateResponse turns a whole upstream answer into the client's format.
 // hasUsage is false when the upstream reported no usage.
 func (c *call) translateResponse(data []byte) (out []byte, u formats.Usage, hasUsage bool, outputBytes int64, ferr *formats.Error) {
-	uf := c.route.Provider.Format
+	cc := c.format.codec()
 	dst := make([]byte, 0, len(data)+64)
 	if c.passThrough {
-		switch {
-		case c.format == FormatResponses:
-			out, u, ferr = responses.PassThrough(dst, data, c.model.ID)
-		case uf == upstream.FormatAnthropic:
-			out, u, ferr = anthropic.PassThroughResponse(dst, data, c.model.ID)
-		case uf == upstream.FormatGemini:
-			out, u, ferr = gemini.PassThroughResponse(dst, data, c.model.ID)
-		default:
-			out, u, ferr = openai.PassThroughResponse(dst, data, c.model.ID)
-		}
+		out, u, ferr = cc.PassThrough(dst, data, c.model.ID)
 		if ferr != nil {
 			return nil, u, false, 0, ferr
 		}
 		c.hosted.answer = u.Hosted
 		hasUsage = u.Tokens() != (formats.Usage{})
-		if !hasUsage && c.format == FormatResponses {
+		if !hasUsage {
+			// the output is measured from the decoded answer, or from its
+			// bytes when the format has no decoder (Responses) or the
+			// answer does not decode
 			outputBytes = int64(len(data))
-		} else if !hasUsage {
-			if r, err := decodeResponse(uf, data, c.svc.Signatures, c.format.toolIDPrefix()); err == nil {
-				outputBytes = r.OutputBytes()
-			} else {
-				outputBytes = int64(len(data))
+			if cc.Decode != nil {
+				if r, err := cc.Decode(data, c.decodeOptions()); err == nil {
+					outputBytes = r.OutputBytes()
+				}
 			}
 		}
 		return out, u, hasUsage, outputBytes, nil
 	}
-	resp, ferr := decodeResponse(uf, data, c.svc.Signatures, c.format.toolIDPrefix())
+	resp, ferr := decodeResponse(c.route.Provider.Format, data, c.svc.Signatures, c.format.toolIDPrefix())
 	if ferr != nil {
 		return nil, u, false, 0, ferr
 	}
 	c.hosted.answer = resp.Usage.Hosted
-	switch c.format {
-	case FormatMessages:
-		out = anthropic.RenderMessagesResponse(dst, resp, c.model.ID)
-	case FormatGemini:
-		out = gemini.RenderGenerateResponse(dst, resp, c.model.ID)
-	case FormatResponses:
-		out = responses.Render(dst, resp, c.model.ID, c.req.responses)
-	default:
-		out = openai.RenderChatResponse(dst, resp, c.model.ID)
-	}
+	out = cc.RenderResponse(dst, resp, c.answerOptions())
 	return out, resp.Usage, resp.HasUsage, resp.OutputBytes(), nil
 }
 
 // decodeResponse parses a whole upstream answer into the IR.
 func decodeResponse(f upstream.Format, data []byte, sigs gemini.SignatureStore, idPrefix string) (*formats.Response, *formats.Error) {
-	switch f {
-	case upstream.FormatAnthropic:
-		return anthropic.DecodeMessagesResponse(data)
-	case upstream.FormatGemini:
-		return gemini.DecodeGenerateResponse(data, sigs, idPrefix)
+	return providerCodec(f).Decode(data, formats.DecodeOptions{Signatures: sigs, ToolIDPrefix: idPrefix})
+}
+
+// decodeOptions is what the upstream's decoders need of this call.
+func (c *call) decodeOptions() formats.DecodeOptions {
+	return formats.DecodeOptions{Signatures: c.svc.Signatures, ToolIDPrefix: c.format.toolIDPrefix()}
+}
+
+// answerOptions is what the client's codec needs of this call to write
+// its answer.
+func (c *call) answerOptions() formats.AnswerOptions {
+	o := formats.AnswerOptions{Model: c.model.ID, IncludeUsage: c.includeUsage, SSE: c.sse}
+	if c.req != nil {
+		o.Request = c.req.own
 	}
-	return openai.DecodeChatResponse(data)
+	return o
 }
 
 // streamTranslator is the translator of a streamed answer for this call;
-// it also counts the answer's hosted-tool uses for the bill (#16).
+// it also counts the answer's hosted-tool uses for the bill.
 func (c *call) streamTranslator() formats.StreamTranslator {
 	tr := c.newStreamTranslator()
 	c.hosted.meter, _ = tr.(formats.HostedMeter)
 	return tr
 }
 
-// newStreamTranslator picks the translator of a streamed answer.
+// newStreamTranslator picks the translator of a streamed answer: the
+// client's pass-through stream, or the upstream's decoder composed with
+// the client's encoder.
 func (c *call) newStreamTranslator() formats.StreamTranslator {
-	uf := c.route.Provider.Format
 	if c.passThrough {
-		switch {
-		case c.format == FormatResponses:
-			return responses.NewPassThroughStream(c.model.ID)
-		case uf == upstream.FormatAnthropic:
-			return anthropic.NewPassThroughStream(c.model.ID)
-		case uf == upstream.FormatGemini:
-			return gemini.NewPassThroughStream(c.model.ID, c.sse)
-		}
-		return openai.NewPassThroughStream(c.model.ID, c.includeUsage)
+		return c.format.codec().NewPassThroughStream(c.answerOptions())
 	}
-	var dec formats.StreamDecoder
-	switch uf {
-	case upstream.FormatAnthropic:
-		dec = anthropic.NewStreamDecoder()
-	case upstream.FormatGemini:
-		dec = gemini.NewStreamDecoder(c.svc.Signatures, c.format.toolIDPrefix())
-	default:
-		dec = openai.NewStreamDecoder()
-	}
-	var enc formats.StreamEncoder
-	switch c.format {
-	case FormatMessages:
-		enc = anthropic.NewStreamEncoder(c.model.ID)
-	case FormatGemini:
-		enc = gemini.NewStreamEncoder(c.model.ID, c.sse)
-	case FormatResponses:
-		enc = responses.NewStreamEncoder(c.model.ID, c.req.responses)
-	default:
-		enc = openai.NewStreamEncoder(c.model.ID, c.includeUsage)
-	}
-	return formats.Translate(dec, enc)
+	dec := providerCodec(c.route.Provider.Format).NewStreamDecoder(c.decodeOptions())
+	return formats.Translate(dec, c.format.codec().NewStreamEncoder(c.answerOptions()))
 }
 
 // streamContentType is the Content-Type of a streamed answer to the client.
 func (c *call) streamContentType() string {
-	if c.format == FormatGemini && !c.sse {
-		return "application/json"
-	}
-	return "text/event-stream"
+	return c.format.codec().StreamContentType(c.answerOptions())
 }
 
-// countResponse turns an upstream's token count answer into the client's.
+// countResponse turns an upstream's token count answer into the client's
+// (count clients are Anthropic's and Gemini's, count upstreams too).
 func (c *call) countResponse(data []byte) ([]byte, *formats.Error) {
-	var n int64
-	var ferr *formats.Error
-	if c.route.Provider.Format == upstream.FormatAnthropic {
-		n, ferr = anthropic.ParseCountTokensResponse(data)
-	} else {
-		n, ferr = gemini.ParseCountTokensResponse(data)
-	}
+	n, ferr := providerCodec(c.route.Provider.Format).ParseCount(data)
 	if ferr != nil {
 		return nil, ferr
 	}
@@ -476,9 +336,4 @@ func (c *call) countResponse(data []byte) ([]byte, *formats.Error) {
 }
 
 // appendCount renders a token count in the client's format.
-func appendCount(dst []byte, f Format, n int64) []byte {
-	if f == FormatGemini {
-		return gemini.AppendCountTokensResponse(dst, n)
-	}
-	return anthropic.AppendCountTokensResponse(dst, n)
-}
+func appendCount(dst []byte, f Format, n int64) []byte { return f.codec().AppendCount(dst, n) }

@@ -1,8 +1,6 @@
 package anthropic
 
 import (
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
@@ -54,10 +52,7 @@ func defaultMessage(k formats.ErrorKind) string {
 // {"type":"error","error":{"type":…,"message":…},"request_id":…}, the
 // request id only when e has one.
 func AppendError(dst []byte, e *formats.Error) []byte {
-	msg := e.Message
-	if msg == "" {
-		msg = defaultMessage(e.Kind)
-	}
+	msg := emit.Message(e, defaultMessage)
 	dst = append(dst, `{"type":"error","error":{"type":`...)
 	dst = rawjson.AppendQuote(dst, errorType(e.Kind))
 	dst = append(dst, `,"message":`...)
@@ -88,8 +83,8 @@ type upstreamError struct {
 // parseErrorBody reads {"type":"error","error":{"type","message"}} (or a
 // bare {"error":{...}} / {"message":...}).
 func parseErrorBody(body []byte) (ue upstreamError, ok bool) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+	body, ok = upstream.Object(body)
+	if !ok {
 		return ue, false
 	}
 	if ev := rawjson.Get(body, "error"); rawjson.Kind(ev) == '{' {

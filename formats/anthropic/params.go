@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"bytes"
-	"strconv"
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
@@ -44,9 +43,9 @@ func wrongType(_, param string, v []byte, want walk.Want) *formats.Error {
 // outOfRange is the error of a number out of its range.
 func outOfRange(_, param string, _ []byte, _ bool, min, max, got float64) *formats.Error {
 	if got < min {
-		return invalid(param, "Input should be greater than or equal to "+fmtNum(min))
+		return invalid(param, "Input should be greater than or equal to "+walk.Num(min))
 	}
-	return invalid(param, "Input should be less than or equal to "+fmtNum(max))
+	return invalid(param, "Input should be less than or equal to "+walk.Num(max))
 }
 
 // invalid is Anthropic's 400: "<path>: <what is wrong>", the path also in
@@ -117,8 +116,6 @@ func (w *walker) errTag(child string, got []byte, tags ...string) *formats.Error
 	return w.errAt(child, "Input tag '"+s+"' found using 'type' does not match any of the expected tags: "+b.String())
 }
 
-func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-
 // validToolName reports whether s matches ^[a-zA-Z0-9_-]{1,128}$ (client
 // tool names; Anthropic documents 64, some models take 128).
 func validToolName[S ~string | ~[]byte](s S) bool {
@@ -176,6 +173,3 @@ func SanitizeToolID(id string) string {
 	}
 	return string(b)
 }
-
-// ptr returns a pointer to a copy of v.
-func ptr[T any](v T) *T { return &v }

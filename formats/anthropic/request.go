@@ -349,17 +349,17 @@ func (w *walker) top(body []byte) *formats.Error {
 	if v, ok, err := w.OptNumber("temperature", f[fTemperature], 0, 1); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.Temperature = ptr(v)
+		ir.Temperature = walk.Ptr(v)
 	}
 	if v, ok, err := w.OptNumber("top_p", f[fTopP], 0, 1); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.TopP = ptr(v)
+		ir.TopP = walk.Ptr(v)
 	}
 	if n, ok, err := w.OptInt("top_k", f[fTopK], 0, 1<<31-1); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.TopK = ptr(int(n))
+		ir.TopK = walk.Ptr(int(n))
 	}
 	if err := w.stopSequences(f[fStopSequences]); err != nil {
 		return err

@@ -17,36 +17,26 @@ import (
 // the upstream reported none. A body that is not a Message (or that is an
 // error) yields a *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
-	body, ok := upstream.Object(body)
-	if !ok {
-		return dst, u, upstream.Unusable()
-	}
-	var model upstream.Model
-	var hasContent bool
 	var seen formats.HostedUses
-	it := rawjson.Object(body, 0)
-	for it.Next() {
-		m := it.Member()
-		v := it.Value()
+	out, err = upstream.PassThrough(dst, body, upstream.ModelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
 		switch {
-		case m.NameIs("model"):
-			model.Found(m)
 		case m.NameIs("content"):
-			hasContent = rawjson.Kind(v) == '['
 			seen = serverToolUses(v)
+			return rawjson.Kind(v) == '[', nil
 		case m.NameIs("usage"):
 			u, _ = parseUsage(v)
 		case m.NameIs("error"):
 			if rawjson.Kind(v) == '{' {
-				return dst, formats.Usage{}, streamError(parseErrorObject(v))
+				return false, streamError(parseErrorObject(v))
 			}
 		}
-	}
-	if it.Err() != nil || !hasContent {
-		return dst, formats.Usage{}, upstream.Unusable()
+		return false, nil
+	})
+	if err != nil {
+		return out, formats.Usage{}, err
 	}
 	u.Hosted = u.Hosted.Max(seen)
-	return model.Append(dst, body, &it, "model", serviceModel), u, nil
+	return out, u, nil
 }
 
 // DecodeMessagesResponse parses an upstream Message into the IR: text,

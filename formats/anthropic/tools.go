@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -186,7 +187,7 @@ func (w *walker) tool(b []byte, start, index int) (int, *formats.Error) {
 			t.Description = jsonval.Str(desc)
 		}
 		if hasStrict {
-			t.Strict = ptr(sv)
+			t.Strict = walk.Ptr(sv)
 		}
 		w.ir.Tools = append(w.ir.Tools, t)
 	}
@@ -247,7 +248,7 @@ func (w *walker) toolChoice(v []byte) *formats.Error {
 	if w.ir != nil {
 		w.ir.ToolChoice = tc
 		if ok && disable && tc.Mode != formats.ToolChoiceNone {
-			w.ir.ParallelToolCalls = ptr(false)
+			w.ir.ParallelToolCalls = walk.Ptr(false)
 		}
 	}
 	return nil
@@ -308,7 +309,7 @@ func (w *walker) thinking(v []byte) *formats.Error {
 		if w.ir.Reasoning != nil { // output_config.effort came first
 			r.Effort = w.ir.Reasoning.Effort
 		}
-		w.ir.Reasoning = ptr(r)
+		w.ir.Reasoning = walk.Ptr(r)
 	}
 	return nil
 }

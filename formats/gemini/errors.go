@@ -73,10 +73,7 @@ func defaultMessage(k formats.ErrorKind) string {
 // google.rpc.RetryInfo detail (which the Gemini SDKs and CLI honour).
 func AppendError(dst []byte, e *formats.Error) []byte {
 	code, status := statusOf(e.Kind)
-	msg := e.Message
-	if msg == "" {
-		msg = defaultMessage(e.Kind)
-	}
+	msg := emit.Message(e, defaultMessage)
 	dst = append(dst, `{"error":{"code":`...)
 	dst = rawjson.AppendInt(dst, int64(code))
 	dst = append(dst, `,"message":`...)

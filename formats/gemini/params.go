@@ -2,7 +2,6 @@ package gemini
 
 import (
 	"bytes"
-	"strconv"
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
@@ -44,11 +43,11 @@ func outOfRange(scope, param string, _ []byte, _ bool, min, max, got float64) *f
 	name := leaf(param)
 	switch {
 	case min == 1 && max >= 1<<31-1:
-		return valueError(scope, param, name+" must be positive, got "+fmtNum(got)+".")
+		return valueError(scope, param, name+" must be positive, got "+walk.Num(got)+".")
 	case max >= 1<<31-1:
-		return valueError(scope, param, name+" must be at least "+fmtNum(min)+", got "+fmtNum(got)+".")
+		return valueError(scope, param, name+" must be at least "+walk.Num(min)+", got "+walk.Num(got)+".")
 	}
-	return valueError(scope, param, name+" must be between "+fmtNum(min)+" and "+fmtNum(max)+", got "+fmtNum(got)+".")
+	return valueError(scope, param, name+" must be between "+walk.Num(min)+" and "+walk.Num(max)+", got "+walk.Num(got)+".")
 }
 
 // leaf is the last name of a param ("mime_type" of "a.inline_data.mime_type").
@@ -115,8 +114,6 @@ func (w *walker) errEnum(child string, v []byte, allowed ...string) *formats.Err
 	param := w.Param(child)
 	return invalid(param, "Invalid value at '"+param+"' (TYPE_ENUM), "+shown(v)+". Valid values: "+strings.Join(allowed, ", ")+".")
 }
-
-func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // optEnum reads an optional enum: a string matched case-insensitively
 // against allowed (upper case). It returns the index in allowed, -1 when
@@ -249,9 +246,6 @@ func count(v []byte) int64 {
 	}
 	return n
 }
-
-// ptr returns a pointer to a copy of v.
-func ptr[T any](v T) *T { return &v }
 
 // absent reports a missing or null value.
 func absent(v []byte) bool { return v == nil || rawjson.IsNull(v) }

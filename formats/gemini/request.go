@@ -565,32 +565,32 @@ func (w *walker) generationConfig(v []byte) *formats.Error {
 	if f, ok, err := w.OptNumber("temperature", g[gTemperature], 0, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.Temperature = ptr(f)
+		ir.Temperature = walk.Ptr(f)
 	}
 	if f, ok, err := w.OptNumber("top_p", g[gTopP], 0, 1); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.TopP = ptr(f)
+		ir.TopP = walk.Ptr(f)
 	}
 	if n, ok, err := w.OptInt("top_k", g[gTopK], 0, 1<<31-1); err != nil {
 		return err
 	} else if ok && n > 0 && ir != nil {
-		ir.TopK = ptr(int(n))
+		ir.TopK = walk.Ptr(int(n))
 	}
 	if n, ok, err := w.OptInt("seed", g[gSeed], -1<<31, 1<<31-1); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.Seed = ptr(n)
+		ir.Seed = walk.Ptr(n)
 	}
 	if f, ok, err := w.OptNumber("presence_penalty", g[gPresence], -2, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.PresencePenalty = ptr(f)
+		ir.PresencePenalty = walk.Ptr(f)
 	}
 	if f, ok, err := w.OptNumber("frequency_penalty", g[gFrequency], -2, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.FrequencyPenalty = ptr(f)
+		ir.FrequencyPenalty = walk.Ptr(f)
 	}
 	if err := w.stopSequences(g[gStop]); err != nil {
 		return err
@@ -605,7 +605,7 @@ func (w *walker) generationConfig(v []byte) *formats.Error {
 	if n, ok, err := w.OptInt("logprobs", g[gLogprobs], 0, 20); err != nil {
 		return err
 	} else if ok && ir != nil && logprobs {
-		ir.TopLogprobs = ptr(int(n))
+		ir.TopLogprobs = walk.Ptr(int(n))
 	}
 	if err := w.responseModalities(g[gModalities]); err != nil {
 		return err

@@ -110,40 +110,33 @@ func blocked(pf []byte) bool {
 // not a GenerateContentResponse (or that carries an error) yields a
 // *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
-	body, ok := upstream.Object(body)
-	if !ok {
-		return dst, u, upstream.Unusable()
-	}
-	var mv upstream.Model
-	usable := false
 	var hosted formats.HostedUses
-	it := rawjson.Object(body, 0)
-	for it.Next() {
-		m := it.Member()
-		v := it.Value()
+	out, err = upstream.PassThrough(dst, body, modelVersion, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
 		switch {
-		case m.NameIs("modelVersion"), m.NameIs("model_version"):
-			mv.Found(m)
 		case m.NameIs("candidates"):
-			usable = usable || rawjson.Kind(v) == '['
 			hosted = candidatesHosted(v)
+			return rawjson.Kind(v) == '[', nil
 		case m.NameIs("promptFeedback"), m.NameIs("prompt_feedback"):
-			usable = usable || rawjson.Kind(v) == '{'
+			return rawjson.Kind(v) == '{', nil
 		case m.NameIs("usageMetadata"), m.NameIs("usage_metadata"):
 			u, _ = parseUsage(v)
-			usable = usable || rawjson.Kind(v) == '{'
+			return rawjson.Kind(v) == '{', nil
 		case m.NameIs("error"):
 			if !rawjson.IsNull(v) {
-				return dst, formats.Usage{}, upstreamErr(0, parseErrorObject(v))
+				return false, upstreamErr(0, parseErrorObject(v))
 			}
 		}
-	}
-	if it.Err() != nil || !usable {
-		return dst, formats.Usage{}, upstream.Unusable()
+		return false, nil
+	})
+	if err != nil {
+		return out, formats.Usage{}, err
 	}
 	u.Hosted = hosted
-	return mv.Append(dst, body, &it, "modelVersion", serviceModel), u, nil
+	return out, u, nil
 }
+
+// modelVersion names the model member of an answer, in both spellings.
+var modelVersion = []string{"modelVersion", "model_version"}
 
 // wirePart is what the decoders read from a response Part.
 type wirePart struct {

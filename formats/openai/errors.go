@@ -3,8 +3,6 @@ package openai
 import (
 	"strings"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/internal/emit"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
@@ -53,10 +51,7 @@ func AppendError(dst []byte, e *formats.Error) []byte {
 	if e.Code != "" {
 		code = e.Code
 	}
-	msg := e.Message
-	if msg == "" {
-		msg = defaultMessage(e.Kind)
-	}
+	msg := emit.Message(e, defaultMessage)
 	dst = append(dst, `{"error":{"message":`...)
 	dst = rawjson.AppendQuote(dst, msg)
 	dst = append(dst, `,"type":`...)
@@ -82,8 +77,8 @@ type upstreamError struct {
 
 // parseErrorBody reads {"error":{...}}, {"error":"text"} or {"message":...}.
 func parseErrorBody(body []byte) (ue upstreamError, ok bool) {
-	body = rawjson.TrimSpace(body)
-	if rawjson.Kind(body) != '{' || !jsontext.Value(body).IsValid() {
+	body, ok = upstream.Object(body)
+	if !ok {
 		return ue, false
 	}
 	ev := rawjson.Get(body, "error")

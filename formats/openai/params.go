@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"strconv"
 	"strings"
 
 	"github.com/modelgate/modelgate/formats"
@@ -125,15 +124,13 @@ func (w *walker) errEmpty(child string) *formats.Error {
 	return errCode(param, "Invalid '"+param+"': empty array. Expected an array with minimum length 1, but got an empty array instead.", "empty_array")
 }
 
-func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-
 // belowError and aboveError are OpenAI's range errors.
 func belowError(param string, integer bool, min, got float64) *formats.Error {
 	kind, code := "decimal", "decimal_below_min_value"
 	if integer {
 		kind, code = "integer", "integer_below_min_value"
 	}
-	return errCode(param, "Invalid '"+param+"': "+kind+" below minimum value. Expected a value >= "+fmtNum(min)+", but got "+fmtNum(got)+" instead.", code)
+	return errCode(param, "Invalid '"+param+"': "+kind+" below minimum value. Expected a value >= "+walk.Num(min)+", but got "+walk.Num(got)+" instead.", code)
 }
 
 func aboveError(param string, integer bool, max, got float64) *formats.Error {
@@ -141,7 +138,7 @@ func aboveError(param string, integer bool, max, got float64) *formats.Error {
 	if integer {
 		kind, code = "integer", "integer_above_max_value"
 	}
-	return errCode(param, "Invalid '"+param+"': "+kind+" above maximum value. Expected a value <= "+fmtNum(max)+", but got "+fmtNum(got)+" instead.", code)
+	return errCode(param, "Invalid '"+param+"': "+kind+" above maximum value. Expected a value <= "+walk.Num(max)+", but got "+walk.Num(got)+" instead.", code)
 }
 
 // validName reports whether s matches ^[a-zA-Z0-9_-]{1,64}$.
@@ -184,4 +181,3 @@ func (w *walker) checkName(child string, v []byte) *formats.Error {
 }
 
 // ptr returns a pointer to a copy of v (allocated only when called).
-func ptr[T any](v T) *T { return &v }

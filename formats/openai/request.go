@@ -379,22 +379,22 @@ func (w *walker) top(body []byte) *formats.Error {
 	if v, ok, err := w.OptNumber("temperature", f[fTemperature], 0, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.Temperature = ptr(v)
+		ir.Temperature = walk.Ptr(v)
 	}
 	if v, ok, err := w.OptNumber("top_p", f[fTopP], 0, 1); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.TopP = ptr(v)
+		ir.TopP = walk.Ptr(v)
 	}
 	if v, ok, err := w.OptNumber("presence_penalty", f[fPresencePenalty], -2, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.PresencePenalty = ptr(v)
+		ir.PresencePenalty = walk.Ptr(v)
 	}
 	if v, ok, err := w.OptNumber("frequency_penalty", f[fFrequencyPenalty], -2, 2); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.FrequencyPenalty = ptr(v)
+		ir.FrequencyPenalty = walk.Ptr(v)
 	}
 	if n, ok, err := w.OptInt("n", f[fN], 1, 128); err != nil {
 		return err
@@ -407,7 +407,7 @@ func (w *walker) top(body []byte) *formats.Error {
 	if n, ok, err := w.OptInt("seed", f[fSeed], -1<<62, 1<<62); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.Seed = ptr(n)
+		ir.Seed = walk.Ptr(n)
 	}
 	if err := w.stop(f[fStop]); err != nil {
 		return err
@@ -427,7 +427,7 @@ func (w *walker) top(body []byte) *formats.Error {
 		}
 		if ir != nil {
 			k := int(n)
-			ir.TopLogprobs = ptr(k)
+			ir.TopLogprobs = walk.Ptr(k)
 		}
 	}
 	if err := w.logitBias(f[fLogitBias]); err != nil {
@@ -450,7 +450,7 @@ func (w *walker) top(body []byte) *formats.Error {
 	if v, ok, err := w.OptBool("parallel_tool_calls", f[fParallelToolCalls]); err != nil {
 		return err
 	} else if ok && ir != nil {
-		ir.ParallelToolCalls = ptr(v)
+		ir.ParallelToolCalls = walk.Ptr(v)
 	}
 
 	// output shape

@@ -17,37 +17,28 @@ import (
 // means the upstream reported none. A body that is not a chat completion (or
 // that carries an error) yields a *formats.Error.
 func PassThroughResponse(dst, body []byte, serviceModel string) (out []byte, u formats.Usage, err *formats.Error) {
-	body, ok := upstream.Object(body)
-	if !ok {
-		return dst, u, upstream.Unusable()
-	}
-	var model upstream.Model
-	var hasChoices, searched bool
-	it := rawjson.Object(body, 0)
-	for it.Next() {
-		m := it.Member()
-		v := it.Value()
+	var searched bool
+	out, err = upstream.PassThrough(dst, body, upstream.ModelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
 		switch {
-		case m.NameIs("model"):
-			model.Found(m)
 		case m.NameIs("choices"):
-			hasChoices = rawjson.Kind(v) == '['
 			searched = citesWeb(v)
+			return rawjson.Kind(v) == '[', nil
 		case m.NameIs("usage"):
 			u, _ = parseUsage(v)
 		case m.NameIs("error"):
 			if !rawjson.IsNull(v) {
-				return dst, formats.Usage{}, streamError(errorValue(v))
+				return false, streamError(errorValue(v))
 			}
 		}
-	}
-	if it.Err() != nil || !hasChoices {
-		return dst, formats.Usage{}, upstream.Unusable()
+		return false, nil
+	})
+	if err != nil {
+		return out, formats.Usage{}, err
 	}
 	if searched {
 		u.Hosted.WebSearch = 1
 	}
-	return model.Append(dst, body, &it, "model", serviceModel), u, nil
+	return out, u, nil
 }
 
 // DecodeChatResponse parses an upstream chat completion into the IR (first

@@ -3,6 +3,7 @@ package openai
 import (
 	"github.com/modelgate/modelgate/formats"
 	"github.com/modelgate/modelgate/formats/internal/jsonval"
+	"github.com/modelgate/modelgate/formats/internal/walk"
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
@@ -145,7 +146,7 @@ func (w *walker) namedSchema(v []byte, schemaKey string) (namedSchemaDef, *forma
 			d.description = jsonval.Str(desc)
 		}
 		if hasStrict {
-			d.strict = ptr(sv)
+			d.strict = walk.Ptr(sv)
 		}
 	}
 	return d, nil

@@ -49,32 +49,22 @@ func appendUsage(dst []byte, u formats.Usage) []byte {
 // replaced by the service model, and reads its usage.
 func PassThrough(dst, body []byte, serviceModel string) ([]byte, formats.Usage, *formats.Error) {
 	var u formats.Usage
-	body, ok := upstream.Object(body)
-	if !ok {
-		return dst, u, upstream.Unusable()
-	}
-	var model upstream.Model
-	hasOutput := false
 	var seen formats.HostedUses
-	it := rawjson.Object(body, 0)
-	for it.Next() {
-		m := it.Member()
-		v := it.Value()
+	out, err := upstream.PassThrough(dst, body, upstream.ModelMember, serviceModel, func(m rawjson.Member, v []byte) (bool, *formats.Error) {
 		switch {
-		case m.NameIs("model"):
-			model.Found(m)
 		case m.NameIs("output"):
-			hasOutput = rawjson.Kind(v) == '['
 			seen = hostedItems(v)
+			return rawjson.Kind(v) == '[', nil
 		case m.NameIs("usage"):
 			u, _ = parseUsage(v)
 		}
-	}
-	if it.Err() != nil || !hasOutput {
-		return dst, formats.Usage{}, upstream.Unusable()
+		return false, nil
+	})
+	if err != nil {
+		return out, formats.Usage{}, err
 	}
 	u.Hosted = u.Hosted.Max(seen)
-	return model.Append(dst, body, &it, "model", serviceModel), u, nil
+	return out, u, nil
 }
 
 // status is a Responses status and incomplete reason for an IR stop.

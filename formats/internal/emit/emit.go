@@ -30,6 +30,15 @@ var messages = [...]string{
 	formats.KindTimeout:           "The upstream provider timed out.",
 }
 
+// Message is the message of e in an envelope: its own, else the envelope's
+// default for its kind.
+func Message(e *formats.Error, defaultMessage func(formats.ErrorKind) string) string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return defaultMessage(e.Kind)
+}
+
 // DefaultMessage is the message of an error of kind k that carries none, in
 // the gateway's own words; an envelope words some kinds in its vendor's way
 // before it asks. internal is the envelope's message for the gateway's own

@@ -126,3 +126,53 @@ func (m *Model) Append(dst, body []byte, it *rawjson.Iter, name, serviceModel st
 	quoted := rawjson.AppendQuote(mq[:0], serviceModel)
 	return rawjson.Apply(dst, body, m.Edit(it, name, quoted, tb[:0]))
 }
+
+// PassThrough appends to dst a whole upstream answer for a client of the
+// same format: its model member (the first of modelNames that it has; a
+// missing one is added as modelNames[0]) set to serviceModel, everything
+// else byte-identical. member reads every other member of the answer, in
+// order: usable reports a member that makes the answer one the gateway can
+// use (its content), and an error the answer carries ends the walk with
+// it (the member comes by value: a pointer into the walk would move the
+// walk to the heap). An answer that is not a JSON object, or has no usable
+// member, is Unusable.
+func PassThrough(dst, body []byte, modelNames []string, serviceModel string,
+	member func(m rawjson.Member, v []byte) (usable bool, err *formats.Error)) ([]byte, *formats.Error) {
+	body, ok := Object(body)
+	if !ok {
+		return dst, Unusable()
+	}
+	var model Model
+	usable := false
+	it := rawjson.Object(body, 0)
+	for it.Next() {
+		m := it.Member()
+		if nameIn(m, modelNames) {
+			model.Found(m)
+			continue
+		}
+		ok, err := member(*m, it.Value())
+		if err != nil {
+			return dst, err
+		}
+		usable = usable || ok
+	}
+	if it.Err() != nil || !usable {
+		return dst, Unusable()
+	}
+	return model.Append(dst, body, &it, modelNames[0], serviceModel), nil
+}
+
+// ModelMember names the model member of an answer, for PassThrough, in
+// every format but Gemini's.
+var ModelMember = []string{"model"}
+
+// nameIn reports whether the member's name is one of names.
+func nameIn(m *rawjson.Member, names []string) bool {
+	for _, n := range names {
+		if m.NameIs(n) {
+			return true
+		}
+	}
+	return false
+}
