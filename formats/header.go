@@ -3,7 +3,7 @@ package formats
 import "strconv"
 
 // Bounds of the x-modelgate-dropped header, whose names come from the
-// client's request (issue #21).
+// client's request.
 const (
 	// MaxDroppedNames is how many distinct dropped names a request keeps.
 	MaxDroppedNames = 32
@@ -18,7 +18,7 @@ const (
 // bytes; names that do not fit in 1 KiB, and more (names the caller only
 // counted), are summed up in a last element "+N more". Only printable ASCII
 // leaves this function, so no client-chosen name can break the answer's
-// header block (issue #21).
+// header block.
 func DroppedHeaderValue(names []string, more int) string {
 	if len(names) == 0 && more == 0 {
 		return ""

@@ -6,7 +6,7 @@ import (
 	"github.com/modelgate/modelgate/formats/rawjson"
 )
 
-// Hosted tools and upstream state (#16). Some request features make the
+// Hosted tools and upstream state. Some request features make the
 // upstream do work, or reach data, that the tokens of the answer do not
 // show: hosted tools that cost a fee per use (web search, web fetch, image
 // generation), and state kept in the operator's account at the provider
@@ -253,7 +253,7 @@ type ToolEdit struct {
 }
 
 // BodyEdits are the gateway's own changes to a request body it passes
-// through to an upstream of the same format (#16): hosted tools removed
+// through to an upstream of the same format: hosted tools removed
 // or capped, top-level members removed or added.
 type BodyEdits struct {
 	Tools []ToolEdit

@@ -1478,8 +1478,8 @@ func BenchmarkPairRequest(b *testing.B) {
 // its events but the terminal one: whatever was metered on the way
 // (Anthropic's message_start placeholder, Gemini's running counts, an
 // OpenAI usage chunk without its [DONE]) is never reported as the final
-// usage, so that the gateway bills at least the estimate of what it read
-// (#16). The whole stream is final (TestPairStream).
+// usage, so that the gateway bills at least the estimate of what it read.
+// The whole stream is final (TestPairStream).
 func TestPairStreamCutIsNeverFinal(t *testing.T) {
 	for _, client := range streamClients {
 		for _, up := range upstreams {

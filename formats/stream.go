@@ -42,7 +42,7 @@ type StreamTranslator interface {
 	OutputBytes() int64
 }
 
-// HostedUses is the hosted-tool uses of the decoder's usage events (#16).
+// HostedUses is the hosted-tool uses of the decoder's usage events.
 func (t *translator) HostedUses() HostedUses { return t.usage.Hosted }
 
 var _ HostedMeter = (*translator)(nil)

@@ -10,7 +10,7 @@ type Usage struct {
 	Output     int64 // all output tokens, reasoning included (out_total)
 	Reasoning  int64 // output tokens spent on reasoning (out_reasoning)
 	// Hosted counts the uses of fee-bearing hosted tools the upstream
-	// reported (#16); they are billed on top of the tokens.
+	// reported; they are billed on top of the tokens.
 	Hosted HostedUses
 }
 

@@ -368,7 +368,7 @@ func TestResponseGolden(t *testing.T) {
 		usage formats.Usage
 	}{
 		{"text", formats.Usage{Input: 2095, CacheRead: 2048, CacheWrite: 30, Output: 6}},
-		{"tools", formats.Usage{Input: 472, Output: 89, Reasoning: 40, Hosted: formats.HostedUses{WebSearch: 1}}}, // one server_tool_use web_search block (#16)
+		{"tools", formats.Usage{Input: 472, Output: 89, Reasoning: 40, Hosted: formats.HostedUses{WebSearch: 1}}}, // one server_tool_use web_search block
 		{"json", formats.Usage{Input: 30, Output: 12}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

@@ -23,7 +23,7 @@ func gatedString(gs []formats.Gated) string {
 }
 
 // TestGated: the server tools with fees and the uses of state in the
-// operator's account a Messages request makes (#16).
+// operator's account a Messages request makes.
 func TestGated(t *testing.T) {
 	const head = `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":`
 	for _, tc := range []struct{ body, want string }{
@@ -66,7 +66,7 @@ func mustParse(t *testing.T, body string) *MessagesRequest {
 // TestHostedUsesCounted: searches and fetches are counted from
 // usage.server_tool_use and from the server_tool_use blocks, whichever
 // shows more, in whole answers and in streams, also when a stream is cut
-// before its usage (#16).
+// before its usage.
 func TestHostedUsesCounted(t *testing.T) {
 	body := `{"id":"m","type":"message","role":"assistant","model":"x","content":[` +
 		`{"type":"server_tool_use","id":"s1","name":"web_search","input":{}},{"type":"web_search_tool_result","tool_use_id":"s1","content":[]},` +

@@ -530,7 +530,7 @@ func (w *walker) document(f *blockFields, mb *msgBuilder) *formats.Error {
 		if m != nil {
 			m.MediaType, m.URL = "application/pdf", jsonval.Str(src.url)
 		}
-		// the upstream fetches it: nothing bounds its pages (#16)
+		// the upstream fetches it: nothing bounds its pages
 		w.gate(formats.Gated{State: formats.StateDocumentURL, Param: w.Param("url"), Tool: -1})
 	case rawjson.StringIs(src.typ, "file"):
 		if err := w.ReqString("file_id", src.fileID); err != nil {

@@ -31,7 +31,7 @@ type MessagesRequest struct {
 
 // Gated lists the request's hosted tools with fees and its uses of state in
 // the operator's account (server tools, container, mcp_servers, Files API
-// sources, documents by URL), for the gateway's policy (#16).
+// sources, documents by URL), for the gateway's policy.
 func (r *MessagesRequest) Gated() []formats.Gated { return r.gated }
 
 // MaxTokens is the client's output cap (max_tokens, required by

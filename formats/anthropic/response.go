@@ -236,7 +236,7 @@ func ParseCountTokensResponse(body []byte) (int64, *formats.Error) {
 }
 
 // serverToolUses counts the server_tool_use blocks of a content array by
-// the hosted tool they call (#16): each web_search or web_fetch block is a
+// the hosted tool they call: each web_search or web_fetch block is a
 // use, whatever the usage says.
 func serverToolUses(content []byte) formats.HostedUses {
 	var h formats.HostedUses

@@ -39,7 +39,7 @@ type passThrough struct {
 	held     []byte // the upstream's message_stop data
 	done     bool
 	outBytes int64
-	seen     formats.HostedUses // server_tool_use blocks started (#16)
+	seen     formats.HostedUses // server_tool_use blocks started
 	meter    formats.TokenMeter // nil when no bill needs a count
 }
 
@@ -162,7 +162,7 @@ func (t *passThrough) Usage() (formats.Usage, bool) { return t.usage.ir(), t.fin
 
 // HostedUses is the larger of the usage's server_tool_use counts and the
 // server_tool_use blocks seen, so that a stream cut before its usage still
-// bills its searches (#16).
+// bills its searches.
 func (t *passThrough) HostedUses() formats.HostedUses { return t.usage.ir().Hosted.Max(t.seen) }
 
 func (t *passThrough) Finish(dst []byte) []byte {

@@ -372,7 +372,7 @@ func (w *walker) jsonFormat(child string, v []byte) *formats.Error {
 	return nil
 }
 
-// serverToolGate classifies a server tool by its versioned type (#16):
+// serverToolGate classifies a server tool by its versioned type:
 // web_search_* and web_fetch_* cost a fee per use (the gateway adds
 // max_uses, and max_content_tokens for a fetch, when the client set none,
 // so that the hold bounds them); code_execution_* runs in a container and

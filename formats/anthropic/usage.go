@@ -11,7 +11,7 @@ import (
 // values; the last value seen of each field wins.
 type usage struct {
 	in, cacheWrite, cacheRead, out, thinking int64
-	searches, fetches                        int64 // server_tool_use (#16)
+	searches, fetches                        int64 // server_tool_use
 	seen                                     bool
 }
 
@@ -36,7 +36,7 @@ func (u *usage) merge(v []byte) (ok bool) {
 			}
 		case it.NameIs("server_tool_use"):
 			// {"web_search_requests": n, "web_fetch_requests": n}: the
-			// server tools' uses, billed per use (#16)
+			// server tools' uses, billed per use
 			if n := rawjson.Get(val, "web_search_requests"); rawjson.Kind(n) == '0' {
 				u.searches = max(u.searches, jsonval.Count(n))
 			}

@@ -509,7 +509,7 @@ func (w *walker) fileData(v []byte) *formats.Error {
 	if w.ir != nil {
 		return w.reject("", "file references (Files API or YouTube URIs) cannot be read by this model's provider; send the data inline.")
 	}
-	// a file in the operator's project, or a URL Google fetches (#16)
+	// a file in the operator's project, or a URL Google fetches
 	w.gate(formats.Gated{State: formats.StateFiles, Param: w.Param("file_uri"), Tool: -1})
 	return nil
 }

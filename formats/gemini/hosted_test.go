@@ -7,7 +7,7 @@ import (
 )
 
 // TestGated: built-in tools with fees and the state of the operator's
-// project a generateContent request reaches (#16).
+// project a generateContent request reaches.
 func TestGated(t *testing.T) {
 	req, ferr := ParseGenerateRequest([]byte(`{"cachedContent":"cachedContents/c","contents":[{"role":"user","parts":[`+
 		`{"fileData":{"mimeType":"application/pdf","fileUri":"https://x/files/f"}},{"text":"hi"}]}],`+
@@ -42,7 +42,7 @@ func TestGated(t *testing.T) {
 
 // TestGroundingCounted: each search query of groundingMetadata is a
 // search (a grounded answer without queries is one), each urlMetadata
-// entry a fetch; in whole answers and streams (#16).
+// entry a fetch; in whole answers and streams.
 func TestGroundingCounted(t *testing.T) {
 	for body, want := range map[string]formats.HostedUses{
 		`{"candidates":[{"content":{"role":"model","parts":[{"text":"ok"}]},"finishReason":"STOP",` +

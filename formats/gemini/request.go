@@ -54,7 +54,7 @@ type GenerateRequest struct {
 // Gated lists the request's built-in tools with fees (Google Search
 // grounding, URL context, Google Maps) and its uses of state in the
 // operator's project (cachedContent, fileData, fileSearch), for the
-// gateway's policy (#16).
+// gateway's policy.
 func (r *GenerateRequest) Gated() []formats.Gated { return r.gated }
 
 // Choices is generationConfig.candidateCount (1 when absent): the output a

@@ -395,7 +395,7 @@ func mayGround(cands []byte) bool {
 	return false
 }
 
-// candidatesHosted counts the grounding of an answer's candidates (#16):
+// candidatesHosted counts the grounding of an answer's candidates:
 // Google bills Search grounding per search query (Gemini 3) or per grounded
 // prompt (Gemini 2.x), so each query of groundingMetadata.webSearchQueries
 // is a use, and a grounded candidate that lists none is one; each URL of

@@ -35,7 +35,7 @@ type passThrough struct {
 	outBytes int64
 	// candidates seen and finished, by index (bit i for index i < 64)
 	seen, finished uint64
-	hosted         formats.HostedUses // the most grounding one element reported (#16)
+	hosted         formats.HostedUses // the most grounding one element reported
 	meter          formats.TokenMeter // nil when no bill needs a count
 }
 

@@ -37,7 +37,7 @@ func builtinTool(name []byte) string {
 	return ""
 }
 
-// builtinGate classifies a built-in tool (#16): Google Search grounding
+// builtinGate classifies a built-in tool: Google Search grounding
 // costs a fee per search query, URL context fetches pages, Google Maps
 // grounding costs a fee the gateway cannot count from the answer (never
 // served, as are the Vertex-only search tools), fileSearch reads the

@@ -43,7 +43,7 @@ const (
 // temporary file, never to memory. WriteTo sends the parts read so far,
 // then the client's remaining parts straight through as they arrive.
 //
-// What the gateway holds for is what the upstream gets (#16): every field
+// What the gateway holds for is what the upstream gets: every field
 // but image and image[] may appear once; only image, image[] and mask may
 // be files; each part is forwarded with a header the gateway writes from
 // the name (and file name) it read, so that the upstream cannot read a part

@@ -56,7 +56,7 @@ func partsOf(body []byte, boundary string) []string {
 	}
 }
 
-// TestFormFieldRules (#16): every field but image and image[] appears once,
+// TestFormFieldRules: every field but image and image[] appears once,
 // before or after routing; only image, image[] and mask are files; every
 // part has a name. A refused part after routing is not forwarded.
 func TestFormFieldRules(t *testing.T) {
@@ -151,7 +151,7 @@ func TestFormFieldRules(t *testing.T) {
 	}
 }
 
-// TestFormHeadersRewritten (#16): each part goes upstream with the header the
+// TestFormHeadersRewritten: each part goes upstream with the header the
 // gateway writes from what it read (name, file name, a file's
 // Content-Type), so the upstream cannot read a part otherwise: a file part
 // with an empty file name is a text field on both sides, other headers are

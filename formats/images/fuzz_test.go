@@ -28,7 +28,7 @@ func FuzzParseGeneration(f *testing.F) {
 
 // FuzzReadForm: any form is read and forwarded or refused, never a panic;
 // what is forwarded is a well-formed form with each field but the images
-// once, files only for the images and the mask (#16), and the spool is
+// once, files only for the images and the mask, and the spool is
 // given back when the form is closed.
 func FuzzReadForm(f *testing.F) {
 	f.Add([]byte("--B\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nm\r\n--B\r\nContent-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n\r\nPNG\r\n--B--\r\n"))

@@ -7,7 +7,7 @@ import (
 )
 
 // TestGated: web_search_options (one search per request), store and file
-// ids of a chat request (#16).
+// ids of a chat request.
 func TestGated(t *testing.T) {
 	req, ferr := ParseChatRequest([]byte(`{"model":"m","store":true,"web_search_options":{"search_context_size":"low"},` +
 		`"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"f"}},{"type":"text","text":"hi"}]}]}`))
@@ -38,7 +38,7 @@ func TestGated(t *testing.T) {
 }
 
 // TestWebSearchCounted: an answer with url_citation annotations searched
-// the web once, whole or streamed (#16); text that mentions the word does
+// the web once, whole or streamed; text that mentions the word does
 // not count.
 func TestWebSearchCounted(t *testing.T) {
 	cited := `{"id":"c","object":"chat.completion","model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok",` +

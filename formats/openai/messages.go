@@ -451,7 +451,7 @@ func (w *walker) filePart(v []byte, msg *formats.Message) *formats.Error {
 		return w.errMissing("file_data")
 	}
 	if hasID && w.ir == nil {
-		// a file in the operator's account (#16)
+		// a file in the operator's account
 		w.req.gated = append(w.req.gated, formats.Gated{State: formats.StateFiles, Param: w.Param("file_id"), Tool: -1})
 	}
 	w.Pop()

@@ -37,7 +37,7 @@ type ChatRequest struct {
 // Gated lists the request's hosted web search (web_search_options: one
 // search per request, billed per use) and its uses of state in the
 // operator's account (store: true, Files API file ids), for the gateway's
-// policy (#16).
+// policy.
 func (r *ChatRequest) Gated() []formats.Gated { return r.gated }
 
 // MaxTokens is the client's output cap: max_completion_tokens, else

@@ -235,5 +235,5 @@ var urlCitation = []byte(`"url_citation"`)
 
 // citesWeb reports whether a chat answer (or chunk) carries url_citation
 // annotations: OpenAI's search models searched the web for it, a fee per
-// request (#16).
+// request.
 func citesWeb(b []byte) bool { return bytes.Contains(b, urlCitation) }

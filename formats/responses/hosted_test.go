@@ -21,7 +21,7 @@ func gatedString(gs []formats.Gated) string {
 }
 
 // TestGated: the hosted tools with fees and the stored state a Responses
-// request reaches (#16).
+// request reaches.
 func TestGated(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{`{"model":"m","input":"hi","store":false,"background":false}`, ""},
@@ -55,7 +55,7 @@ func TestGated(t *testing.T) {
 
 // TestHostedItemsCounted: web_search_call and image_generation_call items
 // are counted in whole answers and in streams, from the items added (a
-// stream cut before its terminal event) or the terminal response (#16).
+// stream cut before its terminal event) or the terminal response.
 func TestHostedItemsCounted(t *testing.T) {
 	body := `{"id":"r","object":"response","status":"completed","model":"x","output":[{"type":"web_search_call","id":"ws1","status":"completed"},` +
 		`{"type":"web_search_call","id":"ws2","status":"completed"},{"type":"image_generation_call","id":"ig1","status":"completed"},` +

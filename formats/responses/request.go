@@ -41,7 +41,7 @@ type Request struct {
 // Gated lists the request's hosted tools with fees and its uses of state in
 // the operator's account (stored responses, conversations, prompts, files,
 // vector stores, containers, MCP servers, background), for the gateway's
-// policy (#16).
+// policy.
 func (r *Request) Gated() []formats.Gated { return r.gated }
 
 // Native is a namespaced tool's own name: the Responses API nests function
@@ -389,7 +389,7 @@ func (r *Request) checkContent(p string, it *item) *formats.Error {
 				r.gated = append(r.gated, formats.Gated{State: formats.StateFiles, Param: pp + ".file_id", Tool: -1})
 			}
 			if cp.FileURL != "" {
-				// the upstream fetches it: nothing bounds its pages (#16)
+				// the upstream fetches it: nothing bounds its pages
 				r.gated = append(r.gated, formats.Gated{State: formats.StateDocumentURL, Param: pp + ".file_url", Tool: -1})
 			}
 		default:
@@ -459,7 +459,7 @@ func (r *Request) parseTools() *formats.Error {
 	return nil
 }
 
-// hostedGate classifies a hosted tool type (#16): web search and image
+// hostedGate classifies a hosted tool type: web search and image
 // generation cost a fee per use; file_search reads the operator's vector
 // stores, code_interpreter runs in its containers, mcp calls remote
 // servers with its connectors. Other types (custom, computer_use_preview,
@@ -485,7 +485,7 @@ func hostedGate(typ string) (formats.Gated, bool) {
 
 // gateState records the request's uses of stored state and, for its
 // hosted tools, the cap on their uses (max_tool_calls, which covers every
-// built-in tool) and whether tool_choice forces them (#16). Responses
+// built-in tool) and whether tool_choice forces them. Responses
 // stores every response at OpenAI unless store is false; the gateway sends
 // store false when the client does not say, and a stored response, a
 // conversation, a stored prompt and background work are the operator's

@@ -284,7 +284,7 @@ func appendFunctionCall(dst []byte, id, callID, name, args, st string, names map
 }
 
 // hostedItems counts the hosted tool calls among the output items of a
-// response (#16): each web_search_call is a search, each
+// response: each web_search_call is a search, each
 // image_generation_call an image, billed per use.
 func hostedItems(output []byte) formats.HostedUses {
 	var h formats.HostedUses

@@ -316,7 +316,7 @@ type passThrough struct {
 	outBytes int64
 	seq      int64 // the next sequence number, for an error the gateway adds
 	// hosted tool calls: the items added so far, and those of the
-	// terminal response (#16)
+	// terminal response
 	added, terminal formats.HostedUses
 	meter           formats.TokenMeter // nil when no bill needs a count
 }
@@ -447,7 +447,7 @@ func (t *passThrough) Usage() (formats.Usage, bool) {
 }
 
 // HostedUses counts the hosted tool calls the stream made: the items added,
-// or those of the terminal response if more (#16).
+// or those of the terminal response if more.
 func (t *passThrough) HostedUses() formats.HostedUses { return t.added.Max(t.terminal) }
 
 func (t *passThrough) Finish(dst []byte) []byte { return append(dst, t.held...) }

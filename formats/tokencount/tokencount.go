@@ -30,7 +30,7 @@ const (
 // o200k is the o200k_base encoder, built on first use (its vocabulary takes
 // a moment and some memory to load). It is made by its own constructor, not
 // tokenizer.Get, so that the binary links this vocabulary only: Get's switch
-// links all five, some 30 MB of the executable (#22).
+// links all five, some 30 MB of the executable.
 var o200k = sync.OnceValue(func() tokenizer.Codec { return codec.NewO200kBase() })
 
 // Count returns the input tokens of a request: its system prompt, messages,
