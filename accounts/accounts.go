@@ -19,15 +19,17 @@ import (
 // MaxLabel is the longest key label, in characters.
 const MaxLabel = 64
 
-// Invalid is a request the caller must change: its message says what to
+// InvalidError is a request the caller must change: its message says what to
 // send instead, in words for a person (the admin API answers it with a 400,
 // the commands print it).
-type Invalid struct{ Msg string }
+type InvalidError struct{ Msg string }
 
-func (e *Invalid) Error() string { return e.Msg }
+func (e *InvalidError) Error() string { return e.Msg }
 
-// invalid makes an Invalid.
-func invalid(format string, args ...any) error { return &Invalid{Msg: fmt.Sprintf(format, args...)} }
+// invalid makes an InvalidError.
+func invalid(format string, args ...any) error {
+	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
+}
 
 // Service opens and funds accounts in one ledger.
 type Service struct {
@@ -54,7 +56,7 @@ type Opening struct {
 }
 
 // Open opens an account. A taken email is ledger.ErrDuplicate; a request to
-// change is an *Invalid. If the opening credit fails, the account exists
+// change is an *InvalidError. If the opening credit fails, the account exists
 // and the error says so.
 func (s *Service) Open(ctx context.Context, o Opening) (ledger.Account, error) {
 	if o.Plan == "" {
@@ -167,9 +169,9 @@ func (s *Service) DeleteKey(ctx context.Context, keyID string) error {
 	return s.Store.DeleteKey(ctx, keyID)
 }
 
-// IsInvalid reports whether err is a request to change (an *Invalid).
+// IsInvalid reports whether err is a request to change (an *InvalidError).
 func IsInvalid(err error) bool {
-	var inv *Invalid
+	var inv *InvalidError
 	return errors.As(err, &inv)
 }
 
@@ -194,7 +196,7 @@ type Adjustment struct {
 
 // Adjust applies an adjustment once per reference: the same reference
 // again changes nothing and returns the first result with replayed set
-// (an *Invalid if that reference was used for another account, amount or
+// (an *InvalidError if that reference was used for another account, amount or
 // kind of entry). A debit
 // the available balance does not cover without AllowOwed is refused with
 // an error wrapping ledger.ErrInsufficientFunds.

@@ -216,7 +216,7 @@ func (p *Provider) chooseKey(now int64, tried []*Attempt) (*Key, uint64) {
 		// the provider's virtual time if it lagged (idle or out).
 		vt := p.state.vt.Load()
 		pass := st.pass.Load()
-		if int64(pass-vt) < 0 {
+		if int64(pass-vt) < 0 { //nolint:gosec // virtual times are compared modulo 2^64, as TCP sequence numbers are
 			pass = vt
 		}
 		st.pass.Store(pass + best.stride)
@@ -234,7 +234,7 @@ func better(k, best *Key) bool {
 	if a != b {
 		return a < b
 	}
-	return int64(k.st.pass.Load()-best.st.pass.Load()) < 0
+	return int64(k.st.pass.Load()-best.st.pass.Load()) < 0 //nolint:gosec // compared modulo 2^64, as above
 }
 
 func triedKey(st *keyState, tried []*Attempt) bool {

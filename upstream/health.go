@@ -328,7 +328,7 @@ func (st *keyState) publish() {
 	st.blocked.Store(u)
 	st.gated.Store(st.br.open)
 	st.hard.Store(st.authFailed || st.br.open)
-	st.consec.Store(int32(min(st.consecutive, math.MaxInt32)))
+	st.consec.Store(int32(min(st.consecutive, math.MaxInt32))) //nolint:gosec // bounded by MaxInt32 just here
 }
 
 // takeTrial takes the key's half-open trial token, if it is free and the

@@ -132,7 +132,7 @@ func (p *Provider) ProbeKeys(now time.Time) []*Key {
 	var healthy *Key
 	start := ps.probeNext.Add(1)
 	for i := range p.keys {
-		k := p.keys[(int(start%uint64(len(p.keys)))+i)%len(p.keys)]
+		k := p.keys[(int(start%uint64(len(p.keys)))+i)%len(p.keys)] //nolint:gosec // the remainder is below len(p.keys)
 		switch state, _, _, _ := k.st.status(n); state {
 		case KeyAuthFailed, KeyHalfOpen:
 			out = append(out, k)

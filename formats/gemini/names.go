@@ -99,7 +99,7 @@ func unescapeName(s string) string {
 			if i+3 < len(rest) {
 				hi, lo := unhex(rest[i+2]), unhex(rest[i+3])
 				if hi >= 0 && lo >= 0 {
-					b = append(b, byte(hi<<4|lo))
+					b = append(b, byte(hi<<4|lo)) //nolint:gosec // two hex digits, at most 255
 					i += 3
 					continue
 				}

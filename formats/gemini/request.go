@@ -370,10 +370,10 @@ func (w *walker) top(b []byte) *formats.Error {
 			i = -1
 		}
 		if i >= 0 {
-			if seen[i] && dupErr == nil {
+			if seen[i] && dupErr == nil { //nolint:gosec // topField returns -1 or a field below nTop
 				dupErr = w.dupError(topSnake[i])
 			}
-			seen[i] = true
+			seen[i] = true //nolint:gosec // i is below nTop here
 		}
 		switch i {
 		case fContents:
@@ -387,7 +387,7 @@ func (w *walker) top(b []byte) *formats.Error {
 				w.ir.Drop(string(name))
 			}
 		default:
-			f[i] = it.Value()
+			f[i] = it.Value() //nolint:gosec // i is below nTop here
 		}
 	}
 	if it.Err() != nil {

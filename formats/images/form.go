@@ -130,7 +130,7 @@ var errSpoolFull = errors.New("images: the upload spool is full")
 // spoolFull is the answer to a form whose files do not fit in the spool.
 func spoolFull(limit int64) *formats.Error {
 	return &formats.Error{Kind: formats.KindOverloaded, RetryAfter: 1,
-		Message: "The gateway is holding as many image uploads as it can (" + humanize.IBytes(uint64(limit)) +
+		Message: "The gateway is holding as many image uploads as it can (" + humanize.IBytes(uint64(limit)) + //nolint:gosec // the spool's limit is a positive size
 			") for forms that send their image files before the model field. Try again shortly, or send the model field first: " +
 			"the files of such a form are forwarded as they arrive and take no room here."}
 }

@@ -673,7 +673,7 @@ func UnquotedLen(v []byte) int {
 			}
 			n += 3 // replacement character
 		default:
-			n += utf8.RuneLen(rune(r))
+			n += utf8.RuneLen(rune(r)) //nolint:gosec // r is a UTF-16 code unit, below 0x10000
 			if r >= 0xDC00 && r < 0xE000 {
 				n += 3 - utf8.RuneLen(rune(r)) // lone low surrogate: replacement character
 			}

@@ -324,7 +324,7 @@ func (h *ConsoleHandler) message(c *consoleRequest, status int, heading, msg str
 func (h *ConsoleHandler) session(r *http.Request) (*consoleSession, error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil || len(ck.Value) != 43 {
-		return nil, nil
+		return nil, nil //nolint:nilerr // no session cookie (or a malformed one) is no session, not a failure
 	}
 	sum := sha256.Sum256([]byte(ck.Value))
 	s, err := h.app.Store().SessionByHash(r.Context(), sum)
@@ -360,7 +360,7 @@ func tokenEqual(got, want string) bool {
 // on path (the console's, or one of its pages). maxAge 0 makes a cookie
 // that ends with the browser session; maxAge < 0 deletes it.
 func (h *ConsoleHandler) setCookie(w http.ResponseWriter, name, value, path string, maxAge int, site http.SameSite) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge,
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge, //nolint:gosec // Secure and HttpOnly always; SameSite as the caller needs
 		Secure: true, HttpOnly: true, SameSite: site})
 }
 

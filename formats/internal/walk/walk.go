@@ -374,7 +374,7 @@ func (r *Reader) NextObject(it *rawjson.Iter) bool {
 // (or found it malformed: see EndObjects).
 func (r *Reader) ObjectsErr(it *rawjson.Iter) *formats.Error {
 	if it.End() >= 0 || it.Err() != nil || it.Len() == 0 {
-		return nil
+		return nil //nolint:nilerr // a malformed array is EndObjects' to report
 	}
 	return r.wrongType("", it.Value(), Object)
 }
