@@ -150,6 +150,39 @@ func (s *Service) CreditTopUp(ctx context.Context, t TopUp) (ledger.Money, error
 		Reference: t.Reference, Reason: t.Reason, Kind: ledger.KindTopup, Payment: t.Payment})
 }
 
+// Reversal is a paid top-up's reversal as the payment provider reports it:
+// a refund, a dispute, or a dispute's outcome.
+type Reversal struct {
+	// Kind is ledger.KindRefund, KindDispute, KindDisputeWon or
+	// KindDisputeLost.
+	Kind string
+	// Amount: a refund's total so far, a dispute's amount.
+	Amount ledger.Money
+	// Reference is the entry's unique reference: the refund's charge and
+	// total, the dispute's id.
+	Reference string
+	// Reason is the entry's words in the account's history.
+	Reason string
+	// Payment is the payment the reversed top-up names; Dispute, for a
+	// dispute's outcome, the dispute's reference.
+	Payment, Dispute string
+}
+
+// ReversePayment applies a reversal exactly once: its unique reference is
+// written in the same transaction as the balance change, so a redelivery is
+// ledger.ErrDuplicate. What the balance does not cover is owed, and the
+// account is suspended for debt until a payment covers it. A reversal of a
+// payment the ledger holds no top-up of is ledger.ErrNotFound.
+func (s *Service) ReversePayment(ctx context.Context, r Reversal) (ledger.MoneyResult, error) {
+	switch r.Kind {
+	case ledger.KindRefund, ledger.KindDispute, ledger.KindDisputeWon, ledger.KindDisputeLost:
+	default:
+		return ledger.MoneyResult{}, invalid("%q is not a reversal of a payment", r.Kind)
+	}
+	return s.Store.ApplyMoney(ctx, ledger.MoneyChange{Kind: r.Kind, Amount: r.Amount, Reference: r.Reference,
+		Reason: r.Reason, Payment: r.Payment, Dispute: r.Dispute})
+}
+
 // CreateKey makes a key for an account and returns it, the only time it is
 // ever seen whole.
 func (s *Service) CreateKey(ctx context.Context, accountID, label string) (secret string, k ledger.Key, err error) {

@@ -142,3 +142,57 @@ func TestCreditTopUp(t *testing.T) {
 		t.Fatalf("entry %+v, want the top-up %+v", e, paid)
 	}
 }
+
+// TestReversePayment: a paid top-up's refund and dispute, each once; what the
+// balance does not cover is owed; a reversal of no known payment, or of a
+// kind that is no reversal, changes nothing.
+func TestReversePayment(t *testing.T) {
+	ctx := context.Background()
+	svc := testService(t)
+	acct, err := svc.Open(ctx, Opening{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreditTopUp(ctx, TopUp{AccountID: acct.ID, Amount: 5_000_000_000, Reference: "stripe:cs_1", Payment: "stripe:pi_1"}); err != nil {
+		t.Fatal(err)
+	}
+	refund := Reversal{Kind: ledger.KindRefund, Amount: 2_000_000_000, Reference: "stripe:ch_1:2.00", Reason: "refund", Payment: "stripe:pi_1"}
+	dispute := Reversal{Kind: ledger.KindDispute, Amount: 5_000_000_000, Reference: "stripe:dispute:dp_1", Reason: "dispute", Payment: "stripe:pi_1"}
+	won := Reversal{Kind: ledger.KindDisputeWon, Reason: "dispute won", Payment: "stripe:pi_1", Dispute: "stripe:dispute:dp_1"}
+	for _, tc := range []struct {
+		name           string
+		r              Reversal
+		err            error // nil: applied
+		balance, owed  ledger.Money
+		invalidRequest bool
+	}{
+		{name: "refund", r: refund, balance: 3_000_000_000},
+		{name: "refund redelivered", r: refund, err: ledger.ErrDuplicate},
+		// after a debit of 2: the dispute reverses the 3 the refund left
+		{name: "dispute beyond the balance", r: dispute, balance: 0, owed: 2_000_000_000},
+		{name: "dispute redelivered", r: dispute, err: ledger.ErrDuplicate},
+		{name: "dispute won: the 3 given back, the debt of 2 paid first", r: won, balance: 1_000_000_000},
+		{name: "dispute won redelivered", r: won, err: ledger.ErrDuplicate},
+		{name: "no such payment", r: Reversal{Kind: ledger.KindRefund, Amount: 1, Reference: "stripe:ch_9:0.01", Payment: "stripe:pi_9"}, err: ledger.ErrNotFound},
+		{name: "not a reversal", r: Reversal{Kind: ledger.KindTopup, Amount: 1, Reference: "x", Payment: "stripe:pi_1"}, invalidRequest: true},
+	} {
+		if tc.r.Kind == ledger.KindDispute && tc.err == nil {
+			if _, _, err := svc.Adjust(ctx, Adjustment{AccountID: acct.ID, Amount: -2_000_000_000, Reason: "usage", Reference: "debit-1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := svc.ReversePayment(ctx, tc.r)
+		switch {
+		case tc.invalidRequest:
+			if !IsInvalid(err) {
+				t.Errorf("%s: %v, want a request to change", tc.name, err)
+			}
+		case tc.err != nil:
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+			}
+		case err != nil || res.Balance != tc.balance || res.Owed != tc.owed:
+			t.Errorf("%s: balance %s owed %s, %v; want %s and %s", tc.name, res.Balance, res.Owed, err, tc.balance, tc.owed)
+		}
+	}
+}

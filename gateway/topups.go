@@ -90,7 +90,7 @@ func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request)
 // no top-up of is logged and answered 200: a redelivery would not change
 // it.
 func (h *APIHandler) reversePayment(ctx context.Context, pay payments.Payment, answer func(int, string)) {
-	res, err := h.app.store.ApplyMoney(ctx, ledger.MoneyChange{Kind: pay.Kind, Amount: pay.Amount, Reference: pay.Reference,
+	res, err := h.app.accounts.ReversePayment(ctx, accounts.Reversal{Kind: pay.Kind, Amount: pay.Amount, Reference: pay.Reference,
 		Reason: pay.Describe, Payment: pay.PaymentIntent, Dispute: pay.Dispute})
 	fields := []zap.Field{zap.String("kind", pay.Kind), zap.String("reference", cmp.Or(pay.Reference, pay.Dispute)),
 		zap.String("payment", pay.PaymentIntent)}
@@ -100,6 +100,10 @@ func (h *APIHandler) reversePayment(ctx context.Context, pay payments.Payment, a
 	case errors.Is(err, ledger.ErrNotFound):
 		h.logger.Error("payment reversal for no known top-up or dispute", append(fields, zap.Error(err))...)
 		answer(http.StatusOK, "no such top-up")
+	case accounts.IsInvalid(err):
+		// not a reversal: a redelivery would not change it
+		h.logger.Error("payment notification is no reversal", append(fields, zap.Error(err))...)
+		answer(http.StatusOK, "not recorded")
 	case err != nil:
 		h.logger.Error("recording a payment reversal failed", append(fields, zap.Error(err))...)
 		answer(http.StatusInternalServerError, "not recorded; deliver again")
