@@ -24,7 +24,7 @@ func (m Money) String() string {
 
 // Append appends the String form of m to b and returns the extended slice.
 func (m Money) Append(b []byte) []byte {
-	u := uint64(m)
+	u := uint64(m) //nolint:gosec // G115: the bits as they are; a negative m is negated below into its magnitude
 	if m < 0 {
 		b = append(b, '-')
 		u = -u // two's complement magnitude; exact for math.MinInt64 too
@@ -46,7 +46,7 @@ func (m Money) Append(b []byte) []byte {
 // tiny cost does not read as nothing. Zero is "0.00". String is the exact
 // form, for machines and for a title to hover over.
 func (m Money) Rounded() string {
-	u := uint64(m)
+	u := uint64(m) //nolint:gosec // G115: the bits as they are; a negative m is negated below into its magnitude
 	neg := m < 0
 	if neg {
 		u = -u
@@ -206,7 +206,7 @@ func signed(u uint64, neg bool) (int64, error) {
 		if u > 1<<63 {
 			return 0, errOverflow
 		}
-		return int64(-u), nil
+		return int64(-u), nil //nolint:gosec // G115: u ≤ 1<<63 (checked above), so -u as an int64 is in [MinInt64, 0]
 	}
 	if u > math.MaxInt64 {
 		return 0, errOverflow
@@ -339,7 +339,7 @@ func (p HostedPrice) Cost(h HostedUses) (Money, error) {
 		if t[0] < 0 || t[1] < 0 {
 			return 0, fmt.Errorf("ledger: hosted cost: negative count or price")
 		}
-		hi, lo := bits.Mul64(uint64(t[0]), uint64(t[1]))
+		hi, lo := bits.Mul64(uint64(t[0]), uint64(t[1])) //nolint:gosec // G115: both ≥ 0, checked just above
 		if hi != 0 {
 			return 0, fmt.Errorf("ledger: hosted cost: %w", errOverflow)
 		}
@@ -370,7 +370,7 @@ func (p Price) Cost(t Tokens) (Money, error) {
 	}
 	uncached := t.Input - t.CacheRead - t.CacheWrite // ≥ 0, checked above
 	terms := [4][2]uint64{
-		{uint64(uncached), uint64(p.Input)},
+		{uint64(uncached), uint64(p.Input)}, //nolint:gosec // G115: uncached ≥ 0 and p.Input ≥ 0, both checked above
 		{uint64(t.CacheRead), uint64(p.CacheRead)},
 		{uint64(t.CacheWrite), uint64(p.CacheWrite)},
 		{uint64(t.Output), uint64(p.Output)},
@@ -404,17 +404,17 @@ func Discounted(cost Money, bps int) Money {
 		return 0
 	}
 	neg := cost < 0
-	u := uint64(cost)
+	u := uint64(cost) //nolint:gosec // G115: the bits as they are; a negative cost is negated below into its magnitude
 	if neg {
 		u = -u
 	}
 	hi, lo := bits.Mul64(u, uint64(10000-bps))
 	q, r := bits.Div64(hi, lo, 10000) // hi < 10000, so no panic
 	if !neg {
-		return Money(q)
+		return Money(q) //nolint:gosec // G115: q ≤ u ≤ MaxInt64: cost ≥ 0 times a factor below 1
 	}
 	if r != 0 {
 		q++
 	}
-	return Money(-q)
+	return Money(-q) //nolint:gosec // G115: q ≤ u ≤ 1<<63, so -q as an int64 is in [MinInt64, 0]
 }

@@ -155,6 +155,11 @@ func Check(opts Options) error {
 		if _, err := pgxpool.ParseConfig(opts.Postgres); err != nil {
 			return fmt.Errorf("ledger: postgres: %w", err)
 		}
+		if opts.MaxConns > 0 { // below 1 is the default
+			if _, err := poolSize(opts.MaxConns); err != nil {
+				return fmt.Errorf("ledger: postgres: %w", err)
+			}
+		}
 		return nil
 	}
 	if opts.Path == "" {

@@ -49,6 +49,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +125,9 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open postgres: %w", err)
 	}
-	cfg.MaxConns = int32(opts.MaxConns)
+	if cfg.MaxConns, err = poolSize(opts.MaxConns); err != nil {
+		return nil, fmt.Errorf("ledger: open postgres: %w", err)
+	}
 	rp := cfg.ConnConfig.RuntimeParams
 	if rp["application_name"] == "" {
 		rp["application_name"] = "modelgate"
@@ -184,9 +187,18 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	go s.writer()
 	p.bg.Add(3)
 	go p.leaseLoop()
-	go p.listen()
+	go p.listen() //nolint:gosec // G118: listen lives as long as the store, on p.bgCtx (Close cancels it), not on the open's ctx
 	go p.reserver()
 	return s, nil
+}
+
+// poolSize is Options.MaxConns (with its default, so at least 1) as
+// pgxpool takes it: an int32.
+func poolSize(n int) (int32, error) {
+	if n < 1 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("max_conns %d is not within 1 to %d", n, math.MaxInt32)
+	}
+	return int32(n), nil
 }
 
 // register (re)creates this instance's row with a fresh lease.
@@ -518,14 +530,6 @@ func pgRetryable(err error) (retry, known bool) {
 		return false, true
 	}
 	return true, true
-}
-
-// crash stops a PostgreSQL store as a crash would: its lease is no longer
-// renewed and its holds stay until another instance reaps them (tests).
-func (s *Store) crash() {
-	if p, ok := s.eng.(*pgEngine); ok {
-		_ = p.stop(false)
-	}
 }
 
 // writerQuery runs query on the read pool: every instance reads the

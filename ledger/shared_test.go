@@ -29,6 +29,14 @@ func openShared(t *testing.T, n int, mod ...func(*Options)) (testDB, []*Store) {
 	return db, stores
 }
 
+// crash stops a PostgreSQL store as a crash would: its lease is no longer
+// renewed and its holds stay until another instance reaps them.
+func (s *Store) crash() {
+	if p, ok := s.eng.(*pgEngine); ok {
+		_ = p.stop(false)
+	}
+}
+
 // TestSharedReservesNeverOverdraw: stores racing reserves and settles on
 // one account never hold more than its balance, never take it below zero,
 // and every settle has exactly its row and debit.

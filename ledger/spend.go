@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The month's spend: what an account was charged in the current
 // calendar month (UTC), which a plan's volume tiers read on every request
@@ -21,16 +24,20 @@ import "time"
 // yet reads as zero. What counts is what was charged (Charged), after
 // discounts: the figure the customer's usage views add up.
 
-// monthOf is the calendar month (UTC) of t as year·100 + month.
+// monthOf is the calendar month (UTC) of t as year·100 + month. A usage
+// record's CreatedAt is its caller's and may be any time: a month beyond
+// the int32 range (a year past ±21 million) is the range's end, so months
+// stay in order.
 func monthOf(t time.Time) int32 {
 	y, m, _ := t.UTC().Date()
-	return int32(y*100 + int(m))
-}
-
-// monthStart is the first instant of the calendar month (UTC) of t.
-func monthStart(t time.Time) time.Time {
-	y, m, _ := t.UTC().Date()
-	return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+	month := int64(y)*100 + int64(m)
+	switch {
+	case month > math.MaxInt32:
+		return math.MaxInt32
+	case month < math.MinInt32:
+		return math.MinInt32
+	}
+	return int32(month)
 }
 
 // monthSpend is a month's spend: the month it counts (year·100 + month)

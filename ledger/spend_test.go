@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,12 @@ func (c *clock) now() time.Time      { return time.UnixMilli(c.ms.Load()).UTC() 
 func (c *clock) option(o *Options)   { o.Now = c.now }
 func (c *clock) add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
+// monthStart is the first instant of the calendar month (UTC) of t.
+func monthStart(t time.Time) time.Time {
+	y, m, _ := t.UTC().Date()
+	return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+}
+
 func TestMonthOf(t *testing.T) {
 	for _, tt := range []struct {
 		at   time.Time
@@ -35,6 +42,12 @@ func TestMonthOf(t *testing.T) {
 		{time.Date(2025, 12, 31, 23, 0, 0, 0, time.UTC), 202512},
 		// the month is UTC's: 1 February, 01:00 in Paris is still January
 		{time.Date(2025, 2, 1, 0, 30, 0, 0, time.FixedZone("CET", 3600)), 202501},
+		// a caller's CreatedAt beyond the int32 months ends at the range's end
+		{time.Date(21474836, 12, 1, 0, 0, 0, 0, time.UTC), 2147483612},
+		{time.Date(21474837, 1, 1, 0, 0, 0, 0, time.UTC), math.MaxInt32},
+		{time.UnixMilli(math.MaxInt64), math.MaxInt32},
+		{time.Date(-21474836, 1, 1, 0, 0, 0, 0, time.UTC), -2147483599},
+		{time.Date(-21474837, 1, 1, 0, 0, 0, 0, time.UTC), math.MinInt32},
 	} {
 		if got := monthOf(tt.at); got != tt.want {
 			t.Errorf("monthOf(%v) = %d, want %d", tt.at, got, tt.want)

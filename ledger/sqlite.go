@@ -100,7 +100,7 @@ func createPrivate(path string, log *zap.Logger) error {
 
 // openSQLite opens (creating if needed) the ledger in the SQLite file
 // opts.Path; opts has its defaults.
-func openSQLite(ctx context.Context, opts Options) (*Store, error) {
+func openSQLite(ctx context.Context, opts Options) (_ *Store, err error) {
 	if opts.Path == "" {
 		return nil, errors.New("ledger: open: empty path")
 	}
@@ -143,8 +143,10 @@ func openSQLite(ctx context.Context, opts Options) (*Store, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			e.closeDBs()
-			e.lock.Release()
+			// the open's error first, then what undoing it failed at
+			if cerr := errors.Join(e.closeDBs(), e.lock.Release()); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("ledger: close after a failed open: %w", cerr))
+			}
 		}
 	}()
 
@@ -217,7 +219,7 @@ func openSQLite(ctx context.Context, opts Options) (*Store, error) {
 	ok = true
 	s.turn.Lock() // the writer's until its first rollup
 	go s.writer()
-	go e.checkpointer()
+	go e.checkpointer() //nolint:gosec // G118: the checkpointer lives as long as the store, not the open's ctx; Close stops it (ckptStop)
 	return s, nil
 }
 

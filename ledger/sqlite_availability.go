@@ -52,7 +52,7 @@ func (st *availStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 			WHERE provider IN (SELECT name FROM providers WHERE name IS NOT NULL) AND day < ?`,
 	}
 	for i, q := range queries {
-		stmt, err := conn.PrepareContext(ctx, q)
+		stmt, err := conn.PrepareContext(ctx, q) //nolint:sqlclosecheck // kept for the writer connection's life: availStmts.close closes it (closeDBs, also after a failed open)
 		if err != nil {
 			return fmt.Errorf("ledger: prepare availability statement %d: %w", i, err)
 		}

@@ -57,7 +57,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 	}
 	ptrs := st.all()
 	for i, q := range queries {
-		stmt, err := conn.PrepareContext(ctx, q)
+		stmt, err := conn.PrepareContext(ctx, q) //nolint:sqlclosecheck // kept for the writer connection's life: writeStmts.close closes it (closeDBs, also after a failed open)
 		if err != nil {
 			return fmt.Errorf("ledger: prepare statement %d: %w", i, err)
 		}
@@ -135,9 +135,14 @@ func prepareMulti(ctx context.Context, conn *sql.Conn, cols int, query func(valu
 		if n == 1 && one != "" {
 			q = one
 		}
-		stmt, err := conn.PrepareContext(ctx, q)
+		stmt, err := conn.PrepareContext(ctx, q) //nolint:sqlclosecheck // kept in m for the writer connection's life: multiStmt.close closes it (writeStmts.close, or below when a size fails)
 		if err != nil {
-			return nil, fmt.Errorf("ledger: prepare %d-row statement: %w", n, err)
+			// the caller never gets m: close the sizes prepared so far
+			err = fmt.Errorf("ledger: prepare %d-row statement: %w", n, err)
+			if cerr := m.close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			return nil, err
 		}
 		m.sizes[i] = stmt
 	}
@@ -159,7 +164,7 @@ func (m *multiStmt) run(ctx context.Context) error {
 	args := m.args
 	defer m.reset()
 	for len(args) > 0 {
-		stmt, size := m.chunk(len(args) / m.cols)
+		stmt, size := m.chunk(len(args) / m.cols) //nolint:sqlclosecheck // one of m's statements, only borrowed: multiStmt.close closes it
 		if _, err := stmt.ExecContext(ctx, args[:size*m.cols]...); err != nil {
 			return err
 		}
@@ -378,7 +383,7 @@ func (e *sqliteEngine) insertUsage(ctx context.Context, settles []*command) erro
 	m := e.st.usageRows
 	defer m.reset()
 	for len(settles) > 0 {
-		stmt, size := m.chunk(len(settles))
+		stmt, size := m.chunk(len(settles)) //nolint:sqlclosecheck // one of m's statements, only borrowed: multiStmt.close closes it
 		m.reset()
 		for _, c := range settles[:size] {
 			m.args = appendUsageArgs(m.args, c.rec)
@@ -430,10 +435,10 @@ func (e *sqliteEngine) markDuplicates(ctx context.Context, chunk []*command, n i
 		if err != nil {
 			return fmt.Errorf("usage rows inserted: %w", err)
 		}
+		defer rows.Close() // on a failed scan; closed below otherwise
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {
-				rows.Close()
 				return err
 			}
 			inserted[id] = true

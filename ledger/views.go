@@ -131,11 +131,11 @@ func (s *Store) accountUsage(ctx context.Context, accountID string, limit int) (
 	if err != nil {
 		return nil, err
 	}
+	defer keyRows.Close()  // on a failed scan; closed below otherwise
 	keyIDs := []string{""} // keyless rows
 	for keyRows.Next() {
 		var id string
 		if err := keyRows.Scan(&id); err != nil {
-			keyRows.Close()
 			return nil, err
 		}
 		keyIDs = append(keyIDs, id)
@@ -291,7 +291,7 @@ func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	return s.audit(ctx, func(ctx context.Context, query string) (auditRows, error) {
-		return tx.QueryContext(ctx, s.q(query))
+		return tx.QueryContext(ctx, s.q(query)) //nolint:rowserrcheck // the audit's readers check Err through auditRows
 	})
 }
 
@@ -299,7 +299,9 @@ func (s *Store) Audit(ctx context.Context) ([]Mismatch, error) {
 type auditQuery func(ctx context.Context, query string) (auditRows, error)
 
 // auditRows are the rows of an audit query: *sql.Rows, or pgx's (Copy
-// audits its copy inside the transaction that writes it).
+// audits its copy inside the transaction that writes it). Their readers
+// check Err after Close: *sql.Rows' Close does not return the error that
+// ended the rows.
 type auditRows interface {
 	Next() bool
 	Scan(dest ...any) error
@@ -328,6 +330,9 @@ func auditAccounts(ctx context.Context, query auditQuery,
 		}
 	}
 	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("ledger: audit %s: %w", what, err)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("ledger: audit %s: %w", what, err)
 	}
 	return out, nil
@@ -364,6 +369,9 @@ func (s *Store) audit(ctx context.Context, query auditQuery) ([]Mismatch, error)
 		}
 	}
 	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("ledger: audit balances: %w", err)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("ledger: audit balances: %w", err)
 	}
 
@@ -408,6 +416,9 @@ func (s *Store) audit(ctx context.Context, query auditQuery) ([]Mismatch, error)
 		}
 	}
 	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("ledger: audit keys: %w", err)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("ledger: audit keys: %w", err)
 	}
 

@@ -356,7 +356,7 @@ func (s *Store) bisect(batch []*command, err error) {
 // BEGIN to COMMIT, and tells Options.OnCommit.
 func (s *Store) committed(n int, took time.Duration) {
 	s.stats.transactions.Add(1)
-	s.stats.commands.Add(uint64(n))
+	s.stats.commands.Add(uint64(n)) //nolint:gosec // G115: n is a batch's length, never negative
 	s.stats.commitNanos.Add(int64(took))
 	if int64(n) > s.stats.maxBatch.Load() {
 		s.stats.maxBatch.Store(int64(n))
@@ -420,11 +420,11 @@ func (s *Store) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer rows.Close() // on a failed scan; closed below otherwise
 	for rows.Next() {
 		var id, state, plan, suspendedFor string
 		var bal int64
 		if err := rows.Scan(&id, &bal, &state, &plan, &suspendedFor); err != nil {
-			rows.Close()
 			return err
 		}
 		if a := s.cachedAccount(id); a != nil {

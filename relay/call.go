@@ -70,7 +70,7 @@ func (c *call) reserve(h http.Header) *formats.Error {
 		return ferr
 	}
 	c.choices = max(c.req.choices, 1)
-	capped := false
+	var capped bool
 	if c.outputCap, capped = q.outputCapFor(c.bill.Held()); capped {
 		h.Set("X-Modelgate-Output-Capped", strconv.Itoa(c.outputCap))
 	}
@@ -356,10 +356,10 @@ func (c *call) completeResponse(req *http.Request, resp *http.Response, sent tim
 		// the client left while the upstream answered: the answer was made
 		// and is billed, though nobody will read it
 		_ = c.settle(usage, hasUsage, outputBytes, statusClientClosed, outcomeClientClosed, true)
-		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The client closed the request.")), nil
+		return c.errorResponse(req, formats.NewError(formats.KindUpstream, "The client closed the request.")), nil //nolint:nilerr // the client's leaving is the answer, not an upstream failure to fail over from
 	}
 	if err := c.settle(usage, hasUsage, outputBytes, http.StatusOK, outcomeOK, false); err != nil {
-		return c.errorResponse(req, billingFailed()), nil
+		return c.errorResponse(req, billingFailed()), nil //nolint:nilerr // a failed settle (logged by settleRetrying) is answered with the billing error; an error here would fail over to another route after this one answered
 	}
 	ok := okResponse(req, resp, out)
 	c.bill.setCostHeader(ok.Header)

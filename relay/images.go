@@ -167,7 +167,7 @@ func (ic *imageCall) try(w http.ResponseWriter, r *http.Request, _ int) error {
 		WriteError(w, FormatImages, ferr)
 		return nil
 	}
-	defer up.finish()
+	defer func() { _ = up.finish() }() // ends the form's forwarding on every path; its result was taken where it could be answered
 	u := &url.URL{Scheme: p.Scheme, Host: p.DialAddress, Path: p.PathPrefix + up.path}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), up.body)
 	if err != nil {
@@ -183,8 +183,8 @@ func (ic *imageCall) try(w http.ResponseWriter, r *http.Request, _ int) error {
 	timedOut := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	if err != nil {
 		if r.Context().Err() != nil {
-			up.finish()
-			return nil // the client left
+			_ = up.finish() // a broken form has nobody to be told of it
+			return nil      // the client left
 		}
 		c, hint, e := transportFailure(err, timedOut())
 		return ic.failed(w, up, c, hint, e)
@@ -208,7 +208,7 @@ func (ic *imageCall) try(w http.ResponseWriter, r *http.Request, _ int) error {
 		c, hint, e := brokeOff(timedOut(), "The upstream provider's answer broke off.")
 		return ic.failed(w, up, c, hint, e)
 	}
-	up.finish() // the upstream has answered: it read the whole form
+	_ = up.finish() // the upstream has answered: it read the whole form, and the images it made are billed
 	ans, err := images.ParseAnswer(data)
 	if err != nil {
 		return ic.failed(w, up, upstream.CauseServer, 0, formats.NewError(formats.KindUpstream, "The upstream provider sent an unusable answer."))
