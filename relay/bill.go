@@ -145,7 +145,7 @@ func billedUsage(u formats.Usage, final bool, estimatedOutput, inputEstimate int
 // when the debit is durable (see settle for a ledger that cannot take it).
 func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
 	u, source := billedUsage(u, final, formats.EstimateTokens(outputBytes), b.inputEstimate)
-	return b.settleTokens(u, source, hosted, hostedCost, 0, e)
+	return b.settleTokens(u, source, hosted, hostedCost, b.Held(), e)
 }
 
 // SettleCounted bills a stream the gateway stopped when its client hung up
@@ -154,7 +154,7 @@ func (b *Bill) SettleUsage(u formats.Usage, final bool, outputBytes int64, hoste
 // reported, else the request's own count. The row says "counted".
 func (b *Bill) SettleCounted(u formats.Usage, hosted ledger.HostedUses, hostedCost ledger.Money, e End) error {
 	u, _ = billedUsage(u, false, 0, b.inputEstimate) // the input rule of any bill not final
-	return b.settleTokens(u, usageCounted, hosted, hostedCost, 0, e)
+	return b.settleTokens(u, usageCounted, hosted, hostedCost, b.Held(), e)
 }
 
 // SettleImages bills an images answer for req: its token usage when the
@@ -184,8 +184,10 @@ const usageCounted = "counted"
 
 // settleTokens prices u and bills it with its hosted-tool fees, once. Usage
 // with impossible counts (cache above input, overflow) is priced with its
-// input uncached, the dearer reading; usage that still does not price is
-// billed unpriced.
+// input uncached, the dearer reading; usage that still does not price (a
+// count so large its cost overflows) is billed unpriced: the whole hold for
+// a generation, which its output cap bounds, the per-image price for images.
+// Never nothing: an upstream's absurd count is no free request.
 func (b *Bill) settleTokens(u formats.Usage, source string, hosted ledger.HostedUses, hostedCost, unpriced ledger.Money, e End) error {
 	tokens := ledger.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
 	cost, err := b.model.Price.Cost(tokens)

@@ -195,6 +195,30 @@ func TestGenerate(t *testing.T) {
 	}
 }
 
+// TestUnpricedUsageBillsTheHold: an upstream whose usage is so large its
+// cost overflows is billed the whole hold, never nothing.
+func TestUnpricedUsageBillsTheHold(t *testing.T) {
+	fake := &fakeUpstream{status: 200, header: http.Header{"Content-Type": {"application/json"}},
+		body: `{"id":"msg_1","type":"message","role":"assistant","model":"up-m","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":4611686018427387904}}`}
+	svc, p := testService(t, upstream.FormatAnthropic, fake, 1_000_000)
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	svc.Generate(w, r, p, KindChat, "", "req_1")
+	rs := rows(t, svc, p.AccountID)
+	if len(rs) != 1 {
+		t.Fatalf("%d rows (%d %s)", len(rs), w.Code, w.Body.String())
+	}
+	// the hold: the request's input estimate and its output cap (100) at
+	// 2 a token
+	if c := rs[0].Charged; c < 200 || c > 1000 {
+		t.Fatalf("charged %s for an unpriceable usage, want the hold; row %+v", c, rs[0])
+	}
+	acct, _ := svc.Store.GetAccount(context.Background(), p.AccountID)
+	if acct.Held != 0 || acct.Balance != 1_000_000-rs[0].Charged {
+		t.Fatalf("account %+v", acct)
+	}
+}
+
 // TestGenerateRefusals: what is refused holds nothing and reaches no
 // upstream.
 func TestGenerateRefusals(t *testing.T) {
