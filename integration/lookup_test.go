@@ -77,6 +77,10 @@ func TestLookupPage(t *testing.T) {
 	if strings.Contains(r.body, key) {
 		t.Fatal("the page shows the key")
 	}
+	// the key is named by its display prefix, which has its own ellipsis
+	if title := between(r.body, `<h2 id="result-title">`, "</h2>"); strings.Count(title, "…") != 1 || !strings.HasPrefix(title, "Key mg-") {
+		t.Errorf("result title %q: want the key's prefix with one ellipsis", title)
+	}
 
 	// wrong keys: 404 each, then the client is refused, right key or not
 	for i := range guard.LookupFailures {
@@ -93,4 +97,14 @@ func TestLookupPage(t *testing.T) {
 	if logs := readLogs(t, g.logPath, g.logPath+".access"); strings.Contains(logs, key) || !strings.Contains(logs, "/usage") {
 		t.Fatal("the key was logged (or nothing was)")
 	}
+}
+
+// between is the text of s between the first start and the end after it.
+func between(s, start, end string) string {
+	_, after, ok := strings.Cut(s, start)
+	if !ok {
+		return ""
+	}
+	before, _, _ := strings.Cut(after, end)
+	return before
 }
