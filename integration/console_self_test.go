@@ -119,7 +119,7 @@ func TestConsoleVerifyEmail(t *testing.T) {
 	}
 	acct := c.signUp(g, "vera@example.com")
 	m := srv.Wait(t, 1, 10*time.Second)[0]
-	if m.From != "no-reply@example.com" || m.Subject() != "Verify your email for modelgate console" {
+	if m.From != "no-reply@example.com" || m.Subject() != "Verify your email for console.example.test" {
 		t.Fatalf("mail from %q: %q", m.From, m.Subject())
 	}
 	path, token := linkIn(t, m, "verify")
@@ -210,7 +210,7 @@ func TestConsoleForgotPassword(t *testing.T) {
 		t.Fatalf("no notice:\n%s", known.body)
 	}
 	reset := srv.Wait(t, 2, 10*time.Second)[1]
-	if reset.To[0] != "rosa@example.com" || reset.Subject() != "Set a new password for modelgate console" {
+	if reset.To[0] != "rosa@example.com" || reset.Subject() != "Set a new password for console.example.test" {
 		t.Fatalf("reset mail to %q: %q", reset.To, reset.Subject())
 	}
 	path, token := linkIn(t, reset, "reset")

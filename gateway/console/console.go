@@ -74,6 +74,8 @@ type ConsoleHandler struct {
 	// takes it from the directive's path matcher.
 	BasePath string `json:"base_path,omitempty"`
 	// Title names the console in its pages. Default: "modelgate console".
+	// Mails name the service by it too, or by public_url's host when it is
+	// the default.
 	Title string `json:"title,omitempty"`
 	// SignUpOff stops visitors from creating accounts; accounts then come
 	// from the operator (CLI or admin API, with a password).
@@ -121,7 +123,7 @@ func (h *ConsoleHandler) Provision(ctx caddy.Context) error {
 		return errors.New("modelgate_console: base_path must start with /")
 	}
 	if h.Title == "" {
-		h.Title = "modelgate console"
+		h.Title = defaultConsoleTitle
 	}
 	if h.SessionLifetime <= 0 {
 		h.SessionLifetime = caddy.Duration(consoleSessionLifetime)

@@ -63,6 +63,19 @@ func (h *ConsoleHandler) consoleURL() (string, bool) {
 	return u.Scheme + "://" + u.Host + strings.TrimRight(u.Path, "/") + h.BasePath, true
 }
 
+// defaultConsoleTitle is the console's title when the Caddyfile names none.
+const defaultConsoleTitle = "modelgate console"
+
+// serviceName is how mails name the service: the console's title when the
+// operator chose one, else the host customers reach the gateway at (mail
+// needs public_url), never the word "console" alone.
+func (h *ConsoleHandler) serviceName() string {
+	if u := h.app.PublicAddress(); h.Title == defaultConsoleTitle && u != nil {
+		return u.Hostname()
+	}
+	return h.Title
+}
+
 // mailLink issues a token of purpose for the account and mails its link to
 // email.
 func (h *ConsoleHandler) mailLink(ctx context.Context, m *mailer.Mailer, accountID, email string, purpose ledger.TokenPurpose) error {
@@ -71,14 +84,15 @@ func (h *ConsoleHandler) mailLink(ctx context.Context, m *mailer.Mailer, account
 		return errors.New("no public_url to build the link on")
 	}
 	var msg mailer.Message
+	name := h.serviceName()
 	switch purpose {
 	case ledger.TokenReset:
 		token, err := h.app.Accounts().IssueToken(ctx, accountID, purpose, accounts.ResetLinkLifetime)
 		if err != nil {
 			return err
 		}
-		msg = mailer.Message{To: email, Subject: "Set a new password for " + h.Title,
-			Text: "Someone, hopefully you, asked to set a new password for " + email + " at " + h.Title + ".\n\n" +
+		msg = mailer.Message{To: email, Subject: "Set a new password for " + name,
+			Text: "Someone, hopefully you, asked to set a new password for " + email + " at " + name + ".\n\n" +
 				"Follow this link within an hour to choose one (it works once):\n\n" +
 				accounts.ResetLink(base, token) + "\n\n" +
 				"If you did not ask, ignore this mail: your password stays as it is.\n"}
@@ -87,8 +101,8 @@ func (h *ConsoleHandler) mailLink(ctx context.Context, m *mailer.Mailer, account
 		if err != nil {
 			return err
 		}
-		msg = mailer.Message{To: email, Subject: "Verify your email for " + h.Title,
-			Text: "Welcome to " + h.Title + ".\n\n" +
+		msg = mailer.Message{To: email, Subject: "Verify your email for " + name,
+			Text: "Welcome to " + name + ".\n\n" +
 				"Follow this link within two days to verify that " + email + " is yours (it works once):\n\n" +
 				accounts.VerifyLink(base, token) + "\n\n" +
 				"If you did not create an account, ignore this mail.\n"}
