@@ -117,14 +117,27 @@ func plausibleEmail(s string) bool {
 		!strings.ContainsRune(domain, '@') && !strings.HasPrefix(domain, ".") && !strings.HasSuffix(domain, ".") && len(s) <= 254
 }
 
-// Credit adds amount to an account's balance, once per reference (a
-// second credit with the same reference is ledger.ErrDuplicate and changes
-// nothing); it returns the new balance.
-func (s *Service) Credit(ctx context.Context, accountID string, amount ledger.Money, reason, reference string) (ledger.Money, error) {
+// Credit adds amount to an account's balance (an operator's credit), once
+// per reference, and a script may send it again after a lost answer: the
+// same reference again changes nothing and returns the first credit's
+// result with replayed set, as Adjust does. A reference already used by
+// another change (another account, kind or amount) is an error naming it,
+// wrapping ledger.ErrDuplicate.
+func (s *Service) Credit(ctx context.Context, accountID string, amount ledger.Money, reason, reference string) (res ledger.MoneyResult, replayed bool, err error) {
 	if amount <= 0 {
-		return 0, invalid("amount %s: want a positive amount, such as \"5.00\"", amount)
+		return res, false, invalid("amount %s: want a positive amount, such as \"5.00\"", amount)
 	}
-	return s.Store.Credit(ctx, ledger.CreditRequest{AccountID: accountID, Amount: amount, Reference: reference, Reason: reason})
+	res, err = s.Store.ApplyMoney(ctx, ledger.MoneyChange{AccountID: accountID, Kind: ledger.KindCredit, Amount: amount,
+		Reason: reason, Reference: reference})
+	if errors.Is(err, ledger.ErrDuplicate) && len(res.Entries) > 0 {
+		first := res.Entries[0]
+		if first.AccountID != accountID || first.Kind != ledger.KindCredit || first.Amount != amount {
+			return ledger.MoneyResult{}, false, fmt.Errorf("reference %q was used already, for a %s of %s on account %s: give this credit a reference of its own: %w",
+				reference, first.Kind, first.Amount, first.AccountID, ledger.ErrDuplicate)
+		}
+		return res, true, nil
+	}
+	return res, false, err
 }
 
 // TopUp is a payment to credit: what the payment provider says was paid.

@@ -74,13 +74,13 @@ func TestCreditAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Credit(ctx, acct.ID, 0, "nothing", "r0"); !IsInvalid(err) {
+	if _, _, err := svc.Credit(ctx, acct.ID, 0, "nothing", "r0"); !IsInvalid(err) {
 		t.Fatalf("a zero credit: %v", err)
 	}
-	if bal, err := svc.Credit(ctx, acct.ID, 5, "invoice 1", "r1"); err != nil || bal != 5 {
-		t.Fatalf("credit: %s, %v", bal, err)
+	if res, _, err := svc.Credit(ctx, acct.ID, 5, "invoice 1", "r1"); err != nil || res.Balance != 5 {
+		t.Fatalf("credit: %s, %v", res.Balance, err)
 	}
-	if _, err := svc.Credit(ctx, acct.ID, 5, "invoice 1 again", "r1"); !errors.Is(err, ledger.ErrDuplicate) {
+	if _, _, err := svc.Credit(ctx, acct.ID, 6, "invoice 1 again", "r1"); !errors.Is(err, ledger.ErrDuplicate) {
 		t.Fatalf("the same reference twice: %v", err)
 	}
 	if _, _, err := svc.CreateKey(ctx, acct.ID, strings.Repeat("é", MaxLabel+1)); !IsInvalid(err) {
@@ -194,5 +194,47 @@ func TestReversePayment(t *testing.T) {
 		case err != nil || res.Balance != tc.balance || res.Owed != tc.owed:
 			t.Errorf("%s: balance %s owed %s, %v; want %s and %s", tc.name, res.Balance, res.Owed, err, tc.balance, tc.owed)
 		}
+	}
+}
+
+// TestCreditReplayed: an operator's credit sent again with its reference
+// answers the first result, replayed, and credits nothing more, also when
+// it paid a debt; the reference used by another change is refused.
+func TestCredit(t *testing.T) {
+	ctx := context.Background()
+	svc := testService(t)
+	acct, err := svc.Open(ctx, Opening{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Adjust(ctx, Adjustment{AccountID: acct.ID, Amount: -1_000_000_000, Reason: "usage", Reference: "debt-1", AllowOwed: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name             string
+		amount           ledger.Money
+		reference        string
+		replayed, refuse bool
+		balance          ledger.Money
+	}{
+		{name: "first, paying the debt of 1 first", amount: 5_000_000_000, reference: "ticket-7", balance: 4_000_000_000},
+		{name: "sent again", amount: 5_000_000_000, reference: "ticket-7", replayed: true, balance: 4_000_000_000},
+		{name: "another amount on the same reference", amount: 6_000_000_000, reference: "ticket-7", refuse: true},
+		{name: "the reference of an adjustment", amount: 1_000_000_000, reference: "debt-1", refuse: true},
+	} {
+		res, replayed, err := svc.Credit(ctx, acct.ID, tc.amount, "goodwill", tc.reference)
+		if tc.refuse {
+			if !errors.Is(err, ledger.ErrDuplicate) || replayed {
+				t.Errorf("%s: %v (replayed %v), want the reference refused", tc.name, err, replayed)
+			}
+			continue
+		}
+		if err != nil || replayed != tc.replayed || res.Balance != tc.balance || res.Owed != 0 {
+			t.Errorf("%s: balance %s owed %s replayed %v, %v; want %s, replayed %v", tc.name, res.Balance, res.Owed, replayed, err, tc.balance, tc.replayed)
+		}
+	}
+	a, err := svc.Store.GetAccount(ctx, acct.ID)
+	if err != nil || a.Balance != 4_000_000_000 {
+		t.Fatalf("account %+v, %v: credited more than once", a, err)
 	}
 }

@@ -35,7 +35,7 @@ func init() {
 //	POST   /modelgate/accounts/{id}/suspend    → the account
 //	POST   /modelgate/accounts/{id}/resume     → the account
 //	PUT    /modelgate/accounts/{id}/plan       {"plan"} → the account
-//	POST   /modelgate/accounts/{id}/credits    {"amount", "reason", "reference"} → {"balance"}
+//	POST   /modelgate/accounts/{id}/credits    {"amount", "reason", "reference"} → {"balance", "replayed"}
 //	POST   /modelgate/accounts/{id}/adjustments {"amount", "reason", "reference", "allow_owed"} → the result
 //	GET    /modelgate/accounts/{id}/history    ?limit=100&before=ID → a page of the money history, newest first
 //	GET    /modelgate/accounts/{id}/keys       → the keys (never their secrets)
@@ -305,14 +305,16 @@ func (a *AdminAPI) credit(w http.ResponseWriter, r *http.Request, app *App) erro
 	if body.Reference == "" {
 		body.Reference = "admin:" + rand.Text()
 	}
-	bal, err := app.accounts.Credit(r.Context(), id, body.Amount, body.Reason, body.Reference)
+	res, replayed, err := app.accounts.Credit(r.Context(), id, body.Amount, body.Reason, body.Reference)
 	if errors.Is(err, ledger.ErrDuplicate) {
-		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: fmt.Errorf("reference %q was credited already", body.Reference)}
+		// the reference names another change: sending it again cannot help
+		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
 	}
 	if err != nil {
 		return ledgerError(err)
 	}
-	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": bal})
+	// a credit sent again with its reference answers the first result
+	return writeAdminJSON(w, http.StatusOK, map[string]any{"account_id": id, "balance": res.Balance, "replayed": replayed})
 }
 
 // moneyEntryJSON is a money history entry as the admin API shows it:

@@ -471,12 +471,16 @@ func cmdCredit(fl caddycmd.Flags) (int, error) {
 		if ref == "" {
 			ref = "cli:" + rand.Text()
 		}
-		bal, err := acc.Credit(ctx, id, amount, reason, ref)
+		res, replayed, err := acc.Credit(ctx, id, amount, reason, ref)
 		if err != nil {
 			return err
 		}
+		if replayed {
+			fmt.Fprintf(os.Stderr, "reference %q was credited already (%s to %s); nothing more was credited; balance then %s\n", ref, amount, id, res.Balance)
+			return nil
+		}
 		cc.announce(ctx, "account:"+id) // it may have paid a debt and resumed the account
-		fmt.Fprintf(os.Stderr, "credited %s to %s; balance %s\n", amount, id, bal)
+		fmt.Fprintf(os.Stderr, "credited %s to %s; balance %s\n", amount, id, res.Balance)
 		return nil
 	})
 }

@@ -124,13 +124,20 @@ func TestAdminAPI(t *testing.T) {
 	// credits
 	before, _ := g.balance(acct.ID)
 	var credited struct {
-		Balance ledger.Money `json:"balance"`
+		Balance  ledger.Money `json:"balance"`
+		Replayed bool         `json:"replayed"`
 	}
-	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/credits", `{"amount":"1.25","reason":"goodwill","reference":"ticket-7"}`, &credited); st != 200 || credited.Balance != before+1_250_000_000 {
-		t.Fatalf("credit: %d %s, before %s", st, credited.Balance, before)
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/credits", `{"amount":"1.25","reason":"goodwill","reference":"ticket-7"}`, &credited); st != 200 || credited.Balance != before+1_250_000_000 || credited.Replayed {
+		t.Fatalf("credit: %d %s %v, before %s", st, credited.Balance, credited.Replayed, before)
+	}
+	// a script that lost the answer sends the credit again: the first
+	// result, replayed, and nothing more credited
+	credited.Replayed = false
+	if st := adminCall(t, "POST", "/modelgate/accounts/"+acct.ID+"/credits", `{"amount":"1.25","reason":"goodwill","reference":"ticket-7"}`, &credited); st != 200 || credited.Balance != before+1_250_000_000 || !credited.Replayed {
+		t.Fatalf("credit sent again: %d %s replayed %v", st, credited.Balance, credited.Replayed)
 	}
 	for body, want := range map[string]int{
-		`{"amount":"1.25","reason":"goodwill","reference":"ticket-7"}`: 409, // the same reference again
+		`{"amount":"2.50","reason":"goodwill","reference":"ticket-7"}`: 409, // the reference of another credit
 		`{"amount":"1.25"}`:                      400, // no reason
 		`{"amount":"-1","reason":"x"}`:           400,
 		`{"amount":1.25,"reason":"x"}`:           400, // a float, not a decimal string
