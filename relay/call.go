@@ -50,7 +50,8 @@ type call struct {
 	choices int // the answers the request asked for (OpenAI's n)
 	// hungUp is when the client hung up on a stream its provider stops
 	// (on_hangup stop), in Unix nanoseconds; 0 before. wrote says the
-	// upstream request was written whole: a hang-up before it costs
+	// upstream request was written whole (Go's client says so just before
+	// it flushes the connection's buffer): a hang-up before it costs
 	// nothing.
 	hungUp atomic.Int64
 	wrote  atomic.Bool
@@ -221,7 +222,8 @@ func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
 
 	if stops {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
+			// a write that failed delivered nothing whole
+			WroteRequest: func(i httptrace.WroteRequestInfo) { c.wrote.Store(i.Err == nil) },
 		})
 	}
 	out := req.WithContext(ctx)
