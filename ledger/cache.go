@@ -29,6 +29,22 @@ func (s *Store) keyAdded(e *keyEntry) {
 	kc.mu.Unlock()
 }
 
+// keyLimitsSet applies a key's new limits and period spend (set's) to its
+// cached entry, if any; the holds it keeps are this process's.
+func (s *Store) keyLimitsSet(id string, set *keyEntry) {
+	kc := &s.keys
+	kc.mu.RLock()
+	e := kc.byID[id]
+	kc.mu.RUnlock()
+	if e == nil {
+		return
+	}
+	e.limits.Store(set.limits.Load())
+	e.budget.mu.Lock()
+	e.budget.spend = set.budget.spend
+	e.budget.mu.Unlock()
+}
+
 // keyDeleted marks a cached key deleted.
 func (s *Store) keyDeleted(id string) {
 	kc := &s.keys

@@ -46,7 +46,8 @@ type copyTable struct {
 var copyTables = []copyTable{
 	{name: "accounts", order: "id", cols: []string{"id", "email", "plan", "state", "balance", "created_at", "spend_month", "month_spend", "owed", "suspended_for"}},
 	{name: "keys", order: "rowid", cols: []string{"id", "account_id", "hash", "label", "prefix", "created_at", "deleted_at",
-		"last_used_at", "requests", "input_tokens", "output_tokens", "spent"}},
+		"last_used_at", "requests", "input_tokens", "output_tokens", "spent",
+		"cap", "cap_period", "models", "expires_at", "rpm", "concurrency", "period_start", "period_spent"}},
 	{name: "credits", order: "id", identity: "id", cols: []string{"id", "account_id", "amount", "reference", "reason", "created_at",
 		"kind", "owed", "balance_after", "owed_after", "payment"}},
 	{name: "usage", order: "id", identity: "id", cols: append([]string{"id"}, strings.Split(strings.Join(strings.Fields(usageInsertColumns), ""), ",")...),

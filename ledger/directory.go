@@ -209,13 +209,10 @@ func (s *Store) ListKeySummaries(ctx context.Context, accountID string) ([]KeySu
 	out := []KeySummary{}
 	for rows.Next() {
 		var k KeySummary
-		var created, used, deleted sql.NullInt64
-		if err := rows.Scan(&k.ID, &k.AccountID, &k.Label, &k.Prefix, &created, &used, &deleted,
-			&k.Requests, &k.InputTokens, &k.OutputTokens, &k.Spent); err != nil {
+		var err error
+		if k.Key, err = scanKey(rows, &k.Requests, &k.InputTokens, &k.OutputTokens, &k.Spent); err != nil {
 			return nil, fmt.Errorf("ledger: list keys: %w", err)
 		}
-		k.CreatedAt, k.LastUsedAt, k.DeletedAt = fromMilli(created), fromMilli(used), fromMilli(deleted)
-		k.Deleted = deleted.Valid
 		out = append(out, k)
 	}
 	if err := rows.Err(); err != nil {

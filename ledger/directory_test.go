@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -314,7 +315,7 @@ func testListKeySummaries(t *testing.T, b backend) {
 		t.Errorf("KeyUsage %+v, %v; summary %+v", u, err, one)
 	}
 	plain, err := s.ListKeys(ctx, a.ID)
-	if err != nil || len(plain) != 2 || plain[0] != one.Key || plain[1] != two.Key {
+	if err != nil || len(plain) != 2 || !reflect.DeepEqual(plain[0], one.Key) || !reflect.DeepEqual(plain[1], two.Key) {
 		t.Errorf("ListKeys %+v, %v", plain, err)
 	}
 	if _, err := s.ListKeySummaries(ctx, "acct_nope"); !errors.Is(err, ErrNotFound) {

@@ -56,8 +56,9 @@ type holdKeeper interface {
 	// sharedHolds reports whether every process's holds are in the
 	// database (Store.HeldEverywhere).
 	sharedHolds() bool
-	// reserve reserves between min and max on a (min <= max, both >= 0).
-	reserve(a *account, min, max Money, fresh bool) (*Hold, error)
+	// reserve reserves between min and max on a (min <= max, both >= 0),
+	// within the key's cap when bound is set.
+	reserve(a *account, bound *keyCap, min, max Money, fresh bool) (*Hold, error)
 	// extend is the over-hold step of a settle: it adds up to extra to
 	// the hold (its amount, the account's held and Store.outstanding), as
 	// far as the account's available balance goes, never below zero, and
@@ -95,6 +96,10 @@ type writes interface {
 	// execSQL runs fn (queries with ? placeholders) as one write named
 	// what (see command.fn).
 	execSQL(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error
+	// execCommit is execSQL with commit, which applies the write's
+	// effects in memory once it committed (under loadMu, before any later
+	// write's).
+	execCommit(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error, commit func()) error
 	// applyMoney runs fn, a money change's transaction (history.go), and
 	// applies mem to the cached account once it committed.
 	applyMoney(ctx context.Context, ch *MoneyChange, fn func(ctx context.Context, conn execer) error, mem *moneyMem) error

@@ -34,6 +34,11 @@ type Hold struct {
 	id         int64 // PostgreSQL: the hold's row (its own id, for a hold carved from an advance)
 	spent      Money
 	adv        *advance // PostgreSQL: the advance the hold is carved from, if any (postgres_advance.go)
+	// key is the capped key the hold is bound by (ReserveForKey), if any,
+	// and keyStart, set by Settle, the start of the cap's period its
+	// charge counts in (-1: the key has no cap any more).
+	key      *keyEntry
+	keyStart int64
 }
 
 // Reserve reserves between min and max on the account, in one atomic step:
@@ -60,7 +65,36 @@ func (s *Store) ReserveWithMonthSpend(accountID string, min, max Money) (*Hold, 
 	return s.reserve(accountID, min, max, true)
 }
 
+// ReserveForKey is Reserve, or ReserveWithMonthSpend when monthSpend is
+// set, for a request made with key p. A key with a spend cap (its limits
+// as the ledger has them now, not as p carries them) also bounds the
+// grant: it is at most what the cap leaves in its period, less the key's
+// other holds, and the settle counts the charge in the period (in the
+// transaction that debits it). A cap that leaves less than min refuses the
+// reserve with a *KeyCapError (errors.Is ErrKeyCapReached). With
+// PostgreSQL, a capped key's hold is never carved from an advance, so that
+// every instance's holds on the key are rows that each reserve on it
+// counts.
+func (s *Store) ReserveForKey(p Principal, min, max Money, monthSpend bool) (*Hold, error) {
+	kc := &s.keys
+	kc.mu.RLock()
+	e := kc.byID[p.KeyID]
+	kc.mu.RUnlock()
+	var bound *keyCap
+	if e != nil && e.principal.AccountID == p.AccountID {
+		if l := e.limits.Load(); l.Capped() {
+			bound = &keyCap{e: e, lim: l, now: s.now()}
+			monthSpend = true
+		}
+	}
+	return s.reserveBound(p.AccountID, bound, min, max, monthSpend)
+}
+
 func (s *Store) reserve(accountID string, min, max Money, fresh bool) (*Hold, error) {
+	return s.reserveBound(accountID, nil, min, max, fresh)
+}
+
+func (s *Store) reserveBound(accountID string, bound *keyCap, min, max Money, fresh bool) (*Hold, error) {
 	if min < 0 || max < 0 {
 		return nil, fmt.Errorf("ledger: reserve: negative bounds")
 	}
@@ -71,7 +105,7 @@ func (s *Store) reserve(accountID string, min, max Money, fresh bool) (*Hold, er
 	if err != nil {
 		return nil, err
 	}
-	return s.eng.reserve(a, min, max, fresh)
+	return s.eng.reserve(a, bound, min, max, fresh)
 }
 
 // Amount is the amount currently reserved by the hold.
@@ -229,6 +263,12 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	amount = h.amount
 	a.mu.Unlock()
 
+	h.keyStart = -1
+	if h.key != nil {
+		if l := h.key.limits.Load(); l.Capped() {
+			h.keyStart = l.period().Start(rec.CreatedAt)
+		}
+	}
 	c := getCommand(cmdSettle)
 	defer putCommand(c)
 	c.hold, c.rec, c.amount = h, rec, rec.Charged

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,18 +19,140 @@ type Key struct {
 	CreatedAt, LastUsedAt        time.Time
 	Deleted                      bool
 	DeletedAt                    time.Time
+	// Limits are the key's own limits (keylimits.go).
+	Limits KeyLimits
+	// PeriodSpent is what a capped key was charged in the period that
+	// starts at PeriodStart (unix ms); see Spent.
+	PeriodSpent Money
+	PeriodStart int64
+}
+
+// SpentThisPeriod is what a capped key was charged in its cap's period
+// at now (zero once a new period began).
+func (k *Key) SpentThisPeriod(now time.Time) Money {
+	if !k.Limits.Capped() {
+		return 0
+	}
+	return periodSpend{k.PeriodStart, k.PeriodSpent}.in(k.Limits.period().Start(now))
+}
+
+// Left is what a capped key's cap leaves at now, never below zero
+// (requests under way hold part of it too).
+func (k *Key) Left(now time.Time) Money {
+	return max(k.Limits.Cap-k.SpentThisPeriod(now), 0)
+}
+
+// ResetsAt is when a capped key's cap starts afresh after now (zero for a
+// cap that never resets, or no cap).
+func (k *Key) ResetsAt(now time.Time) time.Time {
+	if !k.Limits.Capped() {
+		return time.Time{}
+	}
+	return k.Limits.period().Next(now)
 }
 
 // Principal is who an authenticated request acts for.
 type Principal struct {
 	KeyID, AccountID, Label, Prefix string
+	// Limits are the key's own limits when it has any (nil: none), as they
+	// were when the request was authenticated. Read only.
+	Limits *KeyLimits
 }
 
-// keyEntry is one key in the in-memory cache; everything but deleted is immutable.
+// keyEntry is one key in the in-memory cache. principal is immutable;
+// limits change when the key is updated.
 type keyEntry struct {
 	hash      [32]byte
-	principal Principal
+	principal Principal // Limits unset: see limits
+	limits    atomic.Pointer[KeyLimits]
 	deleted   atomic.Bool
+	budget    keyBudget // SQLite: a capped key's period spend and holds
+}
+
+// entryColumns are the columns a key's cache entry is read from.
+const entryColumns = `id, account_id, label, prefix, hash, deleted_at, ` + limitColumns
+
+// limitColumns are a key's limits and its period spend.
+const limitColumns = `cap, cap_period, models, expires_at, rpm, concurrency, period_start, period_spent`
+
+// limitScan reads limitColumns' values (models is a JSON array or NULL).
+type limitScan struct {
+	cap, start, spent Money
+	period            string
+	models            sql.NullString
+	expires           sql.NullInt64
+	rpm, conc         int64
+}
+
+func (ls *limitScan) dest() []any {
+	return []any{&ls.cap, &ls.period, &ls.models, &ls.expires, &ls.rpm, &ls.conc, &ls.start, &ls.spent}
+}
+
+// limits are the scanned limits; a malformed model list is an error.
+func (ls *limitScan) limits() (KeyLimits, error) {
+	l := KeyLimits{Cap: ls.cap, Period: Period(ls.period), ExpiresAt: fromMilli(ls.expires), RPM: int(ls.rpm), Concurrency: int(ls.conc)}
+	if ls.models.Valid {
+		if err := json.Unmarshal([]byte(ls.models.String), &l.Models); err != nil {
+			return KeyLimits{}, fmt.Errorf("malformed model list: %w", err)
+		}
+		if l.Models == nil {
+			l.Models = []string{}
+		}
+	}
+	return l, nil
+}
+
+// scanEntry reads a cache entry from entryColumns.
+func scanEntry(sc interface{ Scan(...any) error }) (e *keyEntry, deleted bool, err error) {
+	e = &keyEntry{}
+	var hash []byte
+	var del sql.NullInt64
+	var ls limitScan
+	p := &e.principal
+	if err := sc.Scan(append([]any{&p.KeyID, &p.AccountID, &p.Label, &p.Prefix, &hash, &del}, ls.dest()...)...); err != nil {
+		return nil, false, err
+	}
+	if len(hash) != len(e.hash) {
+		return nil, false, fmt.Errorf("key %s has a malformed hash", p.KeyID)
+	}
+	copy(e.hash[:], hash)
+	l, err := ls.limits()
+	if err != nil {
+		return nil, false, fmt.Errorf("key %s: %w", p.KeyID, err)
+	}
+	e.setLimits(l)
+	e.budget.spend = periodSpend{start: int64(ls.start), spend: ls.spent}
+	e.deleted.Store(del.Valid)
+	return e, del.Valid, nil
+}
+
+// setLimits stores the key's limits (nil when they limit nothing).
+func (e *keyEntry) setLimits(l KeyLimits) {
+	if l.None() {
+		e.limits.Store(nil)
+		return
+	}
+	e.limits.Store(&l)
+}
+
+// refreshLocked brings the cached entry of fresh's key, if any, to fresh's
+// state (read from the database), else caches fresh unless it is
+// deleted. The budget's holds are this process's and are kept. Caller
+// holds mu, and loadMu exclusively (so that the spend read is the one the
+// committed settles left).
+func (kc *keyCache) refreshLocked(fresh *keyEntry, deleted bool) {
+	e := kc.byID[fresh.principal.KeyID]
+	if e == nil {
+		if !deleted {
+			kc.putLocked(fresh)
+		}
+		return
+	}
+	e.deleted.Store(deleted)
+	e.limits.Store(fresh.limits.Load())
+	e.budget.mu.Lock()
+	e.budget.spend = fresh.budget.spend
+	e.budget.mu.Unlock()
 }
 
 // maxNegativeKeys bounds the cache of hashes known not to be keys.
@@ -107,7 +230,9 @@ func (s *Store) Authenticate(secret string) (Principal, error) {
 	if subtle.ConstantTimeCompare(e.hash[:], sum[:]) != 1 || e.deleted.Load() {
 		return Principal{}, ErrUnauthorized
 	}
-	return e.principal, nil
+	p := e.principal
+	p.Limits = e.limits.Load()
+	return p, nil
 }
 
 // lookupKey reads a key by hash from the read pool and caches the answer.
@@ -120,11 +245,7 @@ func (s *Store) lookupKey(sum [32]byte, gen uint64) (*keyEntry, error) {
 	defer done()
 	s.loadMu.RLock()
 	defer s.loadMu.RUnlock()
-	e := &keyEntry{hash: sum}
-	var deleted sql.NullInt64
-	err = s.queryRow(context.Background(),
-		`SELECT id, account_id, label, prefix, deleted_at FROM keys WHERE hash = ?`, sum[:]).
-		Scan(&e.principal.KeyID, &e.principal.AccountID, &e.principal.Label, &e.principal.Prefix, &deleted)
+	e, _, err := scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE hash = ?`, sum[:]))
 	kc := &s.keys
 	if errors.Is(err, sql.ErrNoRows) {
 		kc.mu.Lock()
@@ -140,7 +261,6 @@ func (s *Store) lookupKey(sum [32]byte, gen uint64) (*keyEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: authenticate: read key: %w", err)
 	}
-	e.deleted.Store(deleted.Valid)
 	kc.mu.Lock()
 	e = kc.putLocked(e)
 	kc.mu.Unlock()
@@ -149,7 +269,7 @@ func (s *Store) lookupKey(sum [32]byte, gen uint64) (*keyEntry, error) {
 
 // loadLiveKeys fills the key cache with every key not deleted.
 func (s *Store) loadLiveKeys(ctx context.Context) error {
-	q := `SELECT id, account_id, label, prefix, hash FROM keys WHERE deleted_at IS NULL`
+	q := `SELECT ` + entryColumns + ` FROM keys WHERE deleted_at IS NULL`
 	rows, err := s.eng.writerQuery(ctx, q)
 	if err != nil {
 		return fmt.Errorf("ledger: load keys: %w", err)
@@ -159,15 +279,10 @@ func (s *Store) loadLiveKeys(ctx context.Context) error {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	for rows.Next() {
-		e := &keyEntry{}
-		var hash []byte
-		if err := rows.Scan(&e.principal.KeyID, &e.principal.AccountID, &e.principal.Label, &e.principal.Prefix, &hash); err != nil {
+		e, _, err := scanEntry(rows)
+		if err != nil {
 			return fmt.Errorf("ledger: load keys: %w", err)
 		}
-		if len(hash) != len(e.hash) {
-			return fmt.Errorf("ledger: load keys: key %s has a malformed hash", e.principal.KeyID)
-		}
-		copy(e.hash[:], hash)
 		kc.putLocked(e)
 	}
 	if err := rows.Err(); err != nil {
@@ -179,6 +294,15 @@ func (s *Store) loadLiveKeys(ctx context.Context) error {
 // CreateKey creates an API key for an existing account and returns its
 // secret, which is never stored and cannot be shown again.
 func (s *Store) CreateKey(ctx context.Context, accountID, label string) (secret string, k Key, err error) {
+	return s.CreateKeyWithLimits(ctx, accountID, label, KeyLimits{})
+}
+
+// CreateKeyWithLimits is CreateKey for a key with its own limits.
+func (s *Store) CreateKeyWithLimits(ctx context.Context, accountID, label string, l KeyLimits) (secret string, k Key, err error) {
+	if err := l.Validate(); err != nil {
+		return "", Key{}, fmt.Errorf("ledger: create key: %w", err)
+	}
+	l.Period, _ = ParsePeriod(string(l.Period))
 	secret, err = newSecret()
 	if err != nil {
 		return "", Key{}, err
@@ -188,12 +312,39 @@ func (s *Store) CreateKey(ctx context.Context, accountID, label string) (secret 
 		return "", Key{}, err
 	}
 	e := keyEntryFor(id, accountID, label, secret)
-	now := time.Now().UnixMilli()
-	if err := s.eng.createKey(ctx, e, now); err != nil {
+	e.setLimits(l)
+	now := s.now()
+	if l.Capped() {
+		e.budget.spend.start = l.period().Start(now)
+	}
+	if err := s.eng.createKey(ctx, e, now.UnixMilli()); err != nil {
 		return "", Key{}, err
 	}
 	p := e.principal
-	return secret, Key{ID: p.KeyID, AccountID: p.AccountID, Label: p.Label, Prefix: p.Prefix, CreatedAt: time.UnixMilli(now).UTC()}, nil
+	return secret, Key{ID: p.KeyID, AccountID: p.AccountID, Label: p.Label, Prefix: p.Prefix,
+		CreatedAt: time.UnixMilli(now.UnixMilli()).UTC(), Limits: l, PeriodStart: e.budget.spend.start}, nil
+}
+
+// limitArgs are the values of limitColumns for e (its budget's spend
+// included).
+func limitArgs(e *keyEntry) ([]any, error) {
+	var l KeyLimits
+	if p := e.limits.Load(); p != nil {
+		l = *p
+	}
+	var models, expires any
+	if l.Models != nil {
+		b, err := json.Marshal(l.Models)
+		if err != nil {
+			return nil, err
+		}
+		models = string(b)
+	}
+	if !l.ExpiresAt.IsZero() {
+		expires = l.ExpiresAt.UnixMilli()
+	}
+	return []any{int64(l.Cap), string(l.period()), models, expires, int64(l.RPM), int64(l.Concurrency),
+		e.budget.spend.start, int64(e.budget.spend.spend)}, nil
 }
 
 func keyEntryFor(id, accountID, label, secret string) *keyEntry {
@@ -201,6 +352,64 @@ func keyEntryFor(id, accountID, label, secret string) *keyEntry {
 		hash:      sha256.Sum256([]byte(secret)),
 		principal: Principal{KeyID: id, AccountID: accountID, Label: label, Prefix: displayPrefix(secret)},
 	}
+}
+
+// SetKeyLimits replaces a key's limits and returns the key. A cap set on
+// a key that had none, or a new period, starts counting from the spend
+// the key's usage rows already have in the period (docs/api.md, "Keys as
+// projects"); a changed amount keeps the period's spend, so that a cap
+// lowered below it refuses the key's next request. A deleted key's limits
+// can be set (they no longer matter); an unknown key is ErrNotFound.
+func (s *Store) SetKeyLimits(ctx context.Context, keyID string, l KeyLimits) (Key, error) {
+	if err := l.Validate(); err != nil {
+		return Key{}, fmt.Errorf("ledger: key %s: %w", keyID, err)
+	}
+	l.Period, _ = ParsePeriod(string(l.Period))
+	now := s.now()
+	e := &keyEntry{principal: Principal{KeyID: keyID}}
+	e.setLimits(l)
+	err := s.eng.execCommit(ctx, "set limits of key "+keyID, func(ctx context.Context, conn execer) error {
+		var oldCap, start, spent Money
+		var oldPeriod string
+		err := conn.QueryRowContext(ctx, `SELECT cap, cap_period, period_start, period_spent FROM keys WHERE id = ?`+s.eng.forUpdate(), keyID).
+			Scan(&oldCap, &oldPeriod, &start, &spent)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("ledger: key %q: %w", keyID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		e.budget.spend = periodSpend{int64(start), spent}
+		switch {
+		case !l.Capped():
+			e.budget.spend = periodSpend{}
+		case oldCap == 0 || Period(oldPeriod) != l.period():
+			// the period's spend so far, from the rows (on SQLite the
+			// rollup's tail included: the usage rows are written with
+			// their debit, the derived tables later)
+			ps := l.period().Start(now)
+			var sum Money
+			err := conn.QueryRowContext(ctx, `SELECT coalesce((SELECT sum(spent) FROM usage_daily WHERE key_id = ? AND day >= ?), 0)
+				+ coalesce((SELECT sum(charged) FROM usage WHERE key_id = ? AND created_at >= ? AND NOT (`+s.eng.rolledUsage()+`)), 0)`,
+				keyID, time.UnixMilli(ps).UTC().Format(time.DateOnly), keyID, ps).Scan(&sum)
+			if err != nil {
+				return err
+			}
+			e.budget.spend = periodSpend{ps, sum}
+		}
+		args, err := limitArgs(e)
+		if err != nil {
+			return err
+		}
+		_, err = conn.ExecContext(ctx, `UPDATE keys SET cap = ?, cap_period = ?, models = ?, expires_at = ?, rpm = ?, concurrency = ?,
+			period_start = ?, period_spent = ? WHERE id = ?`, append(args, keyID)...)
+		return err
+	}, func() { s.keyLimitsSet(keyID, e) })
+	if err != nil {
+		return Key{}, err
+	}
+	s.changed("key:" + keyID)
+	return s.KeyByID(ctx, keyID)
 }
 
 // DeleteKey marks a key deleted. Authenticate refuses it in this process as
@@ -215,16 +424,23 @@ func (s *Store) DeleteKey(ctx context.Context, keyID string) error {
 	return nil
 }
 
-const keyColumns = `id, account_id, label, prefix, created_at, last_used_at, deleted_at`
+const keyColumns = `id, account_id, label, prefix, created_at, last_used_at, deleted_at, ` + limitColumns
 
-func scanKey(sc interface{ Scan(...any) error }) (Key, error) {
+func scanKey(sc interface{ Scan(...any) error }, more ...any) (Key, error) {
 	var k Key
 	var created, used, deleted sql.NullInt64
-	if err := sc.Scan(&k.ID, &k.AccountID, &k.Label, &k.Prefix, &created, &used, &deleted); err != nil {
+	var ls limitScan
+	dest := append(append([]any{&k.ID, &k.AccountID, &k.Label, &k.Prefix, &created, &used, &deleted}, ls.dest()...), more...)
+	if err := sc.Scan(dest...); err != nil {
 		return Key{}, err
 	}
 	k.CreatedAt, k.LastUsedAt, k.DeletedAt = fromMilli(created), fromMilli(used), fromMilli(deleted)
 	k.Deleted = deleted.Valid
+	l, err := ls.limits()
+	if err != nil {
+		return Key{}, err
+	}
+	k.Limits, k.PeriodStart, k.PeriodSpent = l, int64(ls.start), ls.spent
 	return k, nil
 }
 

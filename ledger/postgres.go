@@ -393,11 +393,7 @@ func (p *pgEngine) reloadKey(ctx context.Context, id string) error {
 	s := p.s
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	var pr Principal
-	var hash []byte
-	var deleted *int64
-	err := p.pool.QueryRow(ctx, `SELECT id, account_id, label, prefix, hash, deleted_at FROM keys WHERE id = $1`, id).
-		Scan(&pr.KeyID, &pr.AccountID, &pr.Label, &pr.Prefix, &hash, &deleted)
+	e, deleted, err := scanEntry(p.pool.QueryRow(ctx, `SELECT `+entryColumns+` FROM keys WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -407,15 +403,7 @@ func (p *pgEngine) reloadKey(ctx context.Context, id string) error {
 	kc := &s.keys
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
-	if e := kc.byID[id]; e != nil {
-		e.deleted.Store(deleted != nil)
-		return nil
-	}
-	if deleted == nil && len(hash) == 32 {
-		e := &keyEntry{principal: pr}
-		copy(e.hash[:], hash)
-		kc.putLocked(e)
-	}
+	kc.refreshLocked(e, deleted)
 	return nil
 }
 

@@ -455,6 +455,15 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 			b.spend[r.AccountID] = sp
 		}
 		addUsage(b.keys, b.daily, r)
+		if h := c.hold; h.key != nil && h.keyStart >= 0 && r.Charged != 0 {
+			id := h.key.principal.KeyID
+			k := b.keys[id]
+			if k.period.spend == 0 {
+				k.period.start = -1
+			}
+			k.period.add(h.keyStart, r.Charged)
+			b.keys[id] = k
+		}
 		if r.HoldLapsed {
 			p.lapsed.Add(1)
 		}
@@ -500,15 +509,25 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		slices.Sort(ids)
 		var n, in, out, spent, last = make([]int64, len(ids)), make([]int64, len(ids)), make([]int64, len(ids)),
 			make([]int64, len(ids)), make([]int64, len(ids))
+		pstart, pspend := make([]int64, len(ids)), make([]int64, len(ids))
 		for i, id := range ids {
 			k := b.keys[id]
 			n[i], in[i], out[i], spent[i], last[i] = k.requests, k.input, k.output, int64(k.spent), k.lastUsed
+			pstart[i], pspend[i] = -1, 0
+			if k.period.spend != 0 {
+				pstart[i], pspend[i] = k.period.start, int64(k.period.spend)
+			}
 		}
+		// a capped key's period spend as periodSpend.add counts it (-1: no charge to count)
 		pb.Queue(`UPDATE keys SET requests = keys.requests + v.n, input_tokens = keys.input_tokens + v.i,
 			output_tokens = keys.output_tokens + v.o, spent = keys.spent + v.s,
-			last_used_at = greatest(coalesce(keys.last_used_at, 0), v.last)
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS v(id, n, i, o, s, last)
-			WHERE keys.id = v.id`, ids, n, in, out, spent, last)
+			last_used_at = greatest(coalesce(keys.last_used_at, 0), v.last),
+			period_spent = CASE WHEN v.ps > keys.period_start THEN v.pp WHEN v.ps = keys.period_start THEN keys.period_spent + v.pp
+				ELSE keys.period_spent END,
+			period_start = greatest(keys.period_start, v.ps)
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
+				AS v(id, n, i, o, s, last, ps, pp)
+			WHERE keys.id = v.id`, ids, n, in, out, spent, last, pstart, pspend)
 	}
 	if len(b.daily) > 0 {
 		dks := make([]dailyKey, 0, len(b.daily))

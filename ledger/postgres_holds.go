@@ -23,8 +23,10 @@ type reserveReq struct {
 	// (postgres_advance.go): the grant is carved from it
 	adv *advance
 	ask Money
+	// bound, if set, is the key's cap that bounds the grant
+	bound *keyCap
 	// outputs
-	status int // 0 reserved, 1 no account, 2 not enough, 3 no lease
+	status int // 0 reserved, 1 no account, 2 not enough, 3 no lease, 4 the key's cap
 	hold   int64
 	amount Money
 	extra  Money      // what the advance was raised by beyond amount
@@ -40,7 +42,7 @@ const maxReserveGroup = 256
 // reserve is Store.Reserve on PostgreSQL: a hold carved from the
 // account's advance, or else the request handed to the reserver, waited
 // for. fresh (ReserveWithMonthSpend) skips the advances.
-func (p *pgEngine) reserve(a *account, min, max Money, fresh bool) (*Hold, error) {
+func (p *pgEngine) reserve(a *account, bound *keyCap, min, max Money, fresh bool) (*Hold, error) {
 	s := p.s
 	done, err := s.beginRead()
 	if err != nil {
@@ -49,13 +51,13 @@ func (p *pgEngine) reserve(a *account, min, max Money, fresh bool) (*Hold, error
 	defer done()
 	var want *advance
 	var ask Money
-	if !fresh {
+	if !fresh && bound == nil {
 		var h *Hold
 		if h, want, ask = p.fromAdvance(a, max); h != nil {
 			return h, nil
 		}
 	}
-	r := &reserveReq{acct: a, min: min, max: max, adv: want, ask: ask, done: make(chan struct{})}
+	r := &reserveReq{acct: a, min: min, max: max, adv: want, ask: ask, bound: bound, done: make(chan struct{})}
 	select {
 	case p.reserves <- r:
 	case <-p.bgCtx.Done():
@@ -71,10 +73,15 @@ func (p *pgEngine) reserve(a *account, min, max Money, fresh bool) (*Hold, error
 		return nil, ErrInsufficientFunds
 	case r.status == 3:
 		return nil, fmt.Errorf("ledger: reserve on %q: %w: this instance has no lease", a.id, ErrWriteFailed)
+	case r.status == 4:
+		return nil, capError(bound.e, bound.lim, bound.now)
 	}
 	s.outstanding.Add(int64(r.amount))
 	s.openHolds.Add(1)
 	h := &Hold{s: s, acct: a, amount: r.amount, id: r.hold, adv: want, spendMonth: r.spend.month, spent: r.spend.spend}
+	if bound != nil {
+		h.key = bound.e
+	}
 	if want != nil {
 		h.id = randomHoldID() // its own, for its usage row; r.hold is the advance's
 	}
@@ -160,17 +167,21 @@ func (p *pgEngine) reserveTx(ctx context.Context, conn *pgx.Conn, group []*reser
 	n := len(group)
 	holds, accts := make([]int64, n), make([]string, n)
 	mins, maxs, asks := make([]int64, n), make([]int64, n), make([]int64, n)
+	keys, starts := make([]string, n), make([]int64, n)
 	for i, r := range group {
 		holds[i], accts[i], mins[i], maxs[i], asks[i] = randomHoldID(), r.acct.id, int64(r.min), int64(r.max), int64(r.ask)
 		if r.adv != nil {
 			holds[i] = r.adv.id
 		}
+		if r.bound != nil {
+			keys[i], starts[i] = r.bound.e.principal.KeyID, r.bound.start()
+		}
 	}
 	p.dbReserves.Add(uint64(n))
 	var status, months []int32
 	var granted, extras, avails, spends []int64
-	err := conn.QueryRow(ctx, `SELECT status, granted, extras, avails, months, spends FROM mg_reserve($1, $2, $3, $4, $5, $6)`,
-		p.id, holds, accts, mins, maxs, asks).Scan(&status, &granted, &extras, &avails, &months, &spends)
+	err := conn.QueryRow(ctx, `SELECT status, granted, extras, avails, months, spends FROM mg_reserve($1, $2, $3, $4, $5, $6, $7, $8)`,
+		p.id, holds, accts, mins, maxs, asks, keys, starts).Scan(&status, &granted, &extras, &avails, &months, &spends)
 	if err != nil {
 		return err
 	}
@@ -282,7 +293,14 @@ func (p *pgEngine) extendRow(h *Hold, extra Money) (Money, error) {
 		id = h.adv.id
 	}
 	var g int64
-	if err := p.pool.QueryRow(ctx, `SELECT mg_extend($1, $2)`, id, int64(extra)).Scan(&g); err != nil {
+	var err error
+	if l := keyLimitsOf(h.key); l.Capped() {
+		err = p.pool.QueryRow(ctx, `SELECT mg_extend_key($1, $2, $3, $4)`, id, int64(extra), h.key.principal.KeyID,
+			l.period().Start(p.s.now())).Scan(&g)
+	} else {
+		err = p.pool.QueryRow(ctx, `SELECT mg_extend($1, $2)`, id, int64(extra)).Scan(&g)
+	}
+	if err != nil {
 		return 0, err
 	}
 	return Money(g), nil

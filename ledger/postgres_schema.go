@@ -552,6 +552,173 @@ BEGIN
 END
 $$;
 `,
+	// 8: keys' own limits, as SQLite's migration 12 (keyLimitsMigration),
+	// and their caps kept through the holds: a hold on a capped key
+	// carries the key (holds.key_id), so that what the key holds is the
+	// sum of its holds' rows, whichever instance made them and however they
+	// end (a settle, a release, a reaped lapse all delete the row).
+	// mg_reserve takes, per request, the key whose cap bounds it ('' for
+	// none) and the start of its period (unix ms): the keys are locked
+	// after the accounts, and a grant is at most the cap less the period's
+	// spend and the key's holds (status 4 when that is below the
+	// request's least). mg_extend_key is mg_extend for a capped key's
+	// hold. Settles move the period's spend in their batch's transaction.
+	// Every writer takes holds, then accounts, then keys.
+	strings.ReplaceAll(keyLimitsMigration, "INTEGER", "bigint") + `
+ALTER TABLE holds ADD COLUMN key_id text;
+CREATE INDEX holds_key ON holds (key_id) WHERE key_id IS NOT NULL;
+
+CREATE TRIGGER keys_limits_changed AFTER UPDATE OF cap, cap_period, models, expires_at, rpm, concurrency ON keys FOR EACH ROW
+	EXECUTE FUNCTION mg_key_changed();
+
+-- mg_key_left is what key p_key's cap leaves in the period that starts at
+-- p_start: the cap, less the period's spend, less its holds. The caller
+-- holds the key's row lock.
+CREATE FUNCTION mg_key_left(p_key text, p_start bigint) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+	SELECT k.cap - CASE WHEN k.period_start >= p_start THEN k.period_spent ELSE 0 END
+		- coalesce((SELECT sum(h.amount) FROM holds h WHERE h.key_id = p_key), 0)
+	FROM keys k WHERE k.id = p_key
+$$;
+
+DROP FUNCTION IF EXISTS mg_reserve(text, bigint[], text[], bigint[], bigint[], bigint[]);
+
+-- mg_reserve is migration 7's, plus the keys' caps (p_keys, p_starts).
+CREATE OR REPLACE FUNCTION mg_reserve(p_instance text, p_holds bigint[], p_accts text[], p_mins bigint[], p_maxs bigint[],
+	p_extras bigint[], p_keys text[], p_starts bigint[], OUT status integer[], OUT granted bigint[], OUT extras bigint[],
+	OUT avails bigint[], OUT months integer[], OUT spends bigint[])
+LANGUAGE plpgsql AS $$
+DECLARE
+	n integer := cardinality(p_holds);
+	ids text[];
+	a_avails bigint[];
+	a_months integer[];
+	a_spends bigint[];
+	kids text[];
+	klefts bigint[];
+	k integer;
+	j integer := 1;
+	r record;
+	cur text;
+	avail bigint;
+	added bigint := 0;
+	g bigint;
+	e bigint;
+	adv bigint;
+BEGIN
+	PERFORM set_config('synchronous_commit', 'off', true);
+	status := array_fill(0, ARRAY[n]);
+	granted := array_fill(0::bigint, ARRAY[n]);
+	extras := array_fill(0::bigint, ARRAY[n]);
+	avails := array_fill(0::bigint, ARRAY[n]);
+	months := array_fill(0, ARRAY[n]);
+	spends := array_fill(0::bigint, ARRAY[n]);
+	IF NOT EXISTS (SELECT 1 FROM instances WHERE id = p_instance AND lease_until > clock_timestamp()) THEN
+		status := array_fill(3, ARRAY[n]);
+		RETURN;
+	END IF;
+	-- the advances to raise, before the accounts
+	PERFORM 1 FROM holds WHERE id IN (SELECT v.h FROM unnest(p_holds, p_extras) AS v(h, x) WHERE v.x > 0)
+		ORDER BY id FOR UPDATE;
+	SELECT array_agg(a.id ORDER BY a.id), array_agg(a.avail ORDER BY a.id),
+		array_agg(a.spend_month ORDER BY a.id), array_agg(a.month_spend ORDER BY a.id)
+		INTO ids, a_avails, a_months, a_spends
+		FROM (SELECT id, balance - held AS avail, spend_month, month_spend FROM accounts
+			WHERE id = ANY(p_accts) ORDER BY id FOR UPDATE) AS a;
+	-- the capped keys, after the accounts, and what each leaves
+	IF EXISTS (SELECT 1 FROM unnest(p_keys) AS v(k) WHERE v.k <> '') THEN
+		PERFORM 1 FROM keys WHERE id IN (SELECT v.k FROM unnest(p_keys) AS v(k) WHERE v.k <> '') ORDER BY id FOR UPDATE;
+		SELECT array_agg(v.k), array_agg(mg_key_left(v.k, v.st)) INTO kids, klefts
+			FROM (SELECT DISTINCT ON (u.k) u.k, u.st FROM unnest(p_keys, p_starts) AS u(k, st)
+				WHERE u.k <> '' ORDER BY u.k, u.st DESC) AS v;
+	END IF;
+	FOR r IN SELECT v.acct, v.mn, v.mx, v.x, v.k, v.i FROM unnest(p_accts, p_mins, p_maxs, p_extras, p_keys)
+		WITH ORDINALITY AS v(acct, mn, mx, x, k, i) ORDER BY v.acct, v.i
+	LOOP
+		IF cur IS DISTINCT FROM r.acct THEN
+			IF added > 0 THEN
+				UPDATE accounts SET held = held + added WHERE id = cur;
+			END IF;
+			cur := r.acct;
+			added := 0;
+			WHILE j <= coalesce(cardinality(ids), 0) AND ids[j] < cur LOOP
+				j := j + 1;
+			END LOOP;
+			avail := CASE WHEN ids[j] = cur THEN a_avails[j] END;
+		END IF;
+		IF avail IS NULL THEN
+			status[r.i] := 1;
+			CONTINUE;
+		END IF;
+		g := least(r.mx, avail);
+		k := NULL;
+		IF r.k <> '' THEN
+			k := array_position(kids, r.k);
+			IF coalesce(klefts[k], 0) < g THEN
+				g := greatest(coalesce(klefts[k], 0), 0);
+				IF g <= 0 OR g < r.mn THEN
+					status[r.i] := 4;
+					avails[r.i] := avail;
+					CONTINUE;
+				END IF;
+			END IF;
+		END IF;
+		IF (r.mx > 0 AND g <= 0) OR g < r.mn THEN
+			status[r.i] := 2;
+			avails[r.i] := avail;
+			CONTINUE;
+		END IF;
+		avail := avail - g;
+		IF k IS NOT NULL THEN
+			klefts[k] := klefts[k] - g;
+		END IF;
+		e := 0;
+		IF r.x > 0 THEN
+			SELECT h.amount INTO adv FROM holds h WHERE h.id = p_holds[r.i];
+			e := greatest(least(r.x, avail / 64 - coalesce(adv, 0) - g), 0);
+		END IF;
+		avail := avail - e;
+		added := added + g + e;
+		granted[r.i] := g;
+		extras[r.i] := e;
+		avails[r.i] := avail;
+		months[r.i] := a_months[j];
+		spends[r.i] := a_spends[j];
+	END LOOP;
+	IF added > 0 THEN
+		UPDATE accounts SET held = held + added WHERE id = cur;
+	END IF;
+	INSERT INTO holds AS h (id, account_id, instance_id, amount, key_id)
+		SELECT v.h, v.acct, p_instance, v.g + v.e, nullif(v.k, '')
+		FROM unnest(p_holds, p_accts, granted, extras, p_keys) AS v(h, acct, g, e, k)
+		WHERE v.g + v.e > 0
+		ON CONFLICT (id) DO UPDATE SET amount = h.amount + excluded.amount;
+END
+$$;
+
+-- mg_extend_key is mg_extend for the hold of a capped key: the extra is
+-- also at most what the key's cap leaves in the period that starts at
+-- p_start.
+CREATE FUNCTION mg_extend_key(p_hold bigint, p_extra bigint, p_key text, p_start bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	acct text;
+	g bigint;
+BEGIN
+	PERFORM set_config('synchronous_commit', 'off', true);
+	SELECT account_id INTO acct FROM holds WHERE id = p_hold FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN -1;
+	END IF;
+	SELECT least(p_extra, greatest(balance - held, 0)) INTO g FROM accounts WHERE id = acct FOR UPDATE;
+	PERFORM 1 FROM keys WHERE id = p_key FOR UPDATE;
+	g := least(g, greatest(coalesce(mg_key_left(p_key, p_start), 0), 0));
+	UPDATE accounts SET held = held + g WHERE id = acct;
+	UPDATE holds SET amount = amount + g WHERE id = p_hold;
+	RETURN g;
+END
+$$;
+`,
 }
 
 // pgMigrationLock is the advisory lock key that serializes migrations of

@@ -86,9 +86,14 @@ func (p *pgEngine) setAccount(ctx context.Context, id, column, value string) err
 
 func (p *pgEngine) createKey(ctx context.Context, e *keyEntry, now int64) error {
 	pr := e.principal
-	err := p.write(ctx, "create key "+pr.KeyID, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO keys (id, account_id, hash, label, prefix, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-			pr.KeyID, pr.AccountID, e.hash[:], pr.Label, pr.Prefix, now)
+	limits, err := limitArgs(e)
+	if err != nil {
+		return err
+	}
+	err = p.write(ctx, "create key "+pr.KeyID, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO keys (id, account_id, hash, label, prefix, created_at, `+limitColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			append([]any{pr.KeyID, pr.AccountID, e.hash[:], pr.Label, pr.Prefix, now}, limits...)...)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23503" { // foreign key: no such account
 			return fmt.Errorf("ledger: account %q: %w", pr.AccountID, ErrNotFound)
@@ -136,6 +141,11 @@ func (p *pgEngine) registerModel(ctx context.Context, id string, now int64) (int
 // execSQL runs fn (queries with ? placeholders) in a database/sql
 // transaction on the pool: the writes shared with SQLite's writer (logins).
 func (p *pgEngine) execSQL(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error {
+	return p.execCommit(ctx, what, fn, nil)
+}
+
+// execCommit runs commit, under loadMu, once the transaction committed.
+func (p *pgEngine) execCommit(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error, commit func()) error {
 	done, err := p.s.beginRead()
 	if err != nil {
 		return err
@@ -156,6 +166,9 @@ func (p *pgEngine) execSQL(ctx context.Context, what string, fn func(ctx context
 	}
 	if err := tx.Commit(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return fmt.Errorf("ledger: %s: write failed: %w", what, err)
+	}
+	if commit != nil {
+		p.applyLocked(commit)
 	}
 	return nil
 }

@@ -267,6 +267,14 @@ func testMonthSpendMigration(t *testing.T, b backend) {
 	}
 	// and of the migrations after it, which must apply again
 	undo = append(undo, `DROP INDEX accounts_created`)
+	if b.pg {
+		undo = append(undo, `DROP TRIGGER keys_limits_changed ON keys`, `ALTER TABLE holds DROP COLUMN key_id`,
+			`DROP FUNCTION mg_extend_key`, `DROP FUNCTION mg_reserve(text, bigint[], text[], bigint[], bigint[], bigint[], text[], bigint[])`,
+			`DROP FUNCTION mg_key_left`)
+	}
+	for _, col := range strings.Split(limitColumns, ", ") {
+		undo = append(undo, `ALTER TABLE keys DROP COLUMN `+col)
+	}
 	if !b.pg {
 		undo = append(undo, `DROP TABLE usage_by_key`, `DROP TABLE usage_rollup`, `CREATE INDEX usage_key ON usage (key_id, created_at)`)
 	}

@@ -46,7 +46,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		`INSERT INTO accounts (id, email, plan, state, balance, created_at) VALUES (?, ?, ?, 'active', 0, ?) ON CONFLICT DO NOTHING`,
 		`UPDATE accounts SET state = ?, suspended_for = '' WHERE id = ?`,
 		`UPDATE accounts SET plan = ? WHERE id = ?`,
-		`INSERT INTO keys (id, account_id, hash, label, prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO keys (id, account_id, hash, label, prefix, created_at, ` + limitColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		`UPDATE keys SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`,
 		`SELECT 1 FROM keys WHERE id = ?`,
 		`INSERT INTO models (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
@@ -323,7 +323,11 @@ func (e *sqliteEngine) exec(ctx context.Context, c *command, g *batchAgg) error 
 		if err != nil {
 			return err
 		}
-		_, err = st.insKey.ExecContext(ctx, p.KeyID, p.AccountID, c.key.hash[:], p.Label, p.Prefix, c.now)
+		limits, err := limitArgs(c.key)
+		if err != nil {
+			return err
+		}
+		_, err = st.insKey.ExecContext(ctx, append([]any{p.KeyID, p.AccountID, c.key.hash[:], p.Label, p.Prefix, c.now}, limits...)...)
 		return err
 
 	case cmdDeleteKey:
@@ -487,8 +491,33 @@ func (e *sqliteEngine) flush(ctx context.Context, g *batchAgg) error {
 	if err := st.debits.run(ctx); err != nil {
 		return fmt.Errorf("debit accounts: %w", err)
 	}
+	return e.flushKeySpend(ctx, g.settles)
+}
+
+// flushKeySpend moves the period spend of the capped keys the batch's
+// settles charged, in the batch's transaction (keylimits.go): a charge of
+// a later period than the key's count starts that period afresh, one of
+// an earlier period is not counted. Settles of keys without a cap write
+// nothing here.
+func (e *sqliteEngine) flushKeySpend(ctx context.Context, settles []*command) error {
+	for _, c := range settles {
+		h := c.hold
+		if c.err != nil || h.key == nil || h.keyStart < 0 || c.rec.Charged == 0 {
+			continue
+		}
+		if _, err := e.wconn.ExecContext(ctx, keySpendUpdate, h.key.principal.KeyID, h.keyStart, int64(c.rec.Charged)); err != nil {
+			return fmt.Errorf("key period spend: %w", err)
+		}
+	}
 	return nil
 }
+
+// keySpendUpdate adds a charge (?3) made in the period that starts at ?2
+// to key ?1's period spend, as periodSpend.add does.
+const keySpendUpdate = `UPDATE keys SET
+	period_spent = CASE WHEN ?2 > period_start THEN ?3 WHEN ?2 = period_start THEN period_spent + ?3 ELSE period_spent END,
+	period_start = max(period_start, ?2)
+	WHERE id = ?1`
 
 // apply makes a committed batch's effects visible in memory. The caller
 // holds loadMu exclusively.
@@ -506,6 +535,14 @@ func (e *sqliteEngine) apply(batch []*command) {
 			a.balance -= c.rec.Charged
 			a.spend.add(monthOf(c.rec.CreatedAt), c.rec.Charged)
 			a.held -= h.amount
+			if k := h.key; k != nil {
+				k.budget.mu.Lock()
+				k.budget.held -= h.amount
+				if h.keyStart >= 0 {
+					k.budget.spend.add(h.keyStart, c.rec.Charged)
+				}
+				k.budget.mu.Unlock()
+			}
 			h.state = holdSettled
 			amt := h.amount
 			a.mu.Unlock()

@@ -13,12 +13,29 @@ import (
 // holds.
 func (e *sqliteEngine) sharedHolds() bool { return false }
 
-// reserve grants min(max, balance − held) in memory.
-func (e *sqliteEngine) reserve(a *account, min, max Money, _ bool) (*Hold, error) {
+// reserve grants min(max, balance − held) in memory, and no more than
+// the key's cap leaves when bound is set.
+func (e *sqliteEngine) reserve(a *account, bound *keyCap, min, max Money, _ bool) (*Hold, error) {
 	s := e.s
 	a.mu.Lock()
 	available := a.balance - a.held
+	var b *keyBudget
+	if bound != nil {
+		b = &bound.e.budget
+		b.mu.Lock()
+		if left := b.left(bound.lim, bound.now); left < available {
+			if left <= 0 || left < min {
+				b.mu.Unlock()
+				a.mu.Unlock()
+				return nil, capError(bound.e, bound.lim, bound.now)
+			}
+			available = left
+		}
+	}
 	if available <= 0 || available < min {
+		if b != nil {
+			b.mu.Unlock()
+		}
 		a.mu.Unlock()
 		return nil, ErrInsufficientFunds
 	}
@@ -27,19 +44,34 @@ func (e *sqliteEngine) reserve(a *account, min, max Money, _ bool) (*Hold, error
 		grant = available
 	}
 	a.held += grant
-	spend := a.spend
+	h := &Hold{s: s, acct: a, amount: grant, spendMonth: a.spend.month, spent: a.spend.spend}
+	if b != nil {
+		b.held += grant
+		b.mu.Unlock()
+		h.key = bound.e
+	}
 	a.mu.Unlock()
 	s.outstanding.Add(int64(grant))
 	s.openHolds.Add(1)
-	return &Hold{s: s, acct: a, amount: grant, spendMonth: spend.month, spent: spend.spend}, nil
+	return h, nil
 }
 
-// extend takes the extra from what the account has available in memory.
+// extend takes the extra from what the account has available in memory,
+// and no more than the key's cap leaves.
 func (e *sqliteEngine) extend(h *Hold, extra Money) (Money, error) {
 	a := h.acct
 	a.mu.Lock()
 	if avail := a.balance - a.held; extra > avail {
 		extra = max(avail, 0)
+	}
+	if h.key != nil {
+		b := &h.key.budget
+		b.mu.Lock()
+		if l := h.key.limits.Load(); l.Capped() {
+			extra = max(min(extra, b.left(l, e.s.now())), 0)
+		}
+		b.held += extra
+		b.mu.Unlock()
 	}
 	a.held += extra
 	h.amount += extra
@@ -54,7 +86,10 @@ func (e *sqliteEngine) extend(h *Hold, extra Money) (Money, error) {
 // batch committed (apply).
 func (e *sqliteEngine) settled(*Hold, *command, Money) {}
 
-func (e *sqliteEngine) unhold(h *Hold) { h.acct.held -= h.amount }
+func (e *sqliteEngine) unhold(h *Hold) {
+	h.acct.held -= h.amount
+	h.key.unhold(h.amount)
+}
 
 // releaseRow does nothing: the hold was only in memory.
 func (e *sqliteEngine) releaseRow(*Hold) {}

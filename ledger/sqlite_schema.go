@@ -276,7 +276,26 @@ CREATE TABLE usage_rollup (
 );
 INSERT INTO usage_rollup (one, rolled) SELECT 1, coalesce(max(id), 0) FROM usage;
 `,
+	// 12: keys' own limits (keylimits.go), PostgreSQL's migration 8.
+	keyLimitsMigration,
 }
+
+// keyLimitsMigration adds a key's own limits: its spend cap (nanos, 0:
+// none) and the period that resets it ('never', 'day', 'week', 'month'),
+// its model list (a JSON array of ids and patterns; NULL: all), when it
+// expires (unix ms; NULL: never), its own rpm and concurrency (0: the
+// plan's), and, while it has a cap, what it was charged in the period that
+// starts at period_start (unix ms), moved by each settle's transaction.
+const keyLimitsMigration = `
+ALTER TABLE keys ADD COLUMN cap INTEGER NOT NULL DEFAULT 0 CHECK (cap >= 0);
+ALTER TABLE keys ADD COLUMN cap_period TEXT NOT NULL DEFAULT 'never';
+ALTER TABLE keys ADD COLUMN models TEXT;
+ALTER TABLE keys ADD COLUMN expires_at INTEGER;
+ALTER TABLE keys ADD COLUMN rpm INTEGER NOT NULL DEFAULT 0 CHECK (rpm >= 0);
+ALTER TABLE keys ADD COLUMN concurrency INTEGER NOT NULL DEFAULT 0 CHECK (concurrency >= 0);
+ALTER TABLE keys ADD COLUMN period_start INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE keys ADD COLUMN period_spent INTEGER NOT NULL DEFAULT 0;
+`
 
 // accountsCreatedIndex is SQLite's migration 10 and PostgreSQL's 5.
 const accountsCreatedIndex = `CREATE INDEX IF NOT EXISTS accounts_created ON accounts (created_at, id);`

@@ -90,9 +90,14 @@ func (e *sqliteEngine) pruneAvailability(ctx context.Context, now int64) error {
 }
 
 func (e *sqliteEngine) execSQL(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error) error {
+	return e.execCommit(ctx, what, fn, nil)
+}
+
+// execCommit runs commit in the writer's turn, as its batch commits.
+func (e *sqliteEngine) execCommit(ctx context.Context, what string, fn func(ctx context.Context, conn execer) error, commit func()) error {
 	c := getCommand(cmdExec)
 	defer putCommand(c)
-	c.str, c.fn = what, fn
+	c.str, c.fn, c.commit = what, fn, commit
 	return e.run(ctx, c)
 }
 

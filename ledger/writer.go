@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"runtime"
@@ -85,7 +84,7 @@ func putCommand(c *command) {
 // The reload's queries: every account (only cached ones are updated) and every key.
 const (
 	reloadAccountsQuery = `SELECT id, balance, state, plan, suspended_for FROM accounts`
-	reloadKeysQuery     = `SELECT id, account_id, label, prefix, hash, deleted_at FROM keys`
+	reloadKeysQuery     = `SELECT ` + entryColumns + ` FROM keys`
 )
 
 // batchAgg accumulates one batch's per-account sums, so each account is
@@ -156,6 +155,10 @@ type keyAgg struct {
 	requests, input, output int64
 	spent                   Money
 	lastUsed                int64
+	// period is what a capped key's cap counts of the batch's charges
+	// (keylimits.go; PostgreSQL: SQLite writes it with the batch, the
+	// totals with the rollup); start -1: nothing
+	period periodSpend
 }
 
 // dailyKey is a usage_daily row's key.
@@ -449,22 +452,11 @@ func (s *Store) reload(ctx context.Context) error {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	for rows.Next() {
-		var p Principal
-		var hash []byte
-		var deleted sql.NullInt64
-		if err := rows.Scan(&p.KeyID, &p.AccountID, &p.Label, &p.Prefix, &hash, &deleted); err != nil {
+		e, deleted, err := scanEntry(rows)
+		if err != nil {
 			return err
 		}
-		if e := kc.byID[p.KeyID]; e != nil {
-			e.deleted.Store(deleted.Valid)
-			continue
-		}
-		if deleted.Valid || len(hash) != 32 {
-			continue
-		}
-		e := &keyEntry{principal: p}
-		copy(e.hash[:], hash)
-		kc.putLocked(e)
+		kc.refreshLocked(e, deleted)
 	}
 	clear(kc.neg)
 	kc.gen++

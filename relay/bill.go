@@ -46,13 +46,14 @@ type Bill struct {
 // caller).
 func (s *Service) openBill(rq *request, q quote) (*Bill, *formats.Error) {
 	tiered := rq.principal.Plan != nil && len(rq.principal.Plan.Tiers) > 0
-	reserve := s.Store.Reserve
-	if tiered {
-		// the tier reads the month's spend: counted on every instance
-		reserve = s.Store.ReserveWithMonthSpend
-	}
-	hold, err := reserve(rq.principal.AccountID, q.least, q.most)
+	// the tier reads the month's spend: counted on every instance; a
+	// capped key's cap bounds the hold too
+	hold, err := s.Store.ReserveForKey(rq.principal.Principal, q.least, q.most, tiered)
 	if err != nil {
+		var capped *ledger.KeyCapError
+		if errors.As(err, &capped) {
+			return nil, &formats.Error{Kind: formats.KindInsufficientQuota, Message: keyCapMessage(capped, q.short)}
+		}
 		if errors.Is(err, ledger.ErrInsufficientFunds) {
 			return nil, &formats.Error{Kind: formats.KindInsufficientQuota,
 				Message: "Your balance does not cover this request (" + q.short +
@@ -72,6 +73,20 @@ func (s *Service) openBill(rq *request, q quote) (*Bill, *formats.Error) {
 		tier = rq.principal.Plan.TierBps(hold.MonthSpend())
 	}
 	return &Bill{request: rq, hold: hold, tierBps: tier}, nil
+}
+
+// keyCapMessage is the refusal of a request that its key's spend cap does
+// not cover: the cap, its period and when it starts afresh.
+func keyCapMessage(e *ledger.KeyCapError, short string) string {
+	msg := "This API key's spend cap of " + e.Cap.String()
+	if e.Period != ledger.PeriodNever {
+		msg += " per " + string(e.Period)
+	}
+	msg += " does not cover this request (" + short + " at this model's price)"
+	if e.ResetsAt.IsZero() {
+		return msg + "; the cap does not reset. Raise the key's cap or use another key."
+	}
+	return msg + "; it resets at " + e.ResetsAt.UTC().Format(time.RFC3339) + ". Raise the key's cap or use another key."
 }
 
 // Charged is what the bill's settle debited (0 before it is durable): the
