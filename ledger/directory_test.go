@@ -3,8 +3,8 @@ package ledger
 import (
 	"context"
 	"errors"
-	"slices"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
