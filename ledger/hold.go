@@ -76,10 +76,10 @@ func (s *Store) ReserveWithMonthSpend(accountID string, min, max Money) (*Hold, 
 // every instance's holds on the key are rows that each reserve on it
 // counts.
 func (s *Store) ReserveForKey(p Principal, min, max Money, monthSpend bool) (*Hold, error) {
-	kc := &s.keys
-	kc.mu.RLock()
-	e := kc.byID[p.KeyID]
-	kc.mu.RUnlock()
+	e, err := s.keyEntryByID(p.KeyID)
+	if err != nil {
+		return nil, err
+	}
 	var bound *keyCap
 	if e != nil && e.principal.AccountID == p.AccountID {
 		if l := e.limits.Load(); l.Capped() {

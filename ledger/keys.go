@@ -267,6 +267,37 @@ func (s *Store) lookupKey(sum [32]byte, gen uint64) (*keyEntry, error) {
 	return e, nil
 }
 
+// keyEntryByID returns the cached entry of a key, reading it on a miss
+// (a key another instance created, not yet authenticated here); nil for
+// no key or a key without an id.
+func (s *Store) keyEntryByID(id string) (*keyEntry, error) {
+	kc := &s.keys
+	kc.mu.RLock()
+	e := kc.byID[id]
+	kc.mu.RUnlock()
+	if e != nil || id == "" {
+		return e, nil
+	}
+	done, err := s.beginRead()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	s.loadMu.RLock()
+	defer s.loadMu.RUnlock()
+	e, _, err = scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read key %s: %w", id, err)
+	}
+	kc.mu.Lock()
+	e = kc.putLocked(e)
+	kc.mu.Unlock()
+	return e, nil
+}
+
 // loadLiveKeys fills the key cache with every key not deleted.
 func (s *Store) loadLiveKeys(ctx context.Context) error {
 	q := `SELECT ` + entryColumns + ` FROM keys WHERE deleted_at IS NULL`

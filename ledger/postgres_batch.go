@@ -686,6 +686,10 @@ func (p *pgEngine) fixCharges(ctx context.Context, conn *pgx.Conn, accts []strin
 	}); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
+	keyLeft, err := p.keysLeft(ctx, conn, fix)
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
 	reqs := make([]string, 0, len(fix))
 	charged := make([]int64, 0, len(fix))
 	over := make([]bool, 0, len(fix))
@@ -695,6 +699,10 @@ func (p *pgEngine) fixCharges(ctx context.Context, conn *pgx.Conn, accts []strin
 		covered := min(int64(r.Charged), b.held[c.hold.id]) // 0 when lapsed
 		excess := int64(r.Charged) - covered
 		take := min(excess, b.avail[r.AccountID])
+		if left, capped := keyLeft[c.hold.key]; capped {
+			take = max(min(take, left), 0)
+			keyLeft[c.hold.key] = left - take
+		}
 		b.avail[r.AccountID] -= take
 		r.Charged = Money(covered + take)
 		if take < excess {
@@ -711,6 +719,65 @@ func (p *pgEngine) fixCharges(ctx context.Context, conn *pgx.Conn, accts []strin
 		return fmt.Errorf("settle: %w", err)
 	}
 	return nil
+}
+
+// keysLeft is, for the capped keys of the settles to fix, what their caps
+// leave beyond the batch's other charges on them (which the batch counts
+// only later): the keys' rows are locked, after the accounts, and the
+// holds this batch deleted no longer count. A lapsed hold's charge is
+// thus taken only as far as its key's cap goes, as the account's
+// available balance bounds it.
+func (p *pgEngine) keysLeft(ctx context.Context, conn *pgx.Conn, fix []*command) (map[*keyEntry]int64, error) {
+	var ids []string
+	var starts []int64
+	for _, c := range fix {
+		if h := c.hold; h.key != nil && h.keyStart >= 0 && !slices.Contains(ids, h.key.principal.KeyID) {
+			ids, starts = append(ids, h.key.principal.KeyID), append(starts, h.keyStart)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := conn.Query(ctx, `SELECT v.k, coalesce(mg_key_left(v.k, v.st), 0)
+		FROM (SELECT k.id AS k, u.st FROM keys k JOIN unnest($1::text[], $2::bigint[]) AS u(k, st) ON k.id = u.k
+			ORDER BY k.id FOR UPDATE OF k) AS v`, ids, starts)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]int64{}
+	var id string
+	var left int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &left}, func() error {
+		byID[id] = left
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	out := map[*keyEntry]int64{}
+	for _, c := range p.batch.settles {
+		k := c.hold.key
+		l, capped := byID[keyIDOf(k)]
+		if !capped {
+			continue
+		}
+		if _, seen := out[k]; !seen {
+			out[k] = l
+		}
+		if !slices.Contains(fix, c) {
+			out[k] -= int64(c.rec.Charged)
+		} else {
+			out[k] -= min(int64(c.rec.Charged), p.batch.held[c.hold.id])
+		}
+	}
+	return out, nil
+}
+
+// keyIDOf is e's key id ("" for none).
+func keyIDOf(e *keyEntry) string {
+	if e == nil {
+		return ""
+	}
+	return e.principal.KeyID
 }
 
 // resolveDuplicates looks at the rows of the settles whose request id was
