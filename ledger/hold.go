@@ -66,8 +66,8 @@ func (s *Store) ReserveWithMonthSpend(accountID string, min, max Money) (*Hold, 
 }
 
 // ReserveForKey is Reserve, or ReserveWithMonthSpend when monthSpend is
-// set, for a request made with key p. A key with a spend cap (its limits
-// as the ledger has them now, not as p carries them) also bounds the
+// set, for a request made with key p. A key with a spend cap (p carries
+// one; the cap is the ledger's now, which may have changed since) also bounds the
 // grant: it is at most what the cap leaves in its period, less the key's
 // other holds, and the settle counts the charge in the period (in the
 // transaction that debits it). A cap that leaves less than min refuses the
@@ -76,6 +76,11 @@ func (s *Store) ReserveWithMonthSpend(accountID string, min, max Money) (*Hold, 
 // every instance's holds on the key are rows that each reserve on it
 // counts.
 func (s *Store) ReserveForKey(p Principal, min, max Money, monthSpend bool) (*Hold, error) {
+	if !p.Limits.Capped() {
+		// no cap when the key was authenticated: a cap set since applies
+		// from the key's next request
+		return s.reserveBound(p.AccountID, nil, min, max, monthSpend)
+	}
 	e, err := s.keyEntryByID(p.KeyID)
 	if err != nil {
 		return nil, err
