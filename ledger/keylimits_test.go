@@ -294,10 +294,19 @@ func testKeyCapChanged(t *testing.T, b backend) {
 	}
 	s := stores[0]
 	a := mustAccount(t, s, 1_000_000)
-	_, p := keyPrincipal(t, s, a.ID, KeyLimits{})
+	secret, p := keyPrincipal(t, s, a.ID, KeyLimits{})
+	// each request authenticates its key, as the gateway does
+	auth := func(st *Store) Principal {
+		t.Helper()
+		p, err := st.Authenticate(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	spend := func(s *Store, id string, cost Money) {
 		t.Helper()
-		h, err := s.ReserveForKey(p, cost, cost, false)
+		h, err := s.ReserveForKey(auth(s), cost, cost, false)
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
@@ -312,11 +321,11 @@ func testKeyCapChanged(t *testing.T, b backend) {
 	if err != nil || k.SpentThisPeriod(time.Now()) != 600 || k.Left(time.Now()) != 400 {
 		t.Fatalf("cap set: %+v, %v; want 600 spent and 400 left", k, err)
 	}
-	h, err := s.ReserveForKey(p, 1, 1000, false)
+	h, err := s.ReserveForKey(auth(s), 1, 1000, false)
 	if err != nil || h.Amount() != 400 {
 		t.Fatalf("the hold is what the cap leaves (400): %v, %v", h, err)
 	}
-	if _, err := s.ReserveForKey(p, 1, 1000, false); !errors.Is(err, ErrKeyCapReached) {
+	if _, err := s.ReserveForKey(auth(s), 1, 1000, false); !errors.Is(err, ErrKeyCapReached) {
 		t.Fatalf("a second reserve while the cap is held: %v", err)
 	}
 	h.Release()
@@ -329,7 +338,7 @@ func testKeyCapChanged(t *testing.T, b backend) {
 	for i, st := range stores {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			_, err := st.ReserveForKey(p, 1, 10, false)
+			_, err := st.ReserveForKey(auth(st), 1, 10, false)
 			var ce *KeyCapError
 			// (the database may refuse before the instance has the new
 			// cap to name)
@@ -368,7 +377,7 @@ func testKeyCapChanged(t *testing.T, b backend) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, st := range stores {
 		for {
-			h, err := st.ReserveForKey(p, 5000, 5000, false)
+			h, err := st.ReserveForKey(auth(st), 5000, 5000, false)
 			if err == nil {
 				h.Release()
 				break
