@@ -22,13 +22,15 @@ import (
 // keeps balances, holds, the writer and the SQLite server lock.
 var ledgers = caddy.NewUsagePool()
 
-// ledgerHandle adapts a store to the usage pool. Its writer reports each
-// commit to the metrics of the newest config using it, and key and account
-// changes to the other instances through that config's Redis, if any.
+// ledgerHandle adapts a store to the usage pool. It keeps the gateway's
+// metric series, which every config using the ledger registers, so that a
+// reload keeps their values (Caddy's registry is per config). Its writer
+// reports each commit to them, and key and account changes to the other
+// instances through the newest config's Redis, if any.
 type ledgerHandle struct {
 	*ledger.Store
-	metrics atomic.Pointer[relay.Metrics]
-	redis   atomic.Pointer[redis.Client]
+	series *relay.Metrics
+	redis  atomic.Pointer[redis.Client]
 }
 
 // changed announces a key or account change made through this store.
@@ -52,9 +54,7 @@ func (l *ledgerHandle) Destruct() error { return l.Close() }
 
 // committed observes one ledger write transaction.
 func (l *ledgerHandle) committed(commands int, took time.Duration) {
-	if m := l.metrics.Load(); m != nil {
-		m.Committed(commands, took)
-	}
+	l.series.Committed(commands, took)
 }
 
 // prepareLedger checks the ledger settings and names the ledger in the
@@ -97,7 +97,7 @@ func (a *App) prepareLedger() error {
 // openLedger opens the ledger, or takes it from a running config.
 func (a *App) openLedger() (*ledgerHandle, error) {
 	v, _, err := ledgers.LoadOrNew(a.ledgerKey, func() (caddy.Destructor, error) {
-		h := new(ledgerHandle)
+		h := &ledgerHandle{series: relay.NewMetrics()}
 		opts := a.ledgerOpts
 		opts.OnCommit, opts.OnChange = h.committed, h.changed
 		s, err := ledger.Open(a.ctx, opts)
@@ -145,12 +145,12 @@ func (a *App) useLedger(h *ledgerHandle) error {
 		// a previous one left open
 		a.closeStaleIncidents(ctx)
 	}
-	m, err := relay.NewMetrics(ctx.GetMetricsRegistry(), a.store, breakerCollector{a})
-	if err != nil {
+	// the ledger's series, registered on this config's registry: a reload
+	// keeps their values
+	if err := h.series.Register(ctx.GetMetricsRegistry(), a.store, breakerCollector{a}); err != nil {
 		return err
 	}
-	a.metrics = m
-	h.metrics.Store(m)
+	a.metrics = h.series
 	h.redis.Store(a.heldLimiter.rdb)
 	a.heldLimiter.store.Store(a.store)
 	a.svc = &relay.Service{

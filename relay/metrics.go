@@ -9,9 +9,11 @@ import (
 	"github.com/modelgate/modelgate/ledger"
 )
 
-// Metrics are the gateway's Prometheus collectors, registered on each
-// config's registry (Caddy serves them with its metrics). Labels name
-// providers by name and keys by ID, never by secret.
+// Metrics are the gateway's Prometheus collectors. Caddy's metrics
+// registry is per config, so the collectors are made once (NewMetrics) and
+// registered on each config's registry (Register): a reload keeps every
+// counter's and histogram's values. Labels name providers by name and keys
+// by ID, never by secret.
 type Metrics struct {
 	attempts *prometheus.CounterVec   // provider, upstream_key
 	failures *prometheus.CounterVec   // provider, upstream_key, cause
@@ -51,13 +53,11 @@ type upstreamCollectors struct {
 	latency, ttft prometheus.Observer
 }
 
-// NewMetrics builds the collectors and registers them on reg, with extra
-// collectors of the caller's (the breakers' states) and a gauge of the
-// money store holds.
-func NewMetrics(reg prometheus.Registerer, store *ledger.Store, extra ...prometheus.Collector) (*Metrics, error) {
+// NewMetrics builds the collectors, registered nowhere yet.
+func NewMetrics() *Metrics {
 	const ns = "modelgate"
 	buckets := []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
-	m := &Metrics{
+	return &Metrics{
 		settled:  map[settledLabels]*settledCollectors{},
 		upstream: map[upstreamLabels]*upstreamCollectors{},
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_attempts_total",
@@ -91,6 +91,13 @@ func NewMetrics(reg prometheus.Registerer, store *ledger.Store, extra ...prometh
 			Help:    "Commands (settles, credits, …) grouped into one ledger write transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 	}
+}
+
+// Register registers the collectors on reg (a config's registry), with
+// gauges of what store holds and counts and extra collectors of the
+// caller's (the breakers' states), which report live values.
+func (m *Metrics) Register(reg prometheus.Registerer, store *ledger.Store, extra ...prometheus.Collector) error {
+	const ns = "modelgate"
 	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold, m.uncollected, m.settleRetries, m.limited, m.commits, m.batch,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "settles_pending",
 			Help: "Bills of answers already made that the ledger has not taken yet (their holds stay reserved)."}, func() float64 { return float64(pendingSettles.Load()) }),
@@ -107,10 +114,10 @@ func NewMetrics(reg prometheus.Registerer, store *ledger.Store, extra ...prometh
 	collectors = append(collectors, extra...)
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // collectorsFor returns the collectors of labels, making them on first use.

@@ -17,8 +17,8 @@ func BenchmarkMetricsPerRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	m, err := NewMetrics(prometheus.NewRegistry(), s)
-	if err != nil {
+	m := NewMetrics()
+	if err := m.Register(prometheus.NewRegistry(), s); err != nil {
 		b.Fatal(err)
 	}
 	rec := &ledger.UsageRecord{Model: "gpt-4o-mini", Provider: "openai", ClientFormat: "openai.chat", Outcome: "ok",

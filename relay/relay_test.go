@@ -91,8 +91,8 @@ func testServiceOn(t *testing.T, opts ledger.Options, format upstream.Format, fa
 		Routes: []Route{{Provider: p, UpstreamModel: "up-m"}}}
 	svc := &Service{Store: store, Logger: zap.NewNop(), Models: map[string]*Model{"m": m},
 		Signatures: NewSignatureCache(10, time.Minute), MinOutput: 1, MaxAttempts: 1, MaxRequestBody: 1 << 20}
-	svc.Metrics, err = NewMetrics(prometheus.NewRegistry(), store)
-	if err != nil {
+	svc.Metrics = NewMetrics()
+	if err := svc.Metrics.Register(prometheus.NewRegistry(), store); err != nil {
 		t.Fatal(err)
 	}
 	svc.Prepare()
