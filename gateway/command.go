@@ -593,9 +593,14 @@ func openCLILedger(ctx context.Context, fl caddycmd.Flags, cc cliConfig) (*ledge
 	return s, nil
 }
 
-// redactDSN is a PostgreSQL DSN without its password, for messages.
+// redactDSN is a PostgreSQL DSN without its password (in the user
+// information or a password parameter), for messages and the log.
 func redactDSN(dsn string) string {
 	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		if q := u.Query(); q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
 		return u.Redacted()
 	}
 	// key=value form: drop the password pair

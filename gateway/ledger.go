@@ -94,6 +94,15 @@ func (a *App) prepareLedger() error {
 	return ledger.Check(a.ledgerOpts)
 }
 
+// ledgerDescription names the ledger for the log: the SQLite file's path,
+// or the PostgreSQL DSN without its password.
+func (a *App) ledgerDescription() string {
+	if a.ledgerOpts.Postgres == "" {
+		return "sqlite " + a.ledgerOpts.Path
+	}
+	return "postgres " + redactDSN(a.ledgerOpts.Postgres)
+}
+
 // openLedger opens the ledger, or takes it from a running config.
 func (a *App) openLedger() (*ledgerHandle, error) {
 	v, _, err := ledgers.LoadOrNew(a.ledgerKey, func() (caddy.Destructor, error) {

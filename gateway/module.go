@@ -835,13 +835,24 @@ func (a *App) provisionPayments() error {
 		}
 		minimum = m
 	}
+	// an empty or unset placeholder is named (never a value), as for
+	// providers and smtp
 	repl := caddy.NewReplacer()
+	var vals [3]string
+	for i, f := range []struct{ name, raw string }{{"secret_key", pc.SecretKey}, {"webhook_secret", pc.WebhookSecret}, {"api_base", pc.APIBase}} {
+		v, err := repl.ReplaceOrErr(f.raw, true, true)
+		if err != nil {
+			return fmt.Errorf("payments: %s: %w", f.name, err)
+		}
+		vals[i] = v
+	}
 	p, err := payments.NewStripe(payments.StripeConfig{
-		SecretKey:     repl.ReplaceAll(pc.SecretKey, ""),
-		WebhookSecret: repl.ReplaceAll(pc.WebhookSecret, ""),
+		SecretKey:     vals[0],
+		WebhookSecret: vals[1],
 		Currency:      currency,
 		Minimum:       minimum,
-		APIBase:       repl.ReplaceAll(pc.APIBase, ""),
+		APIBase:       vals[2],
+		Logger:        a.logger.Named("stripe"),
 	})
 	if err != nil {
 		return err
@@ -981,6 +992,10 @@ func (a *App) Start() error {
 		live = append(live, p.Provider.Provider)
 	}
 	a.registry.Retain(live)
+	a.logger.Info("modelgate serving", zap.String("ledger", a.ledgerDescription()),
+		zap.Int("providers", len(a.providers)), zap.Int("models", len(a.modelList)),
+		zap.Bool("payments", a.payments != nil), zap.Bool("smtp", a.mailer != nil),
+		zap.Bool("redis", a.Redis != nil), zap.Bool("region_rules", a.BlockCountries != nil))
 	ctx, cancel := context.WithCancel(a.ctx)
 	a.stopBackground = cancel
 	a.background = new(sync.WaitGroup)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stripe/stripe-go/v85"
 	"github.com/stripe/stripe-go/v85/webhook"
+	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/ledger"
 )
@@ -29,7 +30,21 @@ type StripeConfig struct {
 	APIBase string
 	// HTTPClient is used for the API (nil: stripe-go's default).
 	HTTPClient *http.Client
+	// Logger receives stripe-go's own messages (nil: none), so that none
+	// reaches the process's standard error as plain text (stripeLogger).
+	Logger *zap.Logger
 }
+
+// stripeLogger is stripe-go's leveled logger on zap: its request lines at
+// debug level, its warnings as warnings, and its errors at debug level
+// too, since the gateway logs each failed call once itself, with the
+// account it was for and the cause.
+type stripeLogger struct{ s *zap.SugaredLogger }
+
+func (l stripeLogger) Debugf(format string, v ...any) { l.s.Debugf(format, v...) }
+func (l stripeLogger) Infof(format string, v ...any)  { l.s.Debugf(format, v...) }
+func (l stripeLogger) Warnf(format string, v ...any)  { l.s.Warnf(format, v...) }
+func (l stripeLogger) Errorf(format string, v ...any) { l.s.Debugf(format, v...) }
 
 // Stripe takes top-ups with Stripe Checkout: a one-off payment of the
 // amount, and the checkout.session.completed (or, for payment methods that
@@ -96,15 +111,15 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 	if cfg.Minimum < 0 || cfg.Minimum%s.unit != 0 {
 		return nil, fmt.Errorf("payments: minimum %s is not a whole number of %s's smallest unit", cfg.Minimum, cur)
 	}
-	var opts []stripe.ClientOption
-	if cfg.APIBase != "" || cfg.HTTPClient != nil {
-		bc := &stripe.BackendConfig{HTTPClient: cfg.HTTPClient}
-		if cfg.APIBase != "" {
-			bc.URL = stripe.String(cfg.APIBase)
-		}
-		opts = append(opts, stripe.WithBackends(stripe.NewBackendsWithConfig(bc)))
+	logger := cfg.Logger
+	if logger == nil {
+		logger = zap.NewNop()
 	}
-	s.client = stripe.NewClient(cfg.SecretKey, opts...)
+	bc := &stripe.BackendConfig{HTTPClient: cfg.HTTPClient, LeveledLogger: stripeLogger{logger.Sugar()}}
+	if cfg.APIBase != "" {
+		bc.URL = stripe.String(cfg.APIBase)
+	}
+	s.client = stripe.NewClient(cfg.SecretKey, stripe.WithBackends(stripe.NewBackendsWithConfig(bc)))
 	return s, nil
 }
 

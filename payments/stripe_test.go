@@ -12,6 +12,12 @@ import (
 
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/payments/stripetest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"io"
+	"os"
+	"strings"
 )
 
 const testWebhookSecret = "whsec_test_secret"
@@ -153,6 +159,50 @@ func TestStripeStartCheckout(t *testing.T) {
 	for _, amount := range []ledger.Money{4_990_000_000, 5_000_000_001, 0} {
 		if _, err := s.StartCheckout(context.Background(), CheckoutOptions{AccountID: "a", Amount: amount}); !errors.Is(err, ErrAmount) {
 			t.Errorf("amount %s: %v", amount, err)
+		}
+	}
+}
+
+// TestStripeLogsThroughZap: stripe-go's own messages about a failed call
+// go to the logger it is given, at debug level (the caller logs the
+// failure once), and never as plain text to the process's standard error,
+// which Caddy's JSON log shares.
+func TestStripeLogsThroughZap(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusPaymentRequired)
+		fmt.Fprint(w, `{"error":{"type":"card_error","message":"Your card was declined."}}`)
+	}))
+	defer api.Close()
+	core, logs := observer.New(zapcore.DebugLevel)
+	s, err := NewStripe(StripeConfig{SecretKey: "sk_test_x", WebhookSecret: testWebhookSecret, Currency: "usd",
+		Minimum: 5_000_000_000, APIBase: api.URL, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	_, err = s.StartCheckout(context.Background(), CheckoutOptions{AccountID: "acct_a", Amount: 10_000_000_000,
+		SuccessURL: "https://gw/ok", CancelURL: "https://gw/cancel"})
+	os.Stderr = stderr
+	w.Close()
+	plain, _ := io.ReadAll(r)
+	if err == nil || !strings.Contains(err.Error(), "declined") {
+		t.Fatalf("a declined call: %v", err)
+	}
+	if len(plain) != 0 {
+		t.Errorf("plain text on standard error: %q", plain)
+	}
+	if logs.Len() == 0 {
+		t.Fatal("stripe-go's messages did not reach the logger")
+	}
+	for _, e := range logs.All() {
+		if e.Level > zapcore.DebugLevel {
+			t.Errorf("stripe-go logged at %s: %s (the caller logs a failure once)", e.Level, e.Message)
 		}
 	}
 }
