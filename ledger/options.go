@@ -173,5 +173,8 @@ func Check(opts Options) error {
 	if fi, err := os.Stat(opts.Path); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("ledger: %s is not a file", opts.Path)
 	}
+	if err := checkLedgerDir(opts.Path); err != nil {
+		return fmt.Errorf("ledger: %s: %w", opts.Path, err)
+	}
 	return nil
 }
