@@ -35,6 +35,17 @@ func (a *App) Metrics() *relay.Metrics { return a.metrics }
 // block_countries lists (Caddy's client IP, honouring trusted proxies).
 func (a *App) BlockedRegion(r *http.Request) bool { return a.blockedRegion(r) }
 
+// DisplayName is the name the public status page shows for the provider
+// named name: its display_name, or else its name.
+func (a *App) DisplayName(name string) string {
+	for _, pc := range a.Providers {
+		if pc.Name == name && pc.DisplayName != "" {
+			return pc.DisplayName
+		}
+	}
+	return name
+}
+
 // Upstreams are the providers, in the order of the configuration.
 func (a *App) Upstreams() []*upstream.Provider {
 	out := make([]*upstream.Provider, 0, len(a.Providers))

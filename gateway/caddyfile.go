@@ -532,6 +532,10 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 				return nil, d.ArgErr()
 			}
 			p.ChatOnly = true
+		case "display_name":
+			if !d.AllArgs(&p.DisplayName) || strings.TrimSpace(p.DisplayName) == "" {
+				return nil, d.ArgErr()
+			}
 		case "anthropic_beta":
 			p.AnthropicBeta = d.RemainingArgs()
 			if len(p.AnthropicBeta) == 0 {

@@ -227,6 +227,10 @@ type LedgerConfig struct {
 type ProviderConfig struct {
 	// Name identifies the provider in routes, logs and metrics.
 	Name string `json:"name"`
+	// DisplayName names the provider on the public status page, instead
+	// of Name, which then stays private (the operator's own naming, such
+	// as "openai-eu-backup"). Default: Name.
+	DisplayName string `json:"display_name,omitempty"`
 	// Format is the wire format it speaks: openai, anthropic or gemini.
 	Format string `json:"format"`
 	// BaseURL is scheme://host[:port][/path] of its API.

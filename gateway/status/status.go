@@ -144,7 +144,7 @@ func (h *StatusHandler) documents(ctx context.Context) (page, doc []byte, err er
 func statusPage(ctx context.Context, a *gateway.App, title string, now time.Time) (*web.StatusPage, error) {
 	sp := &web.StatusPage{Title: title, Generated: now, Target: web.DefaultTarget}
 	for _, p := range a.Upstreams() {
-		ps := web.ProviderStatus{Name: p.Name, Format: string(p.Format), State: string(p.Status(now).State)}
+		ps := web.ProviderStatus{Name: a.DisplayName(p.Name), Format: string(p.Format), State: string(p.Status(now).State)}
 		for _, w := range []struct {
 			back time.Duration
 			dst  **float64
