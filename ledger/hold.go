@@ -34,11 +34,10 @@ type Hold struct {
 	id         int64 // PostgreSQL: the hold's row (its own id, for a hold carved from an advance)
 	spent      Money
 	adv        *advance // PostgreSQL: the advance the hold is carved from, if any (postgres_advance.go)
-	// key is the capped key the hold is bound by (ReserveForKey), if any,
-	// and keyStart, set by Settle, the start of the cap's period its
-	// charge counts in (-1: the key has no cap any more).
-	key      *keyEntry
-	keyStart int64
+	// key is the capped key the hold is bound by (ReserveForKey), if any
+	// (the settle's command carries the start of the cap's period its
+	// charge counts in, so that the hold keeps its size class)
+	key *keyEntry
 }
 
 // Reserve reserves between min and max on the account, in one atomic step:
@@ -268,15 +267,15 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	amount = h.amount
 	a.mu.Unlock()
 
-	h.keyStart = -1
-	if h.key != nil {
-		if l := h.key.limits.Load(); l.Capped() {
-			h.keyStart = l.period().Start(rec.CreatedAt)
-		}
-	}
 	c := getCommand(cmdSettle)
 	defer putCommand(c)
 	c.hold, c.rec, c.amount = h, rec, rec.Charged
+	c.now = -1 // the start of the key's cap period the charge counts in; -1: none
+	if h.key != nil {
+		if l := h.key.limits.Load(); l.Capped() {
+			c.now = l.period().Start(rec.CreatedAt)
+		}
+	}
 	err := h.s.submit(context.Background(), c)
 	if err == nil {
 		err = c.err

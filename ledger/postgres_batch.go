@@ -455,13 +455,13 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 			b.spend[r.AccountID] = sp
 		}
 		addUsage(b.keys, b.daily, r)
-		if h := c.hold; h.key != nil && h.keyStart >= 0 && r.Charged != 0 {
+		if h := c.hold; h.key != nil && c.now >= 0 && r.Charged != 0 {
 			id := h.key.principal.KeyID
 			k := b.keys[id]
 			if k.period.spend == 0 {
 				k.period.start = -1
 			}
-			k.period.add(h.keyStart, r.Charged)
+			k.period.add(c.now, r.Charged)
 			b.keys[id] = k
 		}
 		if r.HoldLapsed {
@@ -731,8 +731,8 @@ func (p *pgEngine) keysLeft(ctx context.Context, conn *pgx.Conn, fix []*command)
 	var ids []string
 	var starts []int64
 	for _, c := range fix {
-		if h := c.hold; h.key != nil && h.keyStart >= 0 && !slices.Contains(ids, h.key.principal.KeyID) {
-			ids, starts = append(ids, h.key.principal.KeyID), append(starts, h.keyStart)
+		if h := c.hold; h.key != nil && c.now >= 0 && !slices.Contains(ids, h.key.principal.KeyID) {
+			ids, starts = append(ids, h.key.principal.KeyID), append(starts, c.now)
 		}
 	}
 	if len(ids) == 0 {

@@ -502,10 +502,10 @@ func (e *sqliteEngine) flush(ctx context.Context, g *batchAgg) error {
 func (e *sqliteEngine) flushKeySpend(ctx context.Context, settles []*command) error {
 	for _, c := range settles {
 		h := c.hold
-		if c.err != nil || h.key == nil || h.keyStart < 0 || c.rec.Charged == 0 {
+		if c.err != nil || h.key == nil || c.now < 0 || c.rec.Charged == 0 {
 			continue
 		}
-		if _, err := e.wconn.ExecContext(ctx, keySpendUpdate, h.key.principal.KeyID, h.keyStart, int64(c.rec.Charged)); err != nil {
+		if _, err := e.wconn.ExecContext(ctx, keySpendUpdate, h.key.principal.KeyID, c.now, int64(c.rec.Charged)); err != nil {
 			return fmt.Errorf("key period spend: %w", err)
 		}
 	}
@@ -538,8 +538,8 @@ func (e *sqliteEngine) apply(batch []*command) {
 			if k := h.key; k != nil {
 				k.budget.mu.Lock()
 				k.budget.held -= h.amount
-				if h.keyStart >= 0 {
-					k.budget.spend.add(h.keyStart, c.rec.Charged)
+				if c.now >= 0 {
+					k.budget.spend.add(c.now, c.rec.Charged)
 				}
 				k.budget.mu.Unlock()
 			}

@@ -42,7 +42,7 @@ type command struct {
 	email  string
 	str    string        // plan, state
 	amount Money         // PostgreSQL: a hold's amount
-	now    int64         // unix ms
+	now    int64         // unix ms; a settle: the start of its key's cap period (-1: none)
 	counts []MinuteCount // availability counts
 	// fn is a cmdExec's statements, run on the writer connection inside
 	// the batch transaction (possibly more than once, if the batch is
