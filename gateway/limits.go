@@ -294,9 +294,9 @@ func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p relay.Princ
 }
 
 // refuse answers a request a limit refused (d) with a 429 in the client's
-// format, with the rate-limit headers and Retry-After; rpm and concurrency
-// are the limits that applied, whose names whose says ("on this API key",
-// "on this account's plan").
+// format, with the rate-limit headers and Retry-After. rpm and concurrency
+// are the limits that refused it, and whose says whose they are ("on this
+// API key", "on this account's plan").
 func (h *APIHandler) refuse(w http.ResponseWriter, f relay.Format, d ratelimit.Decision, rpm, concurrency int, whose string) {
 	setRateLimitHeaders(w.Header(), f, d)
 	h.app.metrics.Refused(d.Reason.String())
