@@ -292,9 +292,9 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 
 	switch ri.route {
 	case routeModels, routeGeminiModels:
-		h.serveModelList(w, r, ri.format, p.Plan)
+		h.serveModelList(w, r, ri.format, p)
 	case routeModel, routeGeminiModel:
-		h.serveModel(w, ri.format, p.Plan, ri.arg)
+		h.serveModel(w, ri.format, p, ri.arg)
 	case routeUsage:
 		h.serveUsage(w, r, p)
 	case routeUsageRequest:
@@ -369,8 +369,8 @@ func takeCredential(r *http.Request, queryKey bool) credential {
 	return c
 }
 
-// authenticate checks the key and the account's state. The key itself never
-// appears in an error.
+// authenticate checks the key, its expiry and the account's state. The key
+// itself never appears in an error.
 func (h *APIHandler) authenticate(c credential) (relay.Principal, *formats.Error) {
 	switch c.via {
 	case viaNone:
@@ -393,6 +393,9 @@ func (h *APIHandler) authenticate(c credential) (relay.Principal, *formats.Error
 		return relay.Principal{}, &formats.Error{Kind: formats.KindAuthentication,
 			Message: "Incorrect API key provided, or the key was deleted."}
 	}
+	if p.Limits != nil && p.Limits.Expired(time.Now()) {
+		return relay.Principal{}, keyExpired(p.Limits.ExpiresAt)
+	}
 	state, planName, err := h.app.store.AccountState(p.AccountID)
 	if err != nil {
 		h.logger.Error("reading account state", zap.String("account", p.AccountID), zap.Error(err))
@@ -407,6 +410,13 @@ func (h *APIHandler) authenticate(c credential) (relay.Principal, *formats.Error
 			Message: "This account is suspended. Contact the operator of this gateway."}
 	}
 	return relay.Principal{Principal: p, Plan: h.app.plan(planName)}, nil
+}
+
+// keyExpired is the refusal of a key that expired at at: a 401, as an
+// unknown key's, that says when.
+func keyExpired(at time.Time) *formats.Error {
+	return &formats.Error{Kind: formats.KindAuthentication,
+		Message: "This API key expired at " + at.UTC().Format(time.RFC3339) + "."}
 }
 
 // serveUsage answers GET /api/usage with the key's totals and the account's

@@ -241,40 +241,74 @@ func RegionBlocked() *formats.Error {
 		Message: "This service is not available in your country or region."}
 }
 
-// noSlot is the slot of a request that no concurrency limit counts.
-type noSlot struct{}
+// admission is the concurrency slots an admitted request holds: its
+// plan's, per account, and its key's own, per key (nil: none).
+type admission struct{ plan, key ratelimit.Slot }
 
-// Release does nothing.
-func (noSlot) Release() {}
+// Release gives both slots back; it is idempotent.
+func (a admission) Release() {
+	if a.plan != nil {
+		a.plan.Release()
+	}
+	if a.key != nil {
+		a.key.Release()
+	}
+}
 
-// admit applies the account's plan limits before anything is held or sent
-// upstream. It sets the rate-limit headers; on refusal it answers the 429
-// in the client's format and returns ok false. When admitted, the returned
-// slot (never nil) must be released when the request ends.
-func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p relay.Principal, f relay.Format) (slot ratelimit.Slot, ok bool) {
+// admit applies the key's own rpm and concurrency, counted per key, then
+// the account's plan limits, counted per account, before anything is held
+// or sent upstream: both apply. It sets the rate-limit headers (of the
+// budget with fewer requests left); on refusal it answers the 429 in the
+// client's format and returns ok false. When admitted, the returned
+// admission must be released when the request ends. A key without limits
+// costs one nil check.
+func (h *APIHandler) admit(w http.ResponseWriter, r *http.Request, p relay.Principal, f relay.Format) (a admission, ok bool) {
+	var kd ratelimit.Decision // the key's, when it has a limit
+	if l := p.Limits; l != nil && (l.RPM > 0 || l.Concurrency > 0) {
+		// key ids (key_…) and account ids (acct_…) never meet in the
+		// limiter's namespace
+		d, slot := h.app.limiter.Admit(r.Context(), p.KeyID, ratelimit.Limits{RPM: l.RPM, Concurrency: l.Concurrency})
+		if !d.Allowed() {
+			h.refuse(w, f, d, l.RPM, l.Concurrency, "on this API key")
+			return admission{}, false
+		}
+		a.key, kd = slot, d
+	}
 	pl := p.Plan
 	if pl == nil || (pl.RPM == 0 && pl.Concurrency == 0) {
-		return noSlot{}, true
+		setRateLimitHeaders(w.Header(), f, kd)
+		return a, true
 	}
 	d, slot := h.app.limiter.Admit(r.Context(), p.AccountID, ratelimit.Limits{RPM: pl.RPM, Concurrency: pl.Concurrency})
-	setRateLimitHeaders(w.Header(), f, d)
-	if d.Allowed() {
-		if slot == nil {
-			return noSlot{}, true
-		}
-		return slot, true
+	if !d.Allowed() {
+		a.Release()
+		h.refuse(w, f, d, pl.RPM, pl.Concurrency, "on this account's plan")
+		return admission{}, false
 	}
+	a.plan = slot
+	if kd.Limit > 0 && (d.Limit == 0 || kd.Remaining < d.Remaining) {
+		d = kd // the key's budget is the tighter one
+	}
+	setRateLimitHeaders(w.Header(), f, d)
+	return a, true
+}
+
+// refuse answers a request a limit refused (d) with a 429 in the client's
+// format, with the rate-limit headers and Retry-After. rpm and concurrency
+// are the limits that refused it, and whose says whose they are ("on this
+// API key", "on this account's plan").
+func (h *APIHandler) refuse(w http.ResponseWriter, f relay.Format, d ratelimit.Decision, rpm, concurrency int, whose string) {
+	setRateLimitHeaders(w.Header(), f, d)
 	h.app.metrics.Refused(d.Reason.String())
 	retry := max(1, int((d.RetryAfter+time.Second-1)/time.Second))
 	e := &formats.Error{Kind: formats.KindRateLimited, RetryAfter: retry}
 	switch d.Reason {
 	case ratelimit.RPM:
-		e.Message = fmt.Sprintf("Rate limit reached for requests per minute (limit %d on this account's plan). Try again in %ds.", pl.RPM, retry)
+		e.Message = fmt.Sprintf("Rate limit reached for requests per minute (limit %d %s). Try again in %ds.", rpm, whose, retry)
 	default:
-		e.Message = fmt.Sprintf("Too many requests in flight (limit %d concurrent requests on this account's plan). Try again when one has finished.", pl.Concurrency)
+		e.Message = fmt.Sprintf("Too many requests in flight (limit %d concurrent requests %s). Try again when one has finished.", concurrency, whose)
 	}
 	relay.WriteError(w, f, e)
-	return nil, false
 }
 
 // setRateLimitHeaders reports the per-minute budget as the client's vendor

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/relay"
 )
 
@@ -81,10 +82,17 @@ func modelListDoc(ms []*relay.Model) []byte {
 	return append(b, "]}"...)
 }
 
-// serveModelList answers the model list of plan p in the client's shape:
-// the models the plan offers (docs/caddyfile.md, "plan").
-func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f relay.Format, p *relay.Plan) {
-	ms, doc := h.app.modelsFor(p) // sorted by ID
+// serveModelList answers the model list of p in the client's shape: the
+// models its plan offers (docs/caddyfile.md, "plan") and, when its key has
+// a model list, that list allows.
+func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f relay.Format, p relay.Principal) {
+	ms, doc := h.app.modelsFor(p.Plan) // sorted by ID
+	if p.Limits != nil && p.Limits.Models != nil {
+		ms = keyModels(ms, p.Limits)
+		if f != relay.FormatMessages && f != relay.FormatGemini {
+			doc = modelListDoc(ms)
+		}
+	}
 	q := r.URL.Query()
 	switch f {
 	case relay.FormatMessages:
@@ -143,10 +151,11 @@ func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f re
 	}
 }
 
-// serveModel answers one model in the client's shape; a model plan p does
-// not offer is not found, as an unknown one.
-func (h *APIHandler) serveModel(w http.ResponseWriter, f relay.Format, p *relay.Plan, id string) {
-	m, ok := h.app.svc.Model(p, id)
+// serveModel answers one model in the client's shape; a model p's plan
+// does not offer, or its key's model list leaves out, is not found, as an
+// unknown one.
+func (h *APIHandler) serveModel(w http.ResponseWriter, f relay.Format, p relay.Principal, id string) {
+	m, ok := h.app.svc.ModelFor(p, id)
 	if !ok {
 		relay.WriteError(w, f, relay.ModelNotFound(id))
 		return
@@ -161,6 +170,18 @@ func (h *APIHandler) serveModel(w http.ResponseWriter, f relay.Format, p *relay.
 	default:
 		relay.WriteJSON(w, http.StatusOK, m.Doc)
 	}
+}
+
+// keyModels is the models of ms (sorted by ID) that limits l let their key
+// call, in the same order.
+func keyModels(ms []*relay.Model, l *ledger.KeyLimits) []*relay.Model {
+	out := make([]*relay.Model, 0, min(len(ms), len(l.Models)))
+	for _, m := range ms {
+		if relay.KeyAllows(l, m.ID) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // indexAfter is the position just after the model with id (or where it

@@ -84,7 +84,7 @@ func planModels(plan string, patterns []string, models map[string]*relay.Model) 
 		}
 		matched := false
 		for id, m := range models {
-			if globMatch(pat, id) {
+			if relay.GlobMatch(pat, id) {
 				offered[id], matched = m, true
 			}
 		}
@@ -96,29 +96,6 @@ func planModels(plan string, patterns []string, models map[string]*relay.Model) 
 		}
 	}
 	return offered, nil
-}
-
-// globMatch reports whether s matches pattern, in which * stands for any
-// run of characters (slashes included) and every other character for
-// itself.
-func globMatch(pattern, s string) bool {
-	parts := strings.Split(pattern, "*")
-	if len(parts) == 1 {
-		return pattern == s
-	}
-	if !strings.HasPrefix(s, parts[0]) {
-		return false
-	}
-	s = s[len(parts[0]):]
-	last := parts[len(parts)-1]
-	for _, p := range parts[1 : len(parts)-1] {
-		i := strings.Index(s, p)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(p):]
-	}
-	return len(s) >= len(last) && strings.HasSuffix(s, last)
 }
 
 // planModelList is the sorted list of the models p offers, and its OpenAI

@@ -1,5 +1,6 @@
 // Package ratelimit admits requests per account against its plan: requests
-// per minute and concurrent requests. Two backends share one contract:
+// per minute and concurrent requests (the gateway counts a key's own limits
+// the same way, under the key's id). Two backends share one contract:
 // [Memory], for one instance, and [Redis], shared by every instance that
 // uses the same Redis, which falls back to its own memory limits while
 // Redis is unreachable.

@@ -63,7 +63,7 @@ func (s *Service) Images(w http.ResponseWriter, r *http.Request, p Principal, ed
 		defer ic.form.Close()
 		ic.req = &ic.form.Request
 	}
-	m, ok := s.Model(p.Plan, ic.req.Model)
+	m, ok := s.ModelFor(p, ic.req.Model)
 	if !ok {
 		WriteError(w, FormatImages, ModelNotFound(ic.req.Model))
 		return

@@ -75,7 +75,7 @@ func (s *Service) Generate(w http.ResponseWriter, r *http.Request, p Principal, 
 		WriteError(w, format, ferr)
 		return
 	}
-	m, ok := s.Model(p.Plan, req.model)
+	m, ok := s.ModelFor(p, req.model)
 	if !ok {
 		WriteError(w, format, ModelNotFound(req.model))
 		return
