@@ -18,8 +18,8 @@ import (
 // refusal by the plan gives back the slot the key's limit took. A key
 // without limits on a plan without limits is admitted without allocating.
 func TestAdmitKeyLimits(t *testing.T) {
-	metrics, err := relay.NewMetrics(prometheus.NewRegistry(), nil)
-	if err != nil {
+	metrics := relay.NewMetrics()
+	if err := metrics.Register(prometheus.NewRegistry(), nil); err != nil {
 		t.Fatal(err)
 	}
 	mem := ratelimit.NewMemory(nil)
