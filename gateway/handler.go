@@ -251,6 +251,10 @@ func (h *APIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return methodNotAllowed(w, ri)
 		}
+		if wantsPage(r) {
+			h.app.serveIndexPage(w, r)
+			return nil
+		}
 		relay.WriteJSON(w, http.StatusOK, h.app.index)
 		return nil
 	}

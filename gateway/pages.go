@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/web"
 )
 
 // AppFor returns the modelgate app of the config that a handler of the
@@ -39,4 +42,39 @@ func WritePage(w http.ResponseWriter, logger *zap.Logger, status int, csp string
 	hdr.Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
+}
+
+// wantsPage reports whether a request for the root is a browser's: it
+// asks for HTML. API clients (SDKs, curl) ask for JSON or anything, and
+// get the JSON index.
+func wantsPage(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// serveIndexPage answers a browser at the root: the base URL and how to
+// point each client at it.
+func (a *App) serveIndexPage(w http.ResponseWriter, r *http.Request) {
+	base := a.baseURL(r)
+	model := "MODEL"
+	if len(a.modelList) > 0 {
+		model = a.modelList[0].ID
+	}
+	host := base[strings.Index(base, "://")+3:]
+	p := &web.IndexPage{Title: host + " API", BaseURL: base, Setups: web.ClientSetups(base, "", model)}
+	w.Header().Set("Vary", "Accept")
+	WritePage(w, a.logger, http.StatusOK, web.ContentSecurityPolicy(), func(out io.Writer) error { return web.RenderIndex(out, p) })
+}
+
+// baseURL is the gateway's address for the set-ups shown to people: the
+// public_url option, or else the request's scheme and host (shown back to
+// whoever sent it, never used for links another person follows).
+func (a *App) baseURL(r *http.Request) string {
+	if u := a.publicURL; u != nil {
+		return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
