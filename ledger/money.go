@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -112,6 +113,26 @@ func (m *Money) UnmarshalText(b []byte) error {
 	}
 	*m = v
 	return nil
+}
+
+// UnmarshalJSON takes an amount as a JSON string holding an exact decimal
+// ("5.00", ParseMoney): refused, never rounded, beyond the ledger's unit (9
+// decimal places). A JSON number is refused with a message that says how
+// to write it, since a client's float may not be the decimal meant (0.1 +
+// 0.2). null leaves m as it is.
+func (m *Money) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	switch {
+	case s == "null":
+		return nil
+	case len(s) >= 2 && s[0] == '"':
+		var text string
+		if err := json.Unmarshal(b, &text); err != nil {
+			return fmt.Errorf("ledger: parse money: %w", err)
+		}
+		return m.UnmarshalText([]byte(text))
+	}
+	return fmt.Errorf("ledger: parse money %s: write amounts as decimal strings, such as \"5.00\", not JSON numbers", s)
 }
 
 // errSyntax is wrapped by every parse error about the shape of a decimal.

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/json"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -317,5 +318,44 @@ func TestRounded(t *testing.T) {
 		if got := tc.in.Rounded(); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestMoneyJSON: an amount in JSON is a string holding the decimal,
+// exactly; one finer than the ledger's unit or not a decimal is refused
+// with an error that says why, never rounded; a JSON number is refused
+// with how to write it.
+func TestMoneyJSON(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want Money
+		err  string
+	}{
+		{`"5.00"`, 5 * NanosPerUnit, ""},
+		{`"-2.25"`, -2_250_000_000, ""},
+		{`"0.000000001"`, 1, ""},
+		{`"0.0000000001"`, 0, "more than 9 decimal places"},
+		{`"0.30000000000000004"`, 0, "more than 9 decimal places"}, // a float's sum, sent as text
+		{`"1e3"`, 0, "invalid decimal"},
+		{`"five"`, 0, "invalid decimal"},
+		{`5`, 0, `write amounts as decimal strings, such as "5.00"`},
+		{`1.25`, 0, `write amounts as decimal strings, such as "5.00"`},
+		{`true`, 0, `write amounts as decimal strings`},
+	} {
+		var v struct {
+			Amount Money `json:"amount"`
+		}
+		err := json.Unmarshal([]byte(`{"amount":`+tt.in+`}`), &v)
+		switch {
+		case tt.err == "" && (err != nil || v.Amount != tt.want):
+			t.Errorf("%s: %v, %v; want %v", tt.in, v.Amount, err, tt.want)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: %v, %v; want an error saying %q", tt.in, v.Amount, err, tt.err)
+		}
+	}
+	var v struct{ Amount Money }
+	v.Amount = 7
+	if err := json.Unmarshal([]byte(`{"Amount":null}`), &v); err != nil || v.Amount != 7 {
+		t.Errorf("null: %v, %v", v.Amount, err)
 	}
 }
