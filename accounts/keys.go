@@ -34,14 +34,12 @@ func (s *Service) CreateKeyWithLimits(ctx context.Context, accountID, label stri
 	if n := len([]rune(label)); n > MaxLabel {
 		return "", ledger.Key{}, invalid("a key's label has at most %d characters, not %d", MaxLabel, n)
 	}
-	if !l.None() {
-		offer, err := s.offerOf(ctx, accountID, &l)
-		if err != nil {
-			return "", ledger.Key{}, err
-		}
-		if l, err = CheckKeyLimits(l, nil, offer, time.Now()); err != nil {
-			return "", ledger.Key{}, err
-		}
+	offer, err := s.offerOf(ctx, accountID, &l)
+	if err != nil {
+		return "", ledger.Key{}, err
+	}
+	if l, err = CheckKeyLimits(l, nil, offer, time.Now()); err != nil {
+		return "", ledger.Key{}, err
 	}
 	return s.Store.CreateKeyWithLimits(ctx, accountID, label, l)
 }
@@ -89,8 +87,7 @@ func (s *Service) offerOf(ctx context.Context, accountID string, l *ledger.KeyLi
 }
 
 // CheckKeyLimits checks a key's limits as a customer or an operator sent
-// them and returns them tidied: the period named in full ("never" without
-// a cap), model entries trimmed and without repeats, the expiry to the
+// them and returns them tidied: the period named in full, model entries trimmed and without repeats, the expiry to the
 // millisecond (as the ledger keeps it). old is the key's limits before
 // (nil for a new key): an expiry kept as it was is not checked against
 // now. offer is what the account's plan offers (nil: not checked). The
@@ -104,8 +101,8 @@ func CheckKeyLimits(l ledger.KeyLimits, old *ledger.KeyLimits, offer *PlanOffer,
 	switch {
 	case l.Cap < 0:
 		return l, invalid("cap %s: want a positive amount, such as \"20.00\", or none", l.Cap)
-	case l.Cap == 0:
-		l.Period = ledger.PeriodNever // a period without a cap resets nothing
+	case l.Cap == 0 && l.Period != ledger.PeriodNever:
+		return l, invalid("period %s: a reset period is the cap's; give a cap too", l.Period)
 	}
 	switch {
 	case l.RPM < 0:
