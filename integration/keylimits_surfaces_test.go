@@ -179,7 +179,7 @@ func TestAdminKeyLimits(t *testing.T) {
 	if st := adminCall(t, "POST", keys, body, &k); st != 201 || k.Secret == "" {
 		t.Fatalf("create key: %d %+v", st, k)
 	}
-	tomorrow := time.Now().UTC().Truncate(24 * time.Hour).AddDate(0, 0, 1)
+	tomorrow := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
 	if k.Cap == nil || *k.Cap != 500_000_000 || k.Period != "day" || k.SpentThisPeriod == nil || *k.SpentThisPeriod != 0 ||
 		k.Left == nil || *k.Left != 500_000_000 || k.ResetsAt == nil || !k.ResetsAt.Equal(tomorrow) ||
 		len(k.Models) != 1 || k.Models[0] != "gpt-*" || k.ExpiresAt == nil || !k.ExpiresAt.Equal(expires) || k.RPM != 5 || k.Concurrency != 2 {
