@@ -2,6 +2,7 @@ package accounts
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -164,4 +165,31 @@ func tidyModels(models []string, offer *PlanOffer) ([]string, error) {
 		return nil, invalid("models: at most %d entries, not %d", ledger.MaxKeyModels, len(out))
 	}
 	return out, nil
+}
+
+// ParseExpiry reads when a key expires, as a person writes it: an RFC
+// 3339 time, or a date (its start, 00:00 UTC); "" or "never" is never.
+func ParseExpiry(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, "never") {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time such as 2026-12-31T18:00:00Z, a date such as 2026-12-31 (00:00 UTC), or never", s)
+}
+
+// ParseModelList reads a key's model list as a person writes it: ids and
+// patterns separated by commas or spaces; none (or "all") is nil, every
+// model of the plan.
+func ParseModelList(s string) []string {
+	models := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\r' || r == '\n' })
+	if len(models) == 0 || (len(models) == 1 && strings.EqualFold(models[0], "all")) {
+		return nil
+	}
+	return models
 }

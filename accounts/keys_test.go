@@ -174,3 +174,37 @@ func TestKeyLimits(t *testing.T) {
 		t.Fatalf("a deleted key: %v", err)
 	}
 }
+
+func TestParseKeyInput(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{" all ", nil},
+		{"gpt-4o", []string{"gpt-4o"}},
+		{"gpt-4o, claude-*\n o3", []string{"gpt-4o", "claude-*", "o3"}},
+		{",,", nil},
+	} {
+		if got := ParseModelList(tc.in); !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("ParseModelList(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		in      string
+		want    time.Time
+		invalid bool
+	}{
+		{"", time.Time{}, false},
+		{"Never", time.Time{}, false},
+		{"2026-12-31", time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC), false},
+		{"2026-12-31T18:00:00+02:00", time.Date(2026, 12, 31, 16, 0, 0, 0, time.UTC), false},
+		{"tomorrow", time.Time{}, true},
+		{"31/12/2026", time.Time{}, true},
+	} {
+		got, err := ParseExpiry(tc.in)
+		if (err != nil) != tc.invalid || !got.Equal(tc.want) {
+			t.Errorf("ParseExpiry(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}

@@ -127,7 +127,7 @@ func (b *keyLimitsBody) apply(l ledger.KeyLimits) (ledger.KeyLimits, error) {
 		}
 	}
 	if b.ExpiresAt.Set {
-		t, err := parseExpiry(b.ExpiresAt.V)
+		t, err := accounts.ParseExpiry(b.ExpiresAt.V)
 		if err != nil {
 			return l, &accounts.InvalidError{Msg: "expires_at " + err.Error()}
 		}
@@ -140,22 +140,6 @@ func (b *keyLimitsBody) apply(l ledger.KeyLimits) (ledger.KeyLimits, error) {
 		l.Concurrency = b.Concurrency.V
 	}
 	return l, nil
-}
-
-// parseExpiry reads when a key expires: an RFC 3339 time, or a date (its
-// start, 00:00 UTC); "" or "never" is never.
-func parseExpiry(s string) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, "never") {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.UTC(), nil
-	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time such as 2026-12-31T18:00:00Z, a date such as 2026-12-31 (00:00 UTC), or never", s)
 }
 
 // viewCap is a key's cap and where it stands now, for a table: the cap
@@ -226,13 +210,7 @@ func keyLimitFlags(fl caddycmd.Flags) (keyLimitsBody, error) {
 		b.Period.Set, b.Period.V = true, fl.String("period")
 	}
 	if fl.Changed("models") {
-		b.Models.Set = true
-		if v := strings.TrimSpace(fl.String("models")); !strings.EqualFold(v, "all") {
-			b.Models.V = []string{}
-			for m := range strings.SplitSeq(v, ",") {
-				b.Models.V = append(b.Models.V, strings.TrimSpace(m))
-			}
-		}
+		b.Models.Set, b.Models.V = true, accounts.ParseModelList(fl.String("models"))
 	}
 	if fl.Changed("expires") {
 		b.ExpiresAt.Set, b.ExpiresAt.V = true, fl.String("expires")
