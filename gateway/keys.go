@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -235,4 +236,33 @@ func printKeyLimits(k *ledger.Key) {
 		capped += fmt.Sprintf(" (spent this period %s, left %s, resets %s)", spent, left, resets)
 	}
 	fmt.Fprintf(os.Stderr, "cap: %s; other limits: %s\n", capped, viewLimits(&k.Limits, now))
+}
+
+// KeyLeastRequest is what a modest request with limits l on the plan named
+// plan holds at the least: min_output input and output tokens of the
+// cheapest model the key may call. A cap that leaves less is, to the
+// customer's pages, reached: a request of that size is refused with 403
+// until the cap resets (only smaller ones still fit).
+func (a *App) KeyLeastRequest(plan string, l *ledger.KeyLimits) ledger.Money {
+	p := a.plan(plan)
+	models := a.models
+	if p != nil && p.Models != nil {
+		models = p.Models
+	}
+	if l.Models != nil {
+		allowed := make(map[string]*relay.Model)
+		for _, pat := range l.Models {
+			if m, err := planModels("", []string{pat}, models); err == nil {
+				maps.Copy(allowed, m)
+			}
+		}
+		models = allowed
+	}
+	least := ledger.Money(-1)
+	for _, m := range models {
+		if c := ledger.Money(a.MinOutput) * (m.Price.Input + m.Price.Output); least < 0 || c < least {
+			least = c
+		}
+	}
+	return max(least, 0)
 }

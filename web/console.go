@@ -93,8 +93,10 @@ type ConsoleKeys struct {
 	NewKeyLabel string
 	Keys        []ConsoleKey
 	CanCreate   bool // the account is active
-	// Form is the create form's limits (as sent, after a refusal)
-	Form KeyLimitsForm
+	// FormLabel and Form are the create form's label and limits (as
+	// sent, after a refusal)
+	FormLabel string
+	Form      KeyLimitsForm
 	// PlanRPM and PlanConcurrency are the plan's limits ("" for none),
 	// which a key's own are below
 	PlanRPM, PlanConcurrency string

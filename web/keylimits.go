@@ -13,7 +13,8 @@ import (
 type KeyLimits struct {
 	// Capped: the key has a spend cap, Cap, which starts afresh each
 	// Period ("day", "week", "month" or "never"); Spent is its spend this
-	// period and Left what the cap leaves (CapReached when nothing);
+	// period and Left what the cap leaves; CapReached when that is less
+	// than a modest request holds (see KeyLimitsOf);
 	// Resets when the cap starts afresh (UTC; "" for never).
 	Capped, CapReached bool
 	Cap, Spent, Left   Amount
@@ -28,14 +29,16 @@ type KeyLimits struct {
 	RPM, Concurrency    string
 }
 
-// KeyLimitsOf is k's limits and its cap's standing at now.
-func KeyLimitsOf(k *ledger.Key, now time.Time) KeyLimits {
+// KeyLimitsOf is k's limits and its cap's standing at now; its cap is
+// reached when what it leaves is nothing, or less than least, the hold of
+// a modest request to the cheapest model the key may call.
+func KeyLimitsOf(k *ledger.Key, now time.Time, least ledger.Money) KeyLimits {
 	l := &k.Limits
 	var v KeyLimits
 	if l.Capped() {
 		v.Capped, v.Cap, v.Period = true, AmountOf(l.Cap), string(l.Period)
 		v.Spent, v.Left = AmountOf(k.SpentThisPeriod(now)), AmountOf(k.Left(now))
-		v.CapReached = k.Left(now) == 0
+		v.CapReached = k.Left(now) == 0 || k.Left(now) < least
 		if r := k.ResetsAt(now); !r.IsZero() {
 			v.Resets, v.ResetsISO = r.UTC().Format("2006-01-02 15:04"), r.UTC().Format(time.RFC3339)
 		}

@@ -636,15 +636,17 @@ func (h *ConsoleHandler) serveOverview(c *consoleRequest) {
 	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleOverview(b, p) })
 }
 
-// consoleKey is a key as the console lists it.
-func consoleKey(k ledger.Key) web.ConsoleKey {
+// consoleKey is a key as the console lists it; least is what a modest
+// request of the key holds (App.KeyLeastRequest; 0 to show the cap reached
+// only when nothing is left).
+func consoleKey(k ledger.Key, least ledger.Money) web.ConsoleKey {
 	ck := web.ConsoleKey{ID: k.ID, Prefix: k.Prefix, Label: k.Label, Deleted: k.Deleted,
 		Created: k.CreatedAt.UTC().Format("2006-01-02 15:04"), CreatedISO: k.CreatedAt.UTC().Format(time.RFC3339),
 		LastUsed: "never"}
 	if !k.LastUsedAt.IsZero() {
 		ck.LastUsed, ck.UsedISO = k.LastUsedAt.UTC().Format("2006-01-02 15:04"), k.LastUsedAt.UTC().Format(time.RFC3339)
 	}
-	ck.KeyLimits = web.KeyLimitsOf(&k, time.Now())
+	ck.KeyLimits = web.KeyLimitsOf(&k, time.Now(), least)
 	return ck
 }
 
@@ -652,7 +654,8 @@ func consoleKey(k ledger.Key) web.ConsoleKey {
 // sealed cookie came back from its creation; f is the create form's
 // limits (as sent, after a refusal).
 func (h *ConsoleHandler) keysPage(c *consoleRequest, status int, f web.KeyLimitsForm) {
-	p := &web.ConsoleKeys{CanCreate: c.sess.account.State == ledger.StateActive, Form: f}
+	p := &web.ConsoleKeys{CanCreate: c.sess.account.State == ledger.StateActive, Form: f,
+		FormLabel: strings.TrimSpace(c.r.PostForm.Get("label"))}
 	p.PlanRPM, p.PlanConcurrency = h.planLimits(c)
 	if ck, err := c.r.Cookie(newKeyCookie); err == nil {
 		h.setCookie(c.w, newKeyCookie, "", h.cookiePath+"keys", -1, http.SameSiteStrictMode)
@@ -678,7 +681,7 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int, f web.KeyLimits
 	}
 	for _, k := range keys {
 		if !k.Deleted {
-			p.Keys = append(p.Keys, consoleKey(k))
+			p.Keys = append(p.Keys, consoleKey(k, h.app.KeyLeastRequest(c.sess.account.Plan, &k.Limits)))
 		}
 	}
 	c.frame.Heading, c.frame.Page = "API keys", "keys"
@@ -814,7 +817,7 @@ func (h *ConsoleHandler) confirmKeyDelete(c *consoleRequest) {
 		return
 	}
 	c.frame.Heading = "Delete a key"
-	p := &web.ConsoleKeyDelete{ConsoleFrame: c.frame, Key: consoleKey(k)}
+	p := &web.ConsoleKeyDelete{ConsoleFrame: c.frame, Key: consoleKey(k, 0)}
 	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleKeyDelete(b, p) })
 }
 

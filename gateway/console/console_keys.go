@@ -111,7 +111,7 @@ func refusal(err error) string {
 // after a refusal).
 func (h *ConsoleHandler) keyEditPage(c *consoleRequest, status int, k ledger.Key, f web.KeyLimitsForm) {
 	c.frame.Heading, c.frame.Page = "Key limits", "keys"
-	p := &web.ConsoleKeyEdit{ConsoleFrame: c.frame, Key: consoleKey(k), Form: f}
+	p := &web.ConsoleKeyEdit{ConsoleFrame: c.frame, Key: consoleKey(k, h.app.KeyLeastRequest(c.sess.account.Plan, &k.Limits)), Form: f}
 	p.PlanRPM, p.PlanConcurrency = h.planLimits(c)
 	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleKeyEdit(b, p) })
 }

@@ -176,7 +176,7 @@ func (h *LookupHandler) lookup(w http.ResponseWriter, r *http.Request, page *web
 			page.Result, page.Error = nil, "The lookup failed; try again."
 			return http.StatusServiceUnavailable
 		}
-		if l := web.KeyLimitsOf(&k, time.Now()); l.Any() {
+		if l := web.KeyLimitsOf(&k, time.Now(), h.app.KeyLeastRequest(acct.Plan, &k.Limits)); l.Any() {
 			page.Result.Limits = &l
 		}
 	}
