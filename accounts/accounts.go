@@ -1,7 +1,8 @@
 // Package accounts is the one way accounts are opened, funded and given
 // keys, for the admin API, the `caddy modelgate` commands and the console
 // alike: an account with an optional console login and an opening credit,
-// credits with a reason and a unique reference, API keys created and
+// credits with a reason and a unique reference, API keys created (with
+// their own limits, checked against the plan), changed and
 // deleted. It checks what the caller was given and leaves the writing to
 // the ledger.
 package accounts
@@ -39,6 +40,10 @@ type Service struct {
 	// Plan reports whether a plan exists; nil accepts any name (a command
 	// run without the configuration's plans).
 	Plan func(name string) bool
+	// Offer is what the plan named name offers its accounts' keys (nil:
+	// no such plan); a nil Offer checks keys' limits only for their own
+	// ranges (a command run without the configuration's catalogue).
+	Offer func(name string) *PlanOffer
 }
 
 // Opening is what an account is opened with.
@@ -194,16 +199,6 @@ func (s *Service) ReversePayment(ctx context.Context, r Reversal) (ledger.MoneyR
 	}
 	return s.Store.ApplyMoney(ctx, ledger.MoneyChange{Kind: r.Kind, Amount: r.Amount, Reference: r.Reference,
 		Reason: r.Reason, Payment: r.Payment, Dispute: r.Dispute})
-}
-
-// CreateKey makes a key for an account and returns it, the only time it is
-// ever seen whole.
-func (s *Service) CreateKey(ctx context.Context, accountID, label string) (secret string, k ledger.Key, err error) {
-	label = strings.TrimSpace(label)
-	if n := len([]rune(label)); n > MaxLabel {
-		return "", ledger.Key{}, invalid("a key's label has at most %d characters, not %d", MaxLabel, n)
-	}
-	return s.Store.CreateKey(ctx, accountID, label)
 }
 
 // DeleteKey deletes a key: the next request with it is refused (on other

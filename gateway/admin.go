@@ -39,7 +39,9 @@ func init() {
 //	POST   /modelgate/accounts/{id}/adjustments {"amount", "reason", "reference", "allow_owed"} → the result
 //	GET    /modelgate/accounts/{id}/history    ?limit=100&before=ID → a page of the money history, newest first
 //	GET    /modelgate/accounts/{id}/keys       → the keys (never their secrets)
-//	POST   /modelgate/accounts/{id}/keys       {"label"} → the key, with its secret, this once
+//	POST   /modelgate/accounts/{id}/keys       {"label", "cap", "period", "models", "expires_at", "rpm", "concurrency"} → the key, with its secret, this once
+//	GET    /modelgate/keys/{id}                → the key with its totals and limits
+//	PATCH  /modelgate/keys/{id}                {"cap", "period", "models", "expires_at", "rpm", "concurrency"} → the key (fields left out stay; null clears)
 //	DELETE /modelgate/keys/{id}
 //
 // Amounts are decimal strings in the currency ("5.00"). Changes reach every
@@ -98,6 +100,7 @@ type adminKey struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 	Secret     string     `json:"key,omitempty"`
+	keyLimitsView
 }
 
 // adminFunc serves one admin route for the running app.
@@ -117,6 +120,8 @@ func (a *AdminAPI) adminRoutes() map[string]adminFunc {
 		"GET /modelgate/accounts/{id}/history":      a.history,
 		"GET /modelgate/accounts/{id}/keys":         a.listKeys,
 		"POST /modelgate/accounts/{id}/keys":        a.createKey,
+		"GET /modelgate/keys/{id}":                  a.getKey,
+		"PATCH /modelgate/keys/{id}":                a.updateKey,
 		"DELETE /modelgate/keys/{id}":               a.deleteKey,
 	}
 }
@@ -145,7 +150,7 @@ func (a *AdminAPI) mux() *http.ServeMux {
 	m.HandleFunc("/modelgate/", func(_ http.ResponseWriter, r *http.Request) {
 		c := r.Context().Value(adminCallKey{}).(*adminCall)
 		var allow []string
-		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			probe := r.Clone(r.Context())
 			probe.Method = method
 			if _, pattern := m.Handler(probe); pattern != "/modelgate/" && pattern != "" {
@@ -412,11 +417,16 @@ func (a *AdminAPI) createKey(w http.ResponseWriter, r *http.Request, app *App) e
 	id := r.PathValue("id")
 	var body struct {
 		Label string `json:"label"`
+		keyLimitsBody
 	}
 	if err := decodeAdmin(r, &body); err != nil {
 		return err
 	}
-	secret, k, err := app.accounts.CreateKey(r.Context(), id, body.Label)
+	l, err := body.apply(ledger.KeyLimits{})
+	if err != nil {
+		return ledgerError(err)
+	}
+	secret, k, err := app.accounts.CreateKeyWithLimits(r.Context(), id, body.Label, l)
 	if err != nil {
 		return ledgerError(err)
 	}
@@ -424,8 +434,35 @@ func (a *AdminAPI) createKey(w http.ResponseWriter, r *http.Request, app *App) e
 	return writeAdminJSON(w, http.StatusCreated, toAdminKey(k, secret))
 }
 
+func (a *AdminAPI) getKey(w http.ResponseWriter, r *http.Request, app *App) error {
+	return writeKey(w, r, app, r.PathValue("id"))
+}
+
+// updateKey changes a key's own limits: the fields sent change (null
+// clears one), the others stay.
+func (a *AdminAPI) updateKey(w http.ResponseWriter, r *http.Request, app *App) error {
+	id := r.PathValue("id")
+	var body keyLimitsBody
+	if err := decodeAdmin(r, &body); err != nil {
+		return err
+	}
+	k, err := app.store.KeyByID(r.Context(), id)
+	if err != nil {
+		return ledgerError(err)
+	}
+	l, err := body.apply(k.Limits)
+	if err == nil {
+		_, err = app.accounts.UpdateKey(r.Context(), id, l)
+	}
+	if err != nil {
+		return ledgerError(err)
+	}
+	return writeKey(w, r, app, id)
+}
+
 func toAdminKey(k ledger.Key, secret string) adminKey {
-	ak := adminKey{ID: k.ID, AccountID: k.AccountID, Label: k.Label, Prefix: k.Prefix, CreatedAt: k.CreatedAt, Secret: secret}
+	ak := adminKey{ID: k.ID, AccountID: k.AccountID, Label: k.Label, Prefix: k.Prefix, CreatedAt: k.CreatedAt, Secret: secret,
+		keyLimitsView: toKeyLimitsView(&k, time.Now())}
 	if !k.LastUsedAt.IsZero() {
 		t := k.LastUsedAt
 		ak.LastUsedAt = &t
@@ -452,14 +489,20 @@ func decodeAdmin(r *http.Request, v any) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		want := "a " + te.Type.String()
-		switch te.Type {
+		typ := te.Type
+		for typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		// a field of an embedded struct is named by its path
+		field := te.Field[strings.LastIndexByte(te.Field, '.')+1:]
+		want := "a " + typ.String()
+		switch typ {
 		case reflect.TypeFor[ledger.Money]():
 			want = `an amount as a decimal string, such as "5.00"`
 		case reflect.TypeFor[string]():
 			want = "a string"
 		}
-		return adminBadRequest("%q: want %s, not a JSON %s", te.Field, want, te.Value)
+		return adminBadRequest("%q: want %s, not a JSON %s", field, want, te.Value)
 	}
 	if strings.Contains(err.Error(), "parse money") {
 		return adminBadRequest("%s: amounts are decimal strings in the currency, such as \"5.00\"", strings.TrimPrefix(err.Error(), "ledger: "))

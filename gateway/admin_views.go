@@ -22,7 +22,7 @@ import (
 // "Finding accounts and exporting usage"), on the admin API:
 //
 //	GET /modelgate/accounts?email=&state=&plan=&limit=&cursor= → {"accounts": […], "next": "…"}
-//	GET /modelgate/accounts/{id}/keys                          → the keys with their totals (never a key or its hash)
+//	GET /modelgate/accounts/{id}/keys                          → the keys with their totals and limits (never a key or its hash)
 //	GET /modelgate/accounts/{id}/usage?from=&to=               → the usage rows as CSV, streamed
 //
 // (the keys route is registered with the others, in admin.go), and,
@@ -59,6 +59,7 @@ type keySummary struct {
 	InputTokens  int64        `json:"input_tokens"`
 	OutputTokens int64        `json:"output_tokens"`
 	Spent        ledger.Money `json:"spent"`
+	keyLimitsView
 }
 
 func toAccountView(a ledger.Account) adminAccount {
@@ -68,7 +69,8 @@ func toAccountView(a ledger.Account) adminAccount {
 
 func toKeySummary(k ledger.KeySummary) keySummary {
 	ks := keySummary{ID: k.ID, AccountID: k.AccountID, Label: k.Label, Prefix: k.Prefix, CreatedAt: k.CreatedAt,
-		Requests: k.Requests, InputTokens: k.InputTokens, OutputTokens: k.OutputTokens, Spent: k.Spent}
+		Requests: k.Requests, InputTokens: k.InputTokens, OutputTokens: k.OutputTokens, Spent: k.Spent,
+		keyLimitsView: toKeyLimitsView(&k.Key, time.Now())}
 	if !k.LastUsedAt.IsZero() {
 		t := k.LastUsedAt
 		ks.LastUsedAt = &t
@@ -149,6 +151,20 @@ func writeKeySummaries(w http.ResponseWriter, r *http.Request, app *App, id stri
 		out = append(out, toKeySummary(k))
 	}
 	return writeAdminJSON(w, http.StatusOK, out)
+}
+
+// writeKey answers with one key, its running totals and its limits.
+func writeKey(w http.ResponseWriter, r *http.Request, app *App, id string) error {
+	k, err := app.store.KeyByID(r.Context(), id)
+	if err != nil {
+		return ledgerError(err)
+	}
+	u, err := app.store.KeyUsage(r.Context(), id)
+	if err != nil {
+		return ledgerError(err)
+	}
+	return writeAdminJSON(w, http.StatusOK, toKeySummary(ledger.KeySummary{Key: k, Requests: u.Requests,
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Spent: u.Spent}))
 }
 
 // usageRange reads an export's range, its ends named fromName and toName

@@ -47,7 +47,9 @@ running gateway sees the changes within a second.
   caddy modelgate account resume --account ID
   caddy modelgate account adjust --account ID --amount -5.00 --reason TEXT --reference REF [--allow-owed]
   caddy modelgate account history ID [--csv]
-  caddy modelgate key create --account ID [--label L]
+  caddy modelgate key create --account ID [--label L] [--cap 20.00 --period day|week|month|never]
+                             [--models gpt-4o,claude-*] [--expires 2026-12-31] [--rpm N] [--concurrency N]
+  caddy modelgate key update --key-id ID [the limit flags of key create: only those given change]
   caddy modelgate key delete --key-id ID
   caddy modelgate credit --account ID --amount 5.00 --reason TEXT
   caddy modelgate ledger copy --from ledger.db --to postgres://…
@@ -84,13 +86,17 @@ running gateway sees the changes within a second.
 			history.Flags().Bool("csv", false, "print CSV with exact amounts (for a spreadsheet)")
 			account.AddCommand(create, setPlan, suspend, resume, resetLink, adjust, history)
 
-			key := &cobra.Command{Use: "key", Short: "Creates and deletes API keys"}
+			key := &cobra.Command{Use: "key", Short: "Creates, changes and deletes API keys"}
 			keyCreate := leaf("create", "Creates an API key and prints it (shown only this once)", cmdKeyCreate)
 			keyCreate.Flags().String("account", "", "the account ID")
 			keyCreate.Flags().String("label", "", "a label for the key")
+			addKeyLimitFlags(keyCreate)
+			keyUpdate := leaf("update", "Changes an API key's own limits: those given change, the others stay", cmdKeyUpdate)
+			keyUpdate.Flags().String("key-id", "", "the key's ID (key_…)")
+			addKeyLimitFlags(keyUpdate)
 			keyDelete := leaf("delete", "Deletes an API key: its next request gets 401", cmdKeyDelete)
 			keyDelete.Flags().String("key-id", "", "the key's ID (key_…)")
-			key.AddCommand(keyCreate, keyDelete)
+			key.AddCommand(keyCreate, keyUpdate, keyDelete)
 
 			credit := leaf("credit", "Credits an account", cmdCredit)
 			credit.Flags().String("account", "", "the account ID")
@@ -107,7 +113,7 @@ running gateway sees the changes within a second.
 			ledgerCmd.AddCommand(ledgerCopy)
 			cmd.AddCommand(ledgerCmd)
 
-			for _, c := range []*cobra.Command{create, setPlan, suspend, resume, resetLink, adjust, history, keyCreate, keyDelete, credit} {
+			for _, c := range []*cobra.Command{create, setPlan, suspend, resume, resetLink, adjust, history, keyCreate, keyUpdate, keyDelete, credit} {
 				c.Flags().StringP("config", "c", "", "the Caddyfile (or JSON config) naming the ledger")
 				c.Flags().StringP("adapter", "a", "", "the config adapter")
 				c.Flags().String("db", "", "the SQLite ledger file (instead of --config)")
@@ -149,9 +155,13 @@ func sentence(err error) string {
 
 // cliConfig is what the CLI needs from a configuration.
 type cliConfig struct {
-	dbPath      string          // a SQLite ledger
-	postgres    string          // or a PostgreSQL ledger's DSN
-	plans       map[string]bool // nil when no configuration was read
+	dbPath   string          // a SQLite ledger
+	postgres string          // or a PostgreSQL ledger's DSN
+	plans    map[string]bool // nil when no configuration was read
+	// offer is what a plan offers keys, nil when the configuration's
+	// catalogue could not be read (offerErr says why)
+	offer       func(plan string) *accounts.PlanOffer
+	offerErr    error
 	defaultPlan string
 	redisURL    string // the configured Redis, if any
 	// console is the console's public address (public_url and the
@@ -225,6 +235,9 @@ func loadCLIConfig(fl caddycmd.Flags) (cliConfig, error) {
 	for _, p := range app.Plans {
 		cc.plans[p.Name] = true
 	}
+	if cc.offerErr = app.buildCatalogue(); cc.offerErr == nil {
+		cc.offer = func(name string) *accounts.PlanOffer { return planOffer(app.plan(name), app.models) }
+	}
 	if app.PublicURL != "" {
 		if u, err := parsePublicURL(caddy.NewReplacer().ReplaceKnown(app.PublicURL, "")); err == nil {
 			var whole any
@@ -278,6 +291,7 @@ func withStore(fl caddycmd.Flags, f func(ctx context.Context, s *ledger.Store, a
 	if cc.plans != nil {
 		acc.Plan = func(name string) bool { return cc.plans[name] }
 	}
+	acc.Offer = cc.offer
 	err = f(ctx, s, acc, cc)
 	if cerr := s.Close(); err == nil {
 		err = cerr
@@ -419,19 +433,77 @@ func cmdAccountResetLink(fl caddycmd.Flags, who string) (int, error) {
 }
 
 func cmdKeyCreate(fl caddycmd.Flags) (int, error) {
-	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, _ cliConfig) error {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
 		id, err := required(fl, "account")
 		if err != nil {
 			return err
 		}
-		secret, k, err := acc.CreateKey(ctx, id, fl.String("label"))
+		body, err := keyLimitFlags(fl)
+		if err != nil {
+			return err
+		}
+		l, err := body.apply(ledger.KeyLimits{})
+		if err != nil {
+			return err
+		}
+		cc.warnUnchecked(l)
+		secret, k, err := acc.CreateKeyWithLimits(ctx, id, fl.String("label"), l)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "key %s (%s) created; it is shown only this once:\n", k.ID, k.Prefix)
+		if !k.Limits.None() {
+			printKeyLimits(&k)
+		}
 		fmt.Println(secret)
 		return nil
 	})
+}
+
+// cmdKeyUpdate changes the limits given by flags of a key; the others
+// stay.
+func cmdKeyUpdate(fl caddycmd.Flags) (int, error) {
+	return withStore(fl, func(ctx context.Context, s *ledger.Store, acc *accounts.Service, cc cliConfig) error {
+		id, err := required(fl, "key-id")
+		if err != nil {
+			return err
+		}
+		body, err := keyLimitFlags(fl)
+		if err != nil {
+			return err
+		}
+		if !body.any() {
+			return errors.New("nothing to change: give one or more of --cap, --period, --models, --expires, --rpm, --concurrency")
+		}
+		k, err := s.KeyByID(ctx, id)
+		if err != nil {
+			return err
+		}
+		l, err := body.apply(k.Limits)
+		if err != nil {
+			return err
+		}
+		cc.warnUnchecked(l)
+		if k, err = acc.UpdateKey(ctx, id, l); err != nil {
+			return err
+		}
+		cc.announce(ctx, "key:"+id)
+		fmt.Fprintf(os.Stderr, "key %s updated\n", id)
+		printKeyLimits(&k)
+		return nil
+	})
+}
+
+// warnUnchecked says when limits that the plan bounds could not be
+// checked against it.
+func (cc cliConfig) warnUnchecked(l ledger.KeyLimits) {
+	if cc.offer == nil && (l.Models != nil || l.RPM > 0 || l.Concurrency > 0) {
+		why := "the command was given --db, not the configuration"
+		if cc.offerErr != nil {
+			why = "the configuration's catalogue could not be read: " + cc.offerErr.Error()
+		}
+		fmt.Fprintf(os.Stderr, "warning: the key's models, rpm and concurrency are not checked against the account's plan (%s)\n", why)
+	}
 }
 
 func cmdKeyDelete(fl caddycmd.Flags) (int, error) {

@@ -258,11 +258,13 @@ func cmdKeyList(fl caddycmd.Flags, id string) (int, error) {
 	})
 }
 
-// printKeys writes a table of keys: never a key or its hash, only the
-// prefix shown when it was created.
+// printKeys writes a table of keys with their totals and limits: never a
+// key or its hash, only the prefix shown when it was created.
 func printKeys(w io.Writer, keys []ledger.KeySummary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY ID\tLABEL\tPREFIX\tCREATED (UTC)\tLAST USED (UTC)\tREQUESTS\tINPUT TOKENS\tOUTPUT TOKENS\tSPENT\tDELETED (UTC)")
+	fmt.Fprintln(tw, "KEY ID\tLABEL\tPREFIX\tCREATED (UTC)\tLAST USED (UTC)\tREQUESTS\tINPUT TOKENS\tOUTPUT TOKENS\tSPENT\t"+
+		"CAP\tSPENT THIS PERIOD\tLEFT\tRESETS (UTC)\tLIMITS\tDELETED (UTC)")
+	now := time.Now()
 	for _, k := range keys {
 		label := k.Label
 		if label == "" {
@@ -272,8 +274,9 @@ func printKeys(w io.Writer, keys []ledger.KeySummary) error {
 		if k.Deleted {
 			deleted = viewTime(k.DeletedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.ID, label, k.Prefix, viewTime(k.CreatedAt), viewTime(k.LastUsedAt),
-			k.Requests, k.InputTokens, k.OutputTokens, k.Spent, deleted)
+		capped, spent, left, resets := viewCap(&k.Key, now)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, label, k.Prefix, viewTime(k.CreatedAt), viewTime(k.LastUsedAt),
+			k.Requests, k.InputTokens, k.OutputTokens, k.Spent, capped, spent, left, resets, viewLimits(&k.Limits, now), deleted)
 	}
 	return tw.Flush()
 }

@@ -176,6 +176,7 @@ func (a *App) useLedger(h *ledgerHandle) error {
 		KeepAlive:      time.Duration(a.KeepAliveInterval),
 	}
 	a.svc.Prepare()
-	a.accounts = &accounts.Service{Store: a.store, DefaultPlan: a.DefaultPlan, Plan: func(name string) bool { return a.plans[name] != nil }}
+	a.accounts = &accounts.Service{Store: a.store, DefaultPlan: a.DefaultPlan, Plan: func(name string) bool { return a.plans[name] != nil },
+		Offer: a.keyOffer}
 	return nil
 }

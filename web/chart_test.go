@@ -56,6 +56,9 @@ func TestNewChart(t *testing.T) {
 func TestConsolePagesRender(t *testing.T) {
 	f := ConsoleFrame{Title: "console", Heading: "H", Base: "/console", Email: "a@example.com", CSRF: "tok<en>", Currency: "USD"}
 	key := ConsoleKey{ID: "key_1", Prefix: "mg-AbCd…wxyz", Label: `<b>"x"</b>`, Created: "2026-11-01 10:00", LastUsed: "never"}
+	capped := key
+	capped.KeyLimits = KeyLimits{Capped: true, CapReached: true, Cap: Amount{Shown: "1.00"}, Period: "day", Resets: "2026-11-02 00:00",
+		ResetsISO: "2026-11-02T00:00:00Z", Models: `<b>"x"</b>`, Expires: "2026-12-01 00:00", RPM: "5"}
 	days := []string{"2026-11-01"}
 	one := ChartSeries{Name: "requests", Class: "s-requests", Values: []int64{3}, Labels: []string{"3"}}
 	for name, render := range map[string]func(*strings.Builder) error{
@@ -70,6 +73,13 @@ func TestConsolePagesRender(t *testing.T) {
 		},
 		"keys": func(b *strings.Builder) error {
 			return RenderConsoleKeys(b, &ConsoleKeys{ConsoleFrame: f, Keys: []ConsoleKey{key}, CanCreate: true, NewKey: "mg-new"})
+		},
+		"keys with limits": func(b *strings.Builder) error {
+			return RenderConsoleKeys(b, &ConsoleKeys{ConsoleFrame: f, Keys: []ConsoleKey{key, capped}, CanCreate: true,
+				Form: KeyLimitsForm{Cap: `<b>"x"</b>`, Models: `<b>"x"</b>`}, PlanRPM: "60"})
+		},
+		"keyedit": func(b *strings.Builder) error {
+			return RenderConsoleKeyEdit(b, &ConsoleKeyEdit{ConsoleFrame: f, Key: capped, Form: KeyLimitsForm{Expires: `<b>"x"</b>`}})
 		},
 		"keydelete": func(b *strings.Builder) error {
 			return RenderConsoleKeyDelete(b, &ConsoleKeyDelete{ConsoleFrame: f, Key: key})

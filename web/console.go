@@ -76,6 +76,13 @@ type ConsoleKey struct {
 	Created, LastUsed   string // UTC, "2006-01-02 15:04"; LastUsed "never"
 	Deleted             bool
 	CreatedISO, UsedISO string // machine-readable times for <time>
+	KeyLimits
+}
+
+// KeyLimitsForm is a key's limits as a form holds them: as typed, so that
+// a refused form comes back as it was sent.
+type KeyLimitsForm struct {
+	Cap, Period, Models, Expires, RPM, Concurrency string
 }
 
 // ConsoleKeys lists the account's keys, with the key just created, whose
@@ -86,6 +93,22 @@ type ConsoleKeys struct {
 	NewKeyLabel string
 	Keys        []ConsoleKey
 	CanCreate   bool // the account is active
+	// FormLabel and Form are the create form's label and limits (as
+	// sent, after a refusal)
+	FormLabel string
+	Form      KeyLimitsForm
+	// PlanRPM and PlanConcurrency are the plan's limits ("" for none),
+	// which a key's own are below
+	PlanRPM, PlanConcurrency string
+}
+
+// ConsoleKeyEdit is the form that changes a key's limits.
+type ConsoleKeyEdit struct {
+	ConsoleFrame
+	Key  ConsoleKey
+	Form KeyLimitsForm
+	// PlanRPM and PlanConcurrency are the plan's limits ("" for none)
+	PlanRPM, PlanConcurrency string
 }
 
 // ConsoleKeyDelete asks to confirm the deletion of a key.
@@ -186,6 +209,11 @@ func RenderConsoleKeys(w io.Writer, p *ConsoleKeys) error { return render(w, "co
 // RenderConsoleKeyDelete writes the confirmation of a key's deletion.
 func RenderConsoleKeyDelete(w io.Writer, p *ConsoleKeyDelete) error {
 	return render(w, "console_keydelete", p)
+}
+
+// RenderConsoleKeyEdit writes the form that changes a key's limits.
+func RenderConsoleKeyEdit(w io.Writer, p *ConsoleKeyEdit) error {
+	return render(w, "console_keyedit", p)
 }
 
 // RenderConsoleUsage writes the usage page.

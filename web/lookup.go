@@ -17,6 +17,8 @@ type LookupResult struct {
 	Requests, InputTokens, OutputTok string
 	Spent, Balance, Held             Amount
 	Currency, Plan, State            string
+	// Limits are the key's own limits, if it has any
+	Limits *KeyLimits
 }
 
 // RenderLookup writes the lookup page.

@@ -271,9 +271,11 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 	case route{"/", http.MethodGet}:
 		h.serveOverview(c)
 	case route{"/keys", http.MethodGet}:
-		h.keysPage(c, http.StatusOK)
+		h.keysPage(c, http.StatusOK, web.KeyLimitsForm{})
 	case route{"/keys", http.MethodPost}:
 		h.createKey(c)
+	case route{"/keys/edit", http.MethodGet}, route{"/keys/edit", http.MethodPost}:
+		h.serveKeyEdit(c, method)
 	case route{"/keys/delete", http.MethodGet}:
 		h.confirmKeyDelete(c)
 	case route{"/keys/delete", http.MethodPost}:
@@ -300,7 +302,7 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 		h.resendVerification(c)
 	default:
 		switch rel {
-		case "/", "/keys", "/keys/delete", "/usage", "/usage.csv", "/billing", "/billing.csv", "/topup", "/signout", "/password", "/verify/resend":
+		case "/", "/keys", "/keys/edit", "/keys/delete", "/usage", "/usage.csv", "/billing", "/billing.csv", "/topup", "/signout", "/password", "/verify/resend":
 			hdr.Set("Allow", "GET, HEAD, POST")
 			h.message(c, http.StatusMethodNotAllowed, "Not allowed", "This page does not take that request.")
 		default:
@@ -634,21 +636,27 @@ func (h *ConsoleHandler) serveOverview(c *consoleRequest) {
 	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleOverview(b, p) })
 }
 
-// consoleKey is a key as the console lists it.
-func consoleKey(k ledger.Key) web.ConsoleKey {
+// consoleKey is a key as the console lists it; least is what a modest
+// request of the key holds (App.KeyLeastRequest; 0 to show the cap reached
+// only when nothing is left).
+func consoleKey(k ledger.Key, least ledger.Money) web.ConsoleKey {
 	ck := web.ConsoleKey{ID: k.ID, Prefix: k.Prefix, Label: k.Label, Deleted: k.Deleted,
 		Created: k.CreatedAt.UTC().Format("2006-01-02 15:04"), CreatedISO: k.CreatedAt.UTC().Format(time.RFC3339),
 		LastUsed: "never"}
 	if !k.LastUsedAt.IsZero() {
 		ck.LastUsed, ck.UsedISO = k.LastUsedAt.UTC().Format("2006-01-02 15:04"), k.LastUsedAt.UTC().Format(time.RFC3339)
 	}
+	ck.KeyLimits = web.KeyLimitsOf(&k, time.Now(), least)
 	return ck
 }
 
 // keysPage lists the account's live keys, and shows once the key whose
-// sealed cookie came back from its creation.
-func (h *ConsoleHandler) keysPage(c *consoleRequest, status int) {
-	p := &web.ConsoleKeys{CanCreate: c.sess.account.State == ledger.StateActive}
+// sealed cookie came back from its creation; f is the create form's
+// limits (as sent, after a refusal).
+func (h *ConsoleHandler) keysPage(c *consoleRequest, status int, f web.KeyLimitsForm) {
+	p := &web.ConsoleKeys{CanCreate: c.sess.account.State == ledger.StateActive, Form: f,
+		FormLabel: strings.TrimSpace(c.r.PostForm.Get("label"))}
+	p.PlanRPM, p.PlanConcurrency = h.planLimits(c)
 	if ck, err := c.r.Cookie(newKeyCookie); err == nil {
 		h.setCookie(c.w, newKeyCookie, "", h.cookiePath+"keys", -1, http.SameSiteStrictMode)
 		if id, secret, ok := openNewKey(c.sess, ck.Value); ok && shownKeys.first(id) {
@@ -662,6 +670,9 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int) {
 	if c.r.URL.Query().Get("deleted") != "" {
 		c.frame.Notice = "Key deleted: requests with it are refused."
 	}
+	if c.r.URL.Query().Get("limits") != "" {
+		c.frame.Notice = "Limits saved: they apply from the key's next request."
+	}
 	keys, err := h.app.Store().ListKeys(c.r.Context(), c.sess.account.ID)
 	if err != nil {
 		h.logger.Error("listing keys", zap.Error(err))
@@ -670,7 +681,7 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int) {
 	}
 	for _, k := range keys {
 		if !k.Deleted {
-			p.Keys = append(p.Keys, consoleKey(k))
+			p.Keys = append(p.Keys, consoleKey(k, h.app.KeyLeastRequest(c.sess.account.Plan, &k.Limits)))
 		}
 	}
 	c.frame.Heading, c.frame.Page = "API keys", "keys"
@@ -684,21 +695,31 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int) {
 // shows it again, and the ledger only ever sees its hash.
 func (h *ConsoleHandler) createKey(c *consoleRequest) {
 	label := strings.TrimSpace(c.r.PostForm.Get("label"))
+	l, f, err := postedLimits(c.r) // console_keys.go
 	if utf8.RuneCountInString(label) > consoleMaxLabel || strings.IndexFunc(label, unicode.IsControl) >= 0 || !utf8.ValidString(label) {
 		c.frame.Error = "A label has at most 64 characters, on one line."
-		h.keysPage(c, http.StatusBadRequest)
+		h.keysPage(c, http.StatusBadRequest, f)
 		return
 	}
 	if c.sess.account.State != ledger.StateActive {
 		c.frame.Error = "This account is suspended: no keys can be created."
-		h.keysPage(c, http.StatusBadRequest)
+		h.keysPage(c, http.StatusBadRequest, f)
 		return
 	}
-	secret, k, err := h.app.Accounts().CreateKey(c.r.Context(), c.sess.account.ID, label)
-	if err != nil {
+	var secret string
+	var k ledger.Key
+	if err == nil {
+		secret, k, err = h.app.Accounts().CreateKeyWithLimits(c.r.Context(), c.sess.account.ID, label, l)
+	}
+	switch {
+	case accounts.IsInvalid(err):
+		c.frame.Error = refusal(err)
+		h.keysPage(c, http.StatusBadRequest, f)
+		return
+	case err != nil:
 		h.logger.Error("creating a key", zap.Error(err))
 		c.frame.Error = "The key could not be created; try again."
-		h.keysPage(c, http.StatusServiceUnavailable)
+		h.keysPage(c, http.StatusServiceUnavailable, f)
 		return
 	}
 	h.setCookie(c.w, newKeyCookie, sealNewKey(c.sess, k.ID, secret), h.cookiePath+"keys",
@@ -796,7 +817,7 @@ func (h *ConsoleHandler) confirmKeyDelete(c *consoleRequest) {
 		return
 	}
 	c.frame.Heading = "Delete a key"
-	p := &web.ConsoleKeyDelete{ConsoleFrame: c.frame, Key: consoleKey(k)}
+	p := &web.ConsoleKeyDelete{ConsoleFrame: c.frame, Key: consoleKey(k, 0)}
 	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleKeyDelete(b, p) })
 }
 

@@ -137,7 +137,7 @@ func (h *ConsoleHandler) serveUsage(c *consoleRequest) {
 	byID := make(map[string]ledger.Key, len(keys))
 	for _, k := range keys {
 		byID[k.ID] = k
-		p.Keys = append(p.Keys, consoleKey(k))
+		p.Keys = append(p.Keys, consoleKey(k, 0))
 	}
 
 	n := q.days()

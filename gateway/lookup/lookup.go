@@ -168,6 +168,18 @@ func (h *LookupHandler) lookup(w http.ResponseWriter, r *http.Request, page *web
 		Spent:       web.AmountOf(ku.Spent), Balance: web.AmountOf(acct.Balance), Held: web.AmountOf(acct.Held),
 		Currency: h.app.Currency, Plan: acct.Plan, State: string(acct.State),
 	}
+	if p.Limits != nil {
+		// the key's own limits, and its cap's spend this period (the key's row)
+		k, err := h.app.Store().KeyByID(r.Context(), p.KeyID)
+		if err != nil {
+			h.logger.Error("reading a key's limits", zap.String("key_id", p.KeyID), zap.Error(err))
+			page.Result, page.Error = nil, "The lookup failed; try again."
+			return http.StatusServiceUnavailable
+		}
+		if l := web.KeyLimitsOf(&k, time.Now(), h.app.KeyLeastRequest(acct.Plan, &k.Limits)); l.Any() {
+			page.Result.Limits = &l
+		}
+	}
 	return http.StatusOK
 }
 
