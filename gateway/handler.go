@@ -427,6 +427,16 @@ func keyExpired(at time.Time) *formats.Error {
 // balance (docs/api.md).
 func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.Principal) {
 	ku, err := h.app.store.KeyUsage(r.Context(), p.KeyID)
+	var limits *keyLimitsView
+	if err == nil && p.Limits != nil {
+		// the key's own limits, and where its cap stands, as the admin
+		// API shows them
+		var k ledger.Key
+		if k, err = h.app.store.KeyByID(r.Context(), p.KeyID); err == nil {
+			v := toKeyLimitsView(&k, time.Now())
+			limits = &v
+		}
+	}
 	if err == nil {
 		var acct ledger.Account
 		acct, err = h.app.store.GetAccount(r.Context(), p.AccountID)
@@ -438,6 +448,8 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.
 				InputTokens  int64  `json:"input_tokens"`
 				OutputTokens int64  `json:"output_tokens"`
 				Spent        string `json:"spent"`
+				// Limits are the key's own, when it has any
+				Limits *keyLimitsView `json:"limits,omitempty"`
 			}
 			type accountView struct {
 				Balance  string `json:"balance"`
@@ -456,7 +468,7 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.
 			}{
 				Object: "usage",
 				Key: keyView{Label: p.Label, Prefix: p.Prefix, Requests: ku.Requests,
-					InputTokens: ku.InputTokens, OutputTokens: ku.OutputTokens, Spent: ku.Spent.String()},
+					InputTokens: ku.InputTokens, OutputTokens: ku.OutputTokens, Spent: ku.Spent.String(), Limits: limits},
 				Account: accountView{Balance: acct.Balance.String(), Held: acct.Held.String(),
 					Currency: h.app.Currency, Plan: p.Plan.Name, State: string(acct.State),
 					MonthSpend: acct.MonthSpend.String(), TierDiscount: tierPercent(p.Plan, acct.MonthSpend)},

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -121,6 +122,27 @@ func TestKeyCapUnderConcurrency(t *testing.T) {
 	k, err := g.store.KeyByID(ctx, key.ID)
 	if err != nil || k.SpentThisPeriod(time.Now()) != spent {
 		t.Fatalf("key %+v, %v: want the period's spend %s", k, err, spent)
+	}
+
+	// the key's own view: its cap, the period's spend, what is left, when it resets
+	var usage struct {
+		Key struct {
+			Limits *struct {
+				Cap, Period, SpentThisPeriod, Left string
+				ResetsAt                           time.Time `json:"resets_at"`
+			} `json:"limits"`
+		} `json:"key"`
+	}
+	r := g.do("GET", "/api/usage", "", "Authorization", "Bearer "+capped)
+	if err := json.Unmarshal([]byte(r.body), &usage); err != nil || usage.Key.Limits == nil {
+		t.Fatalf("/api/usage: %d %s", r.status, r.body)
+	}
+	if l := usage.Key.Limits; l.Cap != capAmount.String() || l.Period != "month" || !strings.Contains(r.body, `"spent_this_period":"`+spent.String()+`"`) ||
+		!strings.Contains(r.body, `"left":"`+(capAmount-spent).String()+`"`) || !l.ResetsAt.Equal(ledger.PeriodMonth.Next(time.Now())) {
+		t.Fatalf("/api/usage of the capped key: %s", r.body)
+	}
+	if r := g.do("GET", "/api/usage", "", "Authorization", "Bearer "+other); strings.Contains(r.body, `"limits"`) {
+		t.Fatalf("/api/usage of a key without limits: %s", r.body)
 	}
 
 	// the cap lowered below the spend: refused at once, in each format
