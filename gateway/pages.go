@@ -54,21 +54,39 @@ func wantsPage(r *http.Request) bool {
 // serveIndexPage answers a browser at the root: the base URL and how to
 // point each client at it.
 func (a *App) serveIndexPage(w http.ResponseWriter, r *http.Request) {
-	base := a.baseURL(r)
-	model := "MODEL"
-	if len(a.modelList) > 0 {
-		model = a.modelList[0].ID
-	}
+	base := a.BaseURL(r)
+	model := a.SampleModel("")
 	host := base[strings.Index(base, "://")+3:]
 	p := &web.IndexPage{Title: host + " API", BaseURL: base, Setups: web.ClientSetups(base, "", model)}
 	w.Header().Set("Vary", "Accept")
 	WritePage(w, a.logger, http.StatusOK, web.ContentSecurityPolicy(), func(out io.Writer) error { return web.RenderIndex(out, p) })
 }
 
-// baseURL is the gateway's address for the set-ups shown to people: the
+// SampleModel is a model for the examples shown to an account of the plan
+// named plan: the first, by id, that the plan offers ("" plan: the
+// catalogue's first); "MODEL" when there is none.
+func (a *App) SampleModel(plan string) string {
+	if p := a.plan(plan); plan != "" && p != nil && p.Models != nil {
+		first := ""
+		for id := range p.Models {
+			if first == "" || id < first {
+				first = id
+			}
+		}
+		if first != "" {
+			return first
+		}
+	}
+	if len(a.modelList) > 0 {
+		return a.modelList[0].ID
+	}
+	return "MODEL"
+}
+
+// BaseURL is the gateway's address for the set-ups shown to people: the
 // public_url option, or else the request's scheme and host (shown back to
 // whoever sent it, never used for links another person follows).
-func (a *App) baseURL(r *http.Request) string {
+func (a *App) BaseURL(r *http.Request) string {
 	if u := a.publicURL; u != nil {
 		return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/")
 	}

@@ -44,6 +44,9 @@ type ConsoleOverview struct {
 	// suspended the account (a top-up resumes it).
 	Owed           Amount
 	Owing, ForDebt bool
+	// Empty says that nothing is available: requests are refused until
+	// a top-up
+	Empty bool
 }
 
 // BillingLine is one entry of the account's money history.
@@ -100,6 +103,11 @@ type ConsoleKeys struct {
 	// PlanRPM and PlanConcurrency are the plan's limits ("" for none),
 	// which a key's own are below
 	PlanRPM, PlanConcurrency string
+	// BaseURL is where clients reach the gateway, and Setups how to point
+	// each client at it (ClientSetups): with the new key in them when the
+	// page shows one, else reading it from $MODELGATE_API_KEY
+	BaseURL string
+	Setups  []ClientSetup
 }
 
 // ConsoleKeyEdit is the form that changes a key's limits.

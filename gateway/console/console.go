@@ -632,7 +632,8 @@ func (h *ConsoleHandler) serveOverview(c *consoleRequest) {
 	p := &web.ConsoleOverview{ConsoleFrame: c.frame, Balance: web.AmountOf(a.Balance), Held: web.AmountOf(a.Held),
 		Available: web.AmountOf(max(a.Balance-a.Held, 0)), Plan: a.Plan, State: string(a.State),
 		Suspended: a.State == ledger.StateSuspended, Keys: live,
-		Owed: web.AmountOf(a.Owed), Owing: a.Owed > 0, ForDebt: a.SuspendedFor == ledger.SuspendedForDebt}
+		Owed: web.AmountOf(a.Owed), Owing: a.Owed > 0, ForDebt: a.SuspendedFor == ledger.SuspendedForDebt,
+		Empty: a.Balance-a.Held <= 0}
 	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleOverview(b, p) })
 }
 
@@ -657,6 +658,7 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int, f web.KeyLimits
 	p := &web.ConsoleKeys{CanCreate: c.sess.account.State == ledger.StateActive, Form: f,
 		FormLabel: strings.TrimSpace(c.r.PostForm.Get("label"))}
 	p.PlanRPM, p.PlanConcurrency = h.planLimits(c)
+	p.BaseURL = h.apiBase(c.r)
 	if ck, err := c.r.Cookie(newKeyCookie); err == nil {
 		h.setCookie(c.w, newKeyCookie, "", h.cookiePath+"keys", -1, http.SameSiteStrictMode)
 		if id, secret, ok := openNewKey(c.sess, ck.Value); ok && shownKeys.first(id) {
@@ -684,6 +686,7 @@ func (h *ConsoleHandler) keysPage(c *consoleRequest, status int, f web.KeyLimits
 			p.Keys = append(p.Keys, consoleKey(k, h.app.KeyLeastRequest(c.sess.account.Plan, &k.Limits)))
 		}
 	}
+	p.Setups = web.ClientSetups(p.BaseURL, p.NewKey, h.app.SampleModel(c.sess.account.Plan))
 	c.frame.Heading, c.frame.Page = "API keys", "keys"
 	p.ConsoleFrame = c.frame
 	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleKeys(b, p) })
@@ -926,6 +929,16 @@ func (h *ConsoleHandler) publicOrigin(r *http.Request) (string, bool) {
 		}
 	}
 	return scheme + "://" + r.Host, true
+}
+
+// apiBase is where the account's clients reach the API, for the set-ups
+// the console shows its signed-in customer: public_url, or the console's
+// own origin (the API is served on the same site), or else the request's.
+func (h *ConsoleHandler) apiBase(r *http.Request) string {
+	if origin, ok := h.publicOrigin(r); ok {
+		return strings.TrimSuffix(origin, "/")
+	}
+	return h.app.BaseURL(r)
 }
 
 // siteHost reports whether r's Host is one of the host names its server
