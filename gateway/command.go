@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -104,6 +105,7 @@ running gateway sees the changes within a second.
 			credit.Flags().String("reason", "", "why (kept with the credit)")
 			credit.Flags().String("reference", "", "a unique reference; a second credit with the same reference is refused (default: random)")
 
+			cmd.PersistentFlags().BoolP("verbose", "v", false, "also print Caddy's own log lines (such as loading the configuration) on stderr")
 			cmd.AddCommand(account, key, credit)
 			addViewCommands(cmd, account, key) // list, show, export: command_views.go
 			ledgerCmd := &cobra.Command{Use: "ledger", Short: "Moves a ledger"}
@@ -189,6 +191,40 @@ func (cc cliConfig) announce(ctx context.Context, what string) {
 	}
 }
 
+// loadConfigFile reads and adapts the configuration at path (./Caddyfile
+// when path is empty and there is one) as `caddy run` would, without
+// Caddy's own log lines on stderr unless verbose: a command's output is
+// its answer and the sentences it prints.
+func loadConfigFile(path, adapter string, verbose bool) ([]byte, error) {
+	if verbose {
+		raw, _, _, err := caddycmd.LoadConfig(path, adapter)
+		return raw, err
+	}
+	if path == "" {
+		if _, err := os.Stat("Caddyfile"); err != nil {
+			return nil, nil //nolint:nilerr // no configuration given and none here: the caller says so
+		}
+		path = "Caddyfile"
+	}
+	body, err := os.ReadFile(path) //nolint:gosec // G304: the operator's own configuration file
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Base(path)
+	if adapter == "" && (strings.HasPrefix(base, "Caddyfile") || filepath.Ext(base) == ".caddyfile") {
+		adapter = "caddyfile"
+	}
+	if adapter == "" {
+		return body, nil // JSON
+	}
+	a := caddyconfig.GetAdapter(adapter)
+	if a == nil {
+		return nil, fmt.Errorf("unknown config adapter %q", adapter)
+	}
+	raw, _, err := a.Adapt(body, map[string]any{"filename": path})
+	return raw, err
+}
+
 // loadCLIConfig finds the ledger from --db or the configuration.
 func loadCLIConfig(fl caddycmd.Flags) (cliConfig, error) {
 	cc := cliConfig{defaultPlan: defaultPlanName}
@@ -196,7 +232,8 @@ func loadCLIConfig(fl caddycmd.Flags) (cliConfig, error) {
 		cc.dbPath = db
 		return cc, nil
 	}
-	raw, _, _, err := caddycmd.LoadConfig(fl.String("config"), fl.String("adapter"))
+	verbose, _ := fl.GetBool("verbose")
+	raw, err := loadConfigFile(fl.String("config"), fl.String("adapter"), verbose)
 	if err != nil {
 		return cc, fmt.Errorf("reading the configuration: %w", err)
 	}

@@ -15,8 +15,9 @@ import (
 // account" to "Test it", run as written (`go run ./cmd/caddy` is the
 // binary built once; the ports are free ones) against a gateway started
 // from Caddyfile.example: every command succeeds, no answer is an error,
-// the revoked key's next request is a 401, and the month's usage export
-// has the walk-through's requests.
+// the revoked key's next request is a 401, the month's usage export has
+// the walk-through's requests, and no command prints Caddy's log lines
+// unless --verbose asks for them.
 func TestREADMEWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway")
@@ -76,6 +77,16 @@ func TestREADMEWalkthrough(t *testing.T) {
 		t.Fatalf("the README's commands failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
+	// the CLI prints its answers and sentences, not Caddy's JSON log lines
+	// (unless --verbose)
+	if strings.Contains(stderr.String(), `{"level":`) {
+		t.Errorf("the CLI printed log lines on stderr:\n%s", stderr.String())
+	}
+	verbose := exec.Command(bin, "modelgate", "account", "list", "--verbose", "--config", "Caddyfile.example")
+	verbose.Dir, verbose.Env = dir, env
+	if both, err := verbose.CombinedOutput(); err != nil || !strings.Contains(string(both), `"msg":"using config from file"`) {
+		t.Errorf("--verbose: %v\n%s", err, both)
+	}
 	if strings.Contains(out, `"error":{`) || strings.Contains(out, `"type":"error"`) {
 		t.Errorf("an answer in the walk-through is an error:\n%s", out)
 	}
