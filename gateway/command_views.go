@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -134,7 +135,7 @@ func toViewAccount(a ledger.Account, s *ledger.Store) viewAccount {
 // viewHeld is an account's held amount in a table.
 func viewHeld(a ledger.Account, s *ledger.Store) string {
 	if s.HeldEverywhere() {
-		return a.Held.String()
+		return a.Held.Display()
 	}
 	return "n/a"
 }
@@ -162,16 +163,15 @@ func cmdAccountList(fl caddycmd.Flags) (int, error) {
 			}
 			return printViewJSON(out)
 		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tEMAIL\tPLAN\tSTATE\tBALANCE\tHELD\tOWED\tCREATED (UTC)")
+		rows := [][]string{{"ID", "EMAIL", "PLAN", "STATE", "BALANCE", "HELD", "OWED", "CREATED (UTC)"}}
 		for _, a := range page.Accounts {
 			email := a.Email
 			if email == "" {
 				email = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, email, a.Plan, a.State, a.Balance, viewHeld(a, s), a.Owed, viewTime(a.CreatedAt))
+			rows = append(rows, []string{a.ID, email, a.Plan, string(a.State), a.Balance.Display(), viewHeld(a, s), a.Owed.Display(), viewTime(a.CreatedAt)})
 		}
-		if err := tw.Flush(); err != nil {
+		if err := printTable(os.Stdout, rows, 4, 5, 6); err != nil {
 			return err
 		}
 		switch {
@@ -217,7 +217,7 @@ func cmdAccountShow(fl caddycmd.Flags, id string) (int, error) {
 			state += " (for debt)"
 		}
 		for _, row := range [][2]string{{"account", a.ID}, {"email", email}, {"plan", a.Plan}, {"state", state},
-			{"balance", a.Balance.String()}, {"held", viewHeld(a, s)}, {"owed", a.Owed.String()}, {"spent this month", a.MonthSpend.String()},
+			{"balance", a.Balance.Display()}, {"held", viewHeld(a, s)}, {"owed", a.Owed.Display()}, {"spent this month", a.MonthSpend.Display()},
 			{"created", viewTime(a.CreatedAt) + " UTC"}, {"keys", strconv.Itoa(len(keys))}} {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
@@ -261,9 +261,8 @@ func cmdKeyList(fl caddycmd.Flags, id string) (int, error) {
 // printKeys writes a table of keys with their totals and limits: never a
 // key or its hash, only the prefix shown when it was created.
 func printKeys(w io.Writer, keys []ledger.KeySummary) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY ID\tLABEL\tPREFIX\tCREATED (UTC)\tLAST USED (UTC)\tREQUESTS\tINPUT TOKENS\tOUTPUT TOKENS\tSPENT\t"+
-		"CAP\tSPENT THIS PERIOD\tLEFT\tRESETS (UTC)\tLIMITS\tDELETED (UTC)")
+	rows := [][]string{{"KEY ID", "LABEL", "PREFIX", "CREATED (UTC)", "LAST USED (UTC)", "REQUESTS", "INPUT TOKENS", "OUTPUT TOKENS", "SPENT",
+		"CAP", "SPENT THIS PERIOD", "LEFT", "RESETS (UTC)", "LIMITS", "DELETED (UTC)"}}
 	now := time.Now()
 	for _, k := range keys {
 		label := k.Label
@@ -275,8 +274,30 @@ func printKeys(w io.Writer, keys []ledger.KeySummary) error {
 			deleted = viewTime(k.DeletedAt)
 		}
 		capped, spent, left, resets := viewCap(&k.Key, now)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, label, k.Prefix, viewTime(k.CreatedAt), viewTime(k.LastUsedAt),
-			k.Requests, k.InputTokens, k.OutputTokens, k.Spent, capped, spent, left, resets, viewLimits(&k.Limits, now), deleted)
+		rows = append(rows, []string{k.ID, label, k.Prefix, viewTime(k.CreatedAt), viewTime(k.LastUsedAt),
+			strconv.FormatInt(k.Requests, 10), strconv.FormatInt(k.InputTokens, 10), strconv.FormatInt(k.OutputTokens, 10),
+			k.Spent.Display(), capped, spent, left, resets, viewLimits(&k.Limits, now), deleted})
+	}
+	return printTable(w, rows, 5, 6, 7, 8, 9, 10, 11)
+}
+
+// printTable writes rows (the first is the header) as a table, its
+// columns separated by two spaces; the columns numbered right (counts and
+// amounts, which show six decimals: Money.Display) are aligned right, so
+// that their figures and decimal points line up under the header's end.
+func printTable(w io.Writer, rows [][]string, right ...int) error {
+	width := map[int]int{}
+	for _, row := range rows {
+		for _, c := range right {
+			width[c] = max(width[c], utf8.RuneCountInString(row[c]))
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, row := range rows {
+		for _, c := range right {
+			row[c] = strings.Repeat(" ", width[c]-utf8.RuneCountInString(row[c])) + row[c]
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
 }

@@ -154,7 +154,7 @@ func viewCap(k *ledger.Key, now time.Time) (capped, spent, left, resets string) 
 	if r := k.ResetsAt(now); !r.IsZero() {
 		resets = viewTime(r)
 	}
-	return k.Limits.Cap.String() + "/" + string(k.Limits.Period), k.SpentThisPeriod(now).String(), k.Left(now).String(), resets
+	return k.Limits.Cap.Display() + "/" + string(k.Limits.Period), k.SpentThisPeriod(now).Display(), k.Left(now).Display(), resets
 }
 
 // viewLimits is a key's other limits, for a table: "models a,b; expires

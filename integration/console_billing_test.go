@@ -67,10 +67,10 @@ func TestConsoleBilling(t *testing.T) {
 		got = append(got, m[1]+" "+m[2]+" "+m[3]+" "+m[4])
 	}
 	want := []string{
-		"dispute Dispute -14.998765433 -15.00",
-		"adjustment Adjustment -0.001234567 -0.00123",
-		"refund Refund -5.000000000 -5.00",
-		"topup Top-up 20.000000000 20.00",
+		"dispute Dispute -14.998765433 -14.998765", // cut, never shown as a round -15.00
+		"adjustment Adjustment -0.001234567 -0.001234",
+		"refund Refund -5.000000000 -5.000000",
+		"topup Top-up 20.000000000 20.000000",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("billing rows:\n%s\nwant\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), r.body)
@@ -189,7 +189,7 @@ func TestConsoleBillingInBrowser(t *testing.T) {
 		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
 		return err
 	})}, signIn...)...)
-	if got := text(`[role="alert"]`); !strings.Contains(got, "owes 2.50 USD") {
+	if got := text(`[role="alert"]`); !strings.Contains(got, "owes 2.500000 USD") {
 		t.Fatalf("the balance page's alert: %q", got)
 	}
 	run("billing",
@@ -197,13 +197,13 @@ func TestConsoleBillingInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`table[data-table="billing"]`)),
 		shot("console-billing.png"),
 	)
-	if got := text(`[role="alert"]`); !strings.Contains(got, "owes 2.50 USD") || !strings.Contains(got, "top-up") {
+	if got := text(`[role="alert"]`); !strings.Contains(got, "owes 2.500000 USD") || !strings.Contains(got, "top-up") {
 		t.Fatalf("the billing page's alert: %q", got)
 	}
-	if got := text(`tr[data-kind="dispute"]`); !strings.Contains(got, "Dispute -12.50 2.50 0.00 Stripe dispute dp_bb") {
+	if got := text(`tr[data-kind="dispute"]`); !strings.Contains(got, "Dispute -12.500000 2.500000 0.000000 Stripe dispute dp_bb") {
 		t.Fatalf("the dispute's row: %q", got)
 	}
-	if got := text(`tr[data-kind="adjustment"]`); !strings.Contains(got, "Adjustment -2.50 12.50 support plan, November") {
+	if got := text(`tr[data-kind="adjustment"]`); !strings.Contains(got, "Adjustment -2.500000 12.500000 support plan, November") {
 		t.Fatalf("the adjustment's row: %q", got)
 	}
 	if got := text(`a.csv[download]`); got != "Download CSV" {

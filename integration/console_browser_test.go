@@ -60,7 +60,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := text(`[data-figure="balance"]`); got != "0.00 USD" {
+	if got := text(`[data-figure="balance"]`); got != "0.000000 USD" {
 		t.Fatalf("new account's balance: %q", got)
 	}
 	// the operator credits the account; the page shows it
@@ -68,7 +68,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)), shot("console-balance.png"))
-	if got := text(`[data-figure="balance"]`); got != "5.00 USD" {
+	if got := text(`[data-figure="balance"]`); got != "5.000000 USD" {
 		t.Fatalf("balance after the credit: %q", got)
 	}
 

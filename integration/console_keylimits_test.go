@@ -188,10 +188,10 @@ func TestConsoleKeyCapInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form[action="/console/keys/edit"] button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.notice`)),
 	)
-	if got := b.words(`td[data-limit="cap"]`); got != "0.001 / day" {
+	if got := b.words(`td[data-limit="cap"]`); got != "0.001000 / day" {
 		t.Fatalf("the cap listed: %q", got)
 	}
-	if got := text(`td[data-limit="left"]`); got != "0.001" {
+	if got := text(`td[data-limit="left"]`); got != "0.001000" {
 		t.Fatalf("left of a fresh cap: %q", got)
 	}
 

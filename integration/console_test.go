@@ -178,7 +178,7 @@ func TestConsoleSessions(t *testing.T) {
 		t.Fatalf("the email is kept in lower case: %v", err)
 	}
 	home := c.get("/console/")
-	if home.status != 200 || !strings.Contains(home.body, "ada@example.com") || figure(home.body, "balance") != "0.00 USD" ||
+	if home.status != 200 || !strings.Contains(home.body, "ada@example.com") || figure(home.body, "balance") != "0.000000 USD" ||
 		figure(home.body, "plan") != "developer" {
 		t.Fatalf("home: %d\n%s", home.status, home.body)
 	}
@@ -565,7 +565,7 @@ func TestConsoleTopUp(t *testing.T) {
 	if r := deliver(t, paid, stripetest.Signed(paid, testWebhookSecret, time.Now())); r.status != 200 || !strings.Contains(r.body, `"credited"`) {
 		t.Fatalf("webhook: %d %s", r.status, r.body)
 	}
-	if got := figure(c.get("/console/").body, "balance"); got != "12.34 USD" {
+	if got := figure(c.get("/console/").body, "balance"); got != "12.340000 USD" {
 		t.Fatalf("balance after paying: %q", got)
 	}
 

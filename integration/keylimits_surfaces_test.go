@@ -101,7 +101,7 @@ func TestCLIKeyLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"CAP", "SPENT THIS PERIOD", "LEFT", "RESETS (UTC)", "20.000000000/day", "models gpt-4o-mini,gpt-4o-*",
+	for _, want := range []string{"CAP", "SPENT THIS PERIOD", "LEFT", "RESETS (UTC)", "20.000000/day", "models gpt-4o-mini,gpt-4o-*",
 		"expires " + tomorrow + " 00:00:00", "rpm 10", "concurrency 2", time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly) + " 00:00:00"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("key list lacks %q:\n%s", want, list)

@@ -63,7 +63,7 @@ func TestLookupPage(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"requests": "1", "input_tokens": strconv.FormatInt(row.Tokens.Input, 10), "output_tokens": strconv.FormatInt(row.Tokens.Output, 10),
-		"spent": row.Charged.Rounded() + " USD", "balance": balance.Rounded() + " USD", "held": "0.00 USD",
+		"spent": row.Charged.Display() + " USD", "balance": balance.Display() + " USD", "held": "0.000000 USD",
 		"plan": "developer", "state": "active",
 	} {
 		if got := figure(r.body, name); got != want {

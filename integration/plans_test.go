@@ -301,7 +301,7 @@ func TestConsoleVolumeTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	usage := c.get("/console/usage")
-	if figure(usage.body, "month_spent") != "" || figure(usage.body, "discount") != "0.00 USD" {
+	if figure(usage.body, "month_spent") != "" || figure(usage.body, "discount") != "0.000000 USD" {
 		t.Fatalf("on the developer plan: month %q, discount %q", figure(usage.body, "month_spent"), figure(usage.body, "discount"))
 	}
 	if err := g.store.SetAccountPlan(ctx, acct, "volume"); err != nil {
@@ -402,10 +402,10 @@ func TestConsoleVolumeTierInBrowser(t *testing.T) {
 		}),
 	)
 	for sel, want := range map[string]string{
-		`[data-figure="discount"]`:                       discount.Rounded() + " USD",
-		`[data-figure="month_spent"]`:                    spent.Rounded() + " USD",
+		`[data-figure="discount"]`:                       discount.Display() + " USD",
+		`[data-figure="month_spent"]`:                    spent.Display() + " USD",
 		`[data-figure="tier"]`:                           "7.77% off, above " + ledger.Money(50_000).Rounded(),
-		`table[data-table="models"] tbody td:last-child`: discount.Rounded(),
+		`table[data-table="models"] tbody td:last-child`: discount.Display(),
 		`table[data-table="models"] thead th:last-child`: "Discount",
 	} {
 		if got := text(sel); got != want {

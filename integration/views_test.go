@@ -389,7 +389,7 @@ func TestCLIAccountViews(t *testing.T) {
 		t.Fatalf("account list:\n%s", table)
 	}
 	for _, l := range lines[1:] {
-		if strings.HasPrefix(l, ada) && !(strings.Contains(l, "ada@cli.example") && strings.Contains(l, " "+bal.String()+" ") &&
+		if strings.HasPrefix(l, ada) && !(strings.Contains(l, "ada@cli.example") && strings.Contains(l, " "+bal.Display()+" ") &&
 			strings.Contains(l, "default") && strings.Contains(l, "active") && strings.Contains(l, "n/a")) {
 			t.Errorf("ada's line: %q (balance %s)", l, bal)
 		}
@@ -458,8 +458,8 @@ func TestCLIAccountViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	words := strings.Join(strings.Fields(show), " ") // the table's padding aside
-	for _, want := range []string{"account " + ada, "ada@cli.example", "balance " + bal.String(), "held n/a", "state active",
-		"plan default", "owed " + ledger.Money(0).String(), "spent this month " + spent.String(), p.KeyID, p.Prefix, "laptop", spent.String()} {
+	for _, want := range []string{"account " + ada, "ada@cli.example", "balance " + bal.Display(), "held n/a", "state active",
+		"plan default", "owed " + ledger.Money(0).Display(), "spent this month " + spent.Display(), p.KeyID, p.Prefix, "laptop", spent.Display()} {
 		if !strings.Contains(words, want) {
 			t.Errorf("account show lacks %q:\n%s", want, show)
 		}

@@ -90,6 +90,40 @@ func (m Money) Rounded() string {
 	return string(append(b, strings.TrimRight(string(sig), "0")...))
 }
 
+// DisplayDecimals is how many decimal places Display shows.
+const DisplayDecimals = 6
+
+// Display formats an amount for people, the one way every page and the
+// CLI's tables show balances and charges: six decimal places, cut toward
+// zero (never more than there is: 9.9999999 is "9.999999", not "10.00"),
+// thousands separated ("1,234.500000"), so that amounts in a column line up
+// on their decimal point and a sub-cent amount keeps its figures. A
+// non-zero amount below a millionth is "<0.000001" (or "-<0.000001").
+// String is the exact form, for machines, exports and a title to hover
+// over.
+func (m Money) Display() string {
+	u := uint64(m) //nolint:gosec // G115: the bits as they are; a negative m is negated below into its magnitude
+	neg := m < 0
+	if neg {
+		u = -u
+	}
+	var b []byte
+	if neg {
+		b = append(b, '-')
+	}
+	const unit = NanosPerUnit / 1_000_000 // the last digit shown
+	if u != 0 && u < unit {
+		return string(append(b, "<0.000001"...))
+	}
+	b = appendGrouped(b, u/NanosPerUnit)
+	frac := strconv.AppendUint(nil, u%NanosPerUnit/unit, 10)
+	b = append(b, '.')
+	for range DisplayDecimals - len(frac) {
+		b = append(b, '0')
+	}
+	return string(append(b, frac...))
+}
+
 // appendGrouped appends n with its thousands separated by commas.
 func appendGrouped(b []byte, n uint64) []byte {
 	s := strconv.FormatUint(n, 10)

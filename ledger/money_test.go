@@ -359,3 +359,27 @@ func TestMoneyJSON(t *testing.T) {
 		t.Errorf("null: %v, %v", v.Amount, err)
 	}
 }
+
+func TestMoneyDisplay(t *testing.T) {
+	for _, tt := range []struct {
+		m    Money
+		want string
+	}{
+		{0, "0.000000"},
+		{9_999_999_900, "9.999999"}, // cut, never rounded up to a round figure
+		{9_820_623_900, "9.820623"},
+		{4_261_000, "0.004261"},
+		{1_000, "0.000001"},
+		{999, "<0.000001"},
+		{1, "<0.000001"},
+		{-1, "-<0.000001"},
+		{-2_500_000_000, "-2.500000"},
+		{1_234_567_500_000_000, "1,234,567.500000"},
+		{math.MaxInt64, "9,223,372,036.854775"},
+		{math.MinInt64, "-9,223,372,036.854775"},
+	} {
+		if got := tt.m.Display(); got != tt.want {
+			t.Errorf("Money(%d).Display() = %q, want %q", int64(tt.m), got, tt.want)
+		}
+	}
+}

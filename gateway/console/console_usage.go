@@ -193,7 +193,7 @@ func (h *ConsoleHandler) serveUsage(c *consoleRequest) {
 		return s
 	}
 	count := func(v int64) string { return strconv.FormatInt(v, 10) }
-	money := func(v int64) string { return ledger.Money(v).Rounded() + " " + h.app.Currency }
+	money := func(v int64) string { return ledger.Money(v).Display() + " " + h.app.Currency }
 	p.Charts = []web.Chart{
 		web.NewChart("requests", "Requests", days, count,
 			series("requests", "s-requests", func(t usageTotals) int64 { return t.requests }, count)),
