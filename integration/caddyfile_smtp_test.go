@@ -14,6 +14,24 @@ import (
 // the password kept as its placeholder; bad blocks are clear errors; a
 // gateway that mails needs public_url, and a password placeholder that is
 // not set stops it, naming the placeholder only.
+// provisionCaddyfile adapts a configuration whose modelgate block has
+// body (beside a ledger of its own) and provisions it as `caddy validate`
+// does, returning what provisioning refused.
+func provisionCaddyfile(t *testing.T, body string) error {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "ledger.db")
+	in := "{\n\tmodelgate {\n\t\tledger sqlite " + db + "\n" + body + "\t}\n}\n:8080 {\n\tmodelgate_api\n}\n"
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c caddy.Config
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatal(err)
+	}
+	return caddy.Validate(&c)
+}
+
 func TestCaddyfileSMTP(t *testing.T) {
 	const head = "{\n\tmodelgate {\n"
 	tail := "\t}\n}\n:8080 {\n\tmodelgate_api\n}\n"
@@ -60,17 +78,7 @@ func TestCaddyfileSMTP(t *testing.T) {
 	// provisioning (caddy.Validate provisions the modules)
 	validate := func(body string) error {
 		t.Helper()
-		db := filepath.Join(t.TempDir(), "ledger.db")
-		in := head + "\t\tledger sqlite " + db + "\n" + body + tail
-		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var c caddy.Config
-		if err := json.Unmarshal(out, &c); err != nil {
-			t.Fatal(err)
-		}
-		return caddy.Validate(&c)
+		return provisionCaddyfile(t, body)
 	}
 	t.Setenv("MG_TEST_SMTP_PASSWORD", "")
 	if err := validate(strings.Replace(good, "\t\tpublic_url https://api.example.com\n", "", 1)); err == nil || !strings.Contains(err.Error(), "need public_url") {

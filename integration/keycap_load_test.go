@@ -25,23 +25,8 @@ import (
 // refused, and the other key still works.
 func TestKeyCapUnderConcurrency(t *testing.T) {
 	g := startGateway(t, gatewayOptions{
-		mock: mockupstream.Config{TokenDelay: 2 * time.Millisecond},
-		extra: `		model dear-openai {
-			route mock up-dear
-			price input 1 output 3
-			max_output 1000
-		}
-		model dear-anthropic {
-			route mock-anthropic up-dear
-			price input 1 output 3
-			max_output 1000
-		}
-		model dear-gemini {
-			route mock-gemini up-dear
-			price input 1 output 3
-			max_output 1000
-		}
-`})
+		mock:  mockupstream.Config{TokenDelay: 2 * time.Millisecond},
+		extra: dearModels})
 	ctx := context.Background()
 	acct, other := g.account("1")
 	// a hold: ~30 input tokens at 1000 nanos and 60 output tokens at 3000

@@ -25,23 +25,8 @@ import (
 // on credit.
 func TestNoOverdraftUnderConcurrency(t *testing.T) {
 	g := startGateway(t, gatewayOptions{
-		mock: mockupstream.Config{TokenDelay: 2 * time.Millisecond},
-		extra: `		model dear-openai {
-			route mock up-dear
-			price input 1 output 3
-			max_output 1000
-		}
-		model dear-anthropic {
-			route mock-anthropic up-dear
-			price input 1 output 3
-			max_output 1000
-		}
-		model dear-gemini {
-			route mock-gemini up-dear
-			price input 1 output 3
-			max_output 1000
-		}
-`})
+		mock:  mockupstream.Config{TokenDelay: 2 * time.Millisecond},
+		extra: dearModels})
 	// One answer: about 30 input tokens at 1000 nanos and 40 output tokens
 	// at 3000: some 150,000 nanos. Ten of them:
 	const credit = "0.0015"
@@ -143,6 +128,25 @@ func TestNoOverdraftUnderConcurrency(t *testing.T) {
 	}
 	g.audit()
 }
+
+// dearModels are three models, one per upstream format, at 1 per 1M
+// input tokens and 3 per 1M output tokens.
+const dearModels = `		model dear-openai {
+			route mock up-dear
+			price input 1 output 3
+			max_output 1000
+		}
+		model dear-anthropic {
+			route mock-anthropic up-dear
+			price input 1 output 3
+			max_output 1000
+		}
+		model dear-gemini {
+			route mock-gemini up-dear
+			price input 1 output 3
+			max_output 1000
+		}
+`
 
 // overdraftRequest is one generation request of ~40 output tokens with an
 // output cap of 60, in a client format.

@@ -238,33 +238,20 @@ func (s *Store) Authenticate(secret string) (Principal, error) {
 // lookupKey reads a key by hash from the read pool and caches the answer.
 // It returns nil for an unknown hash.
 func (s *Store) lookupKey(sum [32]byte, gen uint64) (*keyEntry, error) {
-	done, err := s.beginRead()
-	if err != nil {
-		return nil, err
+	e, err := s.readKeyEntry("hash", sum[:])
+	if err != nil || e != nil {
+		return e, err
 	}
-	defer done()
-	s.loadMu.RLock()
-	defer s.loadMu.RUnlock()
-	e, _, err := scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE hash = ?`, sum[:]))
 	kc := &s.keys
-	if errors.Is(err, sql.ErrNoRows) {
-		kc.mu.Lock()
-		if kc.gen == gen {
-			if len(kc.neg) >= maxNegativeKeys {
-				clear(kc.neg)
-			}
-			kc.neg[sum] = struct{}{}
-		}
-		kc.mu.Unlock()
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ledger: authenticate: read key: %w", err)
-	}
 	kc.mu.Lock()
-	e = kc.putLocked(e)
+	if kc.gen == gen {
+		if len(kc.neg) >= maxNegativeKeys {
+			clear(kc.neg)
+		}
+		kc.neg[sum] = struct{}{}
+	}
 	kc.mu.Unlock()
-	return e, nil
+	return nil, nil
 }
 
 // keyEntryByID returns the cached entry of a key, reading it on a miss
@@ -278,6 +265,12 @@ func (s *Store) keyEntryByID(id string) (*keyEntry, error) {
 	if e != nil || id == "" {
 		return e, nil
 	}
+	return s.readKeyEntry("id", id)
+}
+
+// readKeyEntry reads the key whose column (a constant: "id" or "hash") is
+// value from the read pool and caches it; nil if there is none.
+func (s *Store) readKeyEntry(column string, value any) (*keyEntry, error) {
 	done, err := s.beginRead()
 	if err != nil {
 		return nil, err
@@ -285,13 +278,14 @@ func (s *Store) keyEntryByID(id string) (*keyEntry, error) {
 	defer done()
 	s.loadMu.RLock()
 	defer s.loadMu.RUnlock()
-	e, _, err = scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE id = ?`, id))
+	e, _, err := scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE `+column+` = ?`, value))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ledger: read key %s: %w", id, err)
+		return nil, fmt.Errorf("ledger: read key: %w", err)
 	}
+	kc := &s.keys
 	kc.mu.Lock()
 	e = kc.putLocked(e)
 	kc.mu.Unlock()

@@ -23,13 +23,19 @@ func (m Money) String() string {
 	return string(m.Append(buf[:0]))
 }
 
-// Append appends the String form of m to b and returns the extended slice.
-func (m Money) Append(b []byte) []byte {
+// appendSign appends m's sign to b ("-" for a negative m) and returns b
+// and m's magnitude (two's complement, exact for math.MinInt64 too).
+func (m Money) appendSign(b []byte) ([]byte, uint64) {
 	u := uint64(m) //nolint:gosec // G115: the bits as they are; a negative m is negated below into its magnitude
 	if m < 0 {
-		b = append(b, '-')
-		u = -u // two's complement magnitude; exact for math.MinInt64 too
+		return append(b, '-'), -u
 	}
+	return b, u
+}
+
+// Append appends the String form of m to b and returns the extended slice.
+func (m Money) Append(b []byte) []byte {
+	b, u := m.appendSign(b)
 	b = strconv.AppendUint(b, u/NanosPerUnit, 10)
 	b = append(b, '.')
 	frac := u % NanosPerUnit
@@ -47,15 +53,7 @@ func (m Money) Append(b []byte) []byte {
 // tiny cost does not read as nothing. Zero is "0.00". String is the exact
 // form, for machines and for a title to hover over.
 func (m Money) Rounded() string {
-	u := uint64(m) //nolint:gosec // G115: the bits as they are; a negative m is negated below into its magnitude
-	neg := m < 0
-	if neg {
-		u = -u
-	}
-	var b []byte
-	if neg {
-		b = append(b, '-')
-	}
+	b, u := m.appendSign(nil)
 	const cent = NanosPerUnit / 100
 	if u == 0 || u >= cent {
 		cents := u / cent
@@ -102,15 +100,7 @@ const DisplayDecimals = 6
 // String is the exact form, for machines, exports and a title to hover
 // over.
 func (m Money) Display() string {
-	u := uint64(m) //nolint:gosec // G115: the bits as they are; a negative m is negated below into its magnitude
-	neg := m < 0
-	if neg {
-		u = -u
-	}
-	var b []byte
-	if neg {
-		b = append(b, '-')
-	}
+	b, u := m.appendSign(nil)
 	const unit = NanosPerUnit / 1_000_000 // the last digit shown
 	if u != 0 && u < unit {
 		return string(append(b, "<0.000001"...))
