@@ -61,6 +61,7 @@ var copyTables = []copyTable{
 	{name: "logins", order: "account_id", cols: []string{"account_id", "password_hash", "created_at", "email_state"}},
 	{name: "sessions", order: "token_hash", cols: []string{"token_hash", "account_id", "csrf", "created_at", "expires_at"}},
 	{name: "login_tokens", order: "token_hash", cols: []string{"token_hash", "account_id", "purpose", "created_at", "expires_at"}},
+	{name: "alerts_fired", order: "account_id, alert", cols: []string{"account_id", "alert", "detail", "fired_at"}},
 }
 
 // Copy copies the whole content of the ledger src (a SQLite ledger, as a

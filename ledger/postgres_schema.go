@@ -719,6 +719,8 @@ BEGIN
 END
 $$;
 `,
+	// 9: the alerts that fired, as SQLite's migration 13 (alertsMigration).
+	strings.ReplaceAll(alertsMigration, "INTEGER", "bigint"),
 }
 
 // pgMigrationLock is the advisory lock key that serializes migrations of

@@ -278,7 +278,22 @@ INSERT INTO usage_rollup (one, rolled) SELECT 1, coalesce(max(id), 0) FROM usage
 `,
 	// 12: keys' own limits (keylimits.go), PostgreSQL's migration 8.
 	keyLimitsMigration,
+	// 13: the alerts that fired (alerts.go), PostgreSQL's migration 9.
+	alertsMigration,
 }
+
+// alertsMigration is the table of the alerts that fired and are not
+// re-armed: one row per account and alert, so that only one writer fires
+// a crossing (docs/design.md, "Alerts fire once per crossing").
+const alertsMigration = `
+CREATE TABLE alerts_fired (
+	account_id TEXT NOT NULL REFERENCES accounts (id),
+	alert      TEXT NOT NULL,
+	detail     TEXT NOT NULL DEFAULT '',
+	fired_at   INTEGER NOT NULL,
+	PRIMARY KEY (account_id, alert)
+);
+`
 
 // keyLimitsMigration adds a key's own limits: its spend cap (nanos, 0:
 // none) and the period that resets it ('never', 'day', 'week', 'month'),

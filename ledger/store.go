@@ -75,6 +75,7 @@ type Store struct {
 	// their methods are the Store's.
 	availabilityLog
 	loginStore
+	alertStore
 	rdb *sql.DB // the read pool: SQLite's own, or a database/sql view of PostgreSQL's
 
 	cmds       chan *command
@@ -178,6 +179,7 @@ func (s *Store) setEngine(eng engine) {
 	s.eng = eng
 	s.availabilityLog = availabilityLog{db: s, w: eng}
 	s.loginStore = loginStore{db: s}
+	s.alertStore = alertStore{db: s}
 }
 
 // execCommand runs fn as one write (see command.fn) named what.

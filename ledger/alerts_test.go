@@ -1,0 +1,92 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestAlertFiresOncePerCrossing: many requests, on every instance of a
+// shared ledger, see an account cross its threshold at once: the alert
+// fires exactly once; it stays fired until re-armed (the balance back above
+// the threshold), then the next crossing fires it once again; a period's
+// alert is another name and fires on its own; alerts survive a restart and
+// are the account's alone.
+func TestAlertFiresOncePerCrossing(t *testing.T) { backends(t, testAlertFiresOncePerCrossing) }
+
+func testAlertFiresOncePerCrossing(t *testing.T, b backend) {
+	ctx := context.Background()
+	var db testDB
+	var stores []*Store
+	if b.pg {
+		_, stores = openShared(t, 3)
+	} else {
+		db = b.db(t)
+		stores = []*Store{b.openAt(t, db)}
+	}
+	a := mustAccount(t, stores[0], 1000)
+	other := mustAccount(t, stores[0], 1000)
+	now := time.Now()
+	crossing := func(round int) int64 {
+		t.Helper()
+		var fired atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 60 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok, err := stores[i%len(stores)].FireAlert(ctx, a.ID, "low_balance", fmt.Sprintf("round %d: balance below 5.00", round), now)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					fired.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return fired.Load()
+	}
+	if n := crossing(1); n != 1 {
+		t.Fatalf("the first crossing fired %d times, want once", n)
+	}
+	if n := crossing(2); n != 0 {
+		t.Fatalf("a crossing while fired fired %d times, want none", n)
+	}
+	if ok, err := stores[len(stores)-1].RearmAlert(ctx, a.ID, "low_balance"); err != nil || !ok {
+		t.Fatalf("rearm: %v, %v", ok, err)
+	}
+	if ok, err := stores[0].RearmAlert(ctx, a.ID, "low_balance"); err != nil || ok {
+		t.Fatalf("a second rearm: %v, %v", ok, err)
+	}
+	if n := crossing(3); n != 1 {
+		t.Fatalf("the crossing after re-arming fired %d times, want once", n)
+	}
+	// a period's alert, and another account's, fire on their own
+	for _, tt := range []struct{ account, alert string }{{a.ID, "month_spend:2026-11"}, {other.ID, "low_balance"}} {
+		if ok, err := stores[0].FireAlert(ctx, tt.account, tt.alert, "", now); err != nil || !ok {
+			t.Fatalf("%s of %s: %v, %v", tt.alert, tt.account, ok, err)
+		}
+	}
+	fired, err := stores[len(stores)-1].FiredAlerts(ctx, a.ID)
+	if err != nil || len(fired) != 2 || (fired[0].Detail == "" && fired[1].Detail == "") {
+		t.Fatalf("fired alerts: %+v, %v", fired, err)
+	}
+	for _, bad := range []string{"", " ", string(make([]byte, MaxAlertName+1))} {
+		if _, err := stores[0].FireAlert(ctx, a.ID, bad, "", now); err == nil {
+			t.Errorf("an alert named %q fired", bad)
+		}
+	}
+	if !b.pg {
+		if err := stores[0].Close(); err != nil {
+			t.Fatal(err)
+		}
+		s := b.openAt(t, db)
+		if ok, err := s.FireAlert(ctx, a.ID, "low_balance", "", now); err != nil || ok {
+			t.Fatalf("after a restart the fired alert fired again: %v, %v", ok, err)
+		}
+	}
+}
