@@ -339,15 +339,17 @@ func (s *Store) CreateKeyWithLimits(ctx context.Context, accountID, label string
 	e := keyEntryFor(id, accountID, label, secret)
 	e.setLimits(l)
 	now := s.now()
+	var start int64
 	if l.Capped() {
-		e.budget.spend.start = l.period().Start(now)
+		start = l.period().Start(now)
 	}
+	e.budget.spend.start = start // before the entry is cached: a reload may refresh it after
 	if err := s.eng.createKey(ctx, e, now.UnixMilli()); err != nil {
 		return "", Key{}, err
 	}
 	p := e.principal
 	return secret, Key{ID: p.KeyID, AccountID: p.AccountID, Label: p.Label, Prefix: p.Prefix,
-		CreatedAt: time.UnixMilli(now.UnixMilli()).UTC(), Limits: l, PeriodStart: e.budget.spend.start}, nil
+		CreatedAt: time.UnixMilli(now.UnixMilli()).UTC(), Limits: l, PeriodStart: start}, nil
 }
 
 // limitArgs are the values of limitColumns for e (its budget's spend
