@@ -432,7 +432,7 @@ func (h *APIHandler) serveUsage(w http.ResponseWriter, r *http.Request, p relay.
 		// the key's own limits, and where its cap stands, as the admin
 		// API shows them
 		var k ledger.Key
-		if k, err = h.app.store.KeyByID(r.Context(), p.KeyID); err == nil {
+		if k, err = h.app.store.KeyLimitsByID(r.Context(), p.KeyID); err == nil {
 			v := toKeyLimitsView(&k, time.Now())
 			limits = &v
 		}

@@ -249,26 +249,7 @@ func TestKeyModels(t *testing.T) {
 	}
 
 	// Gemini, under /v1beta and /v1, paged by one too
-	for _, version := range []string{"", "v1"} {
-		gc := g.geminiClient(t, key, version)
-		var names []string
-		for m, err := range gc.Models.All(ctx) {
-			if err != nil {
-				t.Fatalf("gemini list (%q): %v", version, err)
-			}
-			names = append(names, m.Name)
-		}
-		if strings.Join(names, ",") != "models/claude-test,models/gpt-test" {
-			t.Errorf("gemini list (%q): %v", version, names)
-		}
-		var gerr genai.APIError
-		if _, err := gc.Models.Get(ctx, "gemini-test", nil); !errors.As(err, &gerr) || gerr.Code != 404 {
-			t.Errorf("gemini get (%q) of a model the key leaves out: %v", version, err)
-		}
-		if m, err := gc.Models.Get(ctx, "gpt-test", nil); err != nil || m.Name != "models/gpt-test" {
-			t.Errorf("gemini get (%q) of a listed model: %+v %v", version, m, err)
-		}
-	}
+	assertGeminiModels(t, g, key, []string{"claude-test", "gpt-test"}, "gemini-test")
 	if r := g.do("GET", "/v1beta/models?pageSize=1", "", "X-Goog-Api-Key", key); r.status != 200 ||
 		!strings.Contains(r.body, `"name":"models/claude-test"`) || !strings.Contains(r.body, `"nextPageToken":"claude-test"`) {
 		t.Errorf("gemini page of one: %d %s", r.status, r.body)

@@ -19,7 +19,6 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/openai/openai-go/v3"
-	"google.golang.org/genai"
 
 	"github.com/modelgate/modelgate/ledger"
 )
@@ -93,23 +92,7 @@ func TestPlanModels(t *testing.T) {
 	}
 
 	// Gemini, under /v1beta and /v1
-	for _, version := range []string{"", "v1"} {
-		gc := g.geminiClient(t, key, version)
-		var names []string
-		for m, err := range gc.Models.All(ctx) {
-			if err != nil {
-				t.Fatalf("gemini list (%q): %v", version, err)
-			}
-			names = append(names, m.Name)
-		}
-		if strings.Join(names, ",") != "models/claude-test,models/gpt-test" {
-			t.Errorf("gemini list (%q): %v", version, names)
-		}
-		var gerr genai.APIError
-		if _, err := gc.Models.Get(ctx, "gemini-test", nil); !errors.As(err, &gerr) || gerr.Code != 404 {
-			t.Errorf("gemini get (%q) of a model the plan leaves out: %v", version, err)
-		}
-	}
+	assertGeminiModels(t, g, key, offered, "gemini-test")
 
 	// every request naming a model the plan leaves out gets what an unknown
 	// model gets, byte for byte (the model's name aside)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,40 @@ func (g *testGateway) anthropicClient(key string) anthropic.Client {
 }
 
 // geminiClient is the official Google GenAI SDK pointed at the gateway.
+// assertGeminiModels checks, through the Google GenAI SDK under /v1beta
+// and /v1, that key sees exactly the models want (sorted) in the list,
+// that each of them answers a GET, and that absent is not found.
+func assertGeminiModels(t *testing.T, g *testGateway, key string, want []string, absent string) {
+	t.Helper()
+	ctx := context.Background()
+	names := make([]string, len(want))
+	for i, id := range want {
+		names[i] = "models/" + id
+	}
+	for _, version := range []string{"", "v1"} {
+		gc := g.geminiClient(t, key, version)
+		var got []string
+		for m, err := range gc.Models.All(ctx) {
+			if err != nil {
+				t.Fatalf("gemini list (%q): %v", version, err)
+			}
+			got = append(got, m.Name)
+		}
+		if !slices.Equal(got, names) {
+			t.Errorf("gemini list (%q): %v, want %v", version, got, names)
+		}
+		var gerr genai.APIError
+		if _, err := gc.Models.Get(ctx, absent, nil); !errors.As(err, &gerr) || gerr.Code != 404 {
+			t.Errorf("gemini get (%q) of %s, left out: %v", version, absent, err)
+		}
+		for i, id := range want {
+			if m, err := gc.Models.Get(ctx, id, nil); err != nil || m.Name != names[i] {
+				t.Errorf("gemini get (%q) of %s: %+v %v", version, id, m, err)
+			}
+		}
+	}
+}
+
 func (g *testGateway) geminiClient(t *testing.T, key, apiVersion string) *genai.Client {
 	t.Helper()
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{

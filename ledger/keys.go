@@ -513,6 +513,15 @@ func (s *Store) KeyByID(ctx context.Context, keyID string) (Key, error) {
 	if err := s.eng.catchUp(ctx); err != nil {
 		return Key{}, err
 	}
+	return s.KeyLimitsByID(ctx, keyID)
+}
+
+// KeyLimitsByID is KeyByID without bringing the derived usage tables up to
+// date first (on SQLite a rollup): the key's limits and its period spend
+// are exact (a settle writes the spend with its debit), its LastUsedAt may
+// lag by the rollup's second. It is for the reads a client's requests make
+// (GET /api/usage), which never cost a rollup.
+func (s *Store) KeyLimitsByID(ctx context.Context, keyID string) (Key, error) {
 	done, err := s.beginRead()
 	if err != nil {
 		return Key{}, err
