@@ -20,6 +20,7 @@ type writeStmts struct {
 	acctBalance                                   *sql.Stmt
 	insAccount, setState, setPlan                 *sql.Stmt
 	insKey, delKey, keyExists, insModel, getModel *sql.Stmt
+	keySpend                                      *sql.Stmt // a capped key's period spend (keySpendUpdate)
 	reloadAccounts, reloadKeys                    *sql.Stmt
 	dataVersion                                   *sql.Stmt
 
@@ -34,7 +35,7 @@ type writeStmts struct {
 func (st *writeStmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.begin, &st.commit, &st.rollback,
 		&st.acctBalance, &st.insAccount, &st.setState, &st.setPlan,
-		&st.insKey, &st.delKey, &st.keyExists, &st.insModel, &st.getModel, &st.reloadAccounts, &st.reloadKeys, &st.dataVersion}
+		&st.insKey, &st.delKey, &st.keyExists, &st.insModel, &st.getModel, &st.keySpend, &st.reloadAccounts, &st.reloadKeys, &st.dataVersion}
 }
 
 func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
@@ -51,6 +52,7 @@ func (st *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		`SELECT 1 FROM keys WHERE id = ?`,
 		`INSERT INTO models (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
 		`SELECT created_at FROM models WHERE id = ?`,
+		keySpendUpdate,
 		reloadAccountsQuery,
 		reloadKeysQuery,
 		`PRAGMA data_version`,
@@ -505,7 +507,7 @@ func (e *sqliteEngine) flushKeySpend(ctx context.Context, settles []*command) er
 		if c.err != nil || h.key == nil || c.now < 0 || c.rec.Charged == 0 {
 			continue
 		}
-		if _, err := e.wconn.ExecContext(ctx, keySpendUpdate, h.key.principal.KeyID, c.now, int64(c.rec.Charged)); err != nil {
+		if _, err := e.st.keySpend.ExecContext(ctx, h.key.principal.KeyID, c.now, int64(c.rec.Charged)); err != nil {
 			return fmt.Errorf("key period spend: %w", err)
 		}
 	}

@@ -23,11 +23,14 @@ const keyVar = "MODELGATE_API_KEY"
 // base + "/v1"; Anthropic and Google clients use base itself.
 func ClientSetups(base, key, model string) []ClientSetup {
 	shellKey, pyKey := "$"+keyVar, `os.environ["`+keyVar+`"]`
-	pyImport := "import os\n"
+	pyImport, codexKey := "import os\n", ""
 	if key != "" {
+		// Codex reads its key from the environment only
 		shellKey, pyKey, pyImport = key, `"`+key+`"`, ""
+		codexKey = "# in your shell: export " + keyVar + "=" + key + "\n"
 	}
-	r := strings.NewReplacer("{base}", base, "{key}", shellKey, "{pykey}", pyKey, "{model}", model, "{import}", pyImport)
+	r := strings.NewReplacer("{base}", base, "{key}", shellKey, "{pykey}", pyKey, "{model}", model, "{import}", pyImport,
+		"{codexkey}", codexKey)
 	setups := []ClientSetup{
 		{"curl", "shell", `curl {base}/v1/chat/completions \
   -H "Authorization: Bearer {key}" -H "Content-Type: application/json" \
@@ -49,7 +52,7 @@ print(client.models.generate_content(model="{model}", contents="Hello").text)`},
 		{"Claude Code", "shell", `export ANTHROPIC_BASE_URL={base}
 export ANTHROPIC_AUTH_TOKEN={key}
 claude`},
-		{"Codex CLI (~/.codex/config.toml)", "toml", `model = "{model}"
+		{"Codex CLI (~/.codex/config.toml)", "toml", `{codexkey}model = "{model}"
 model_provider = "modelgate"
 
 [model_providers.modelgate]
@@ -64,10 +67,6 @@ gemini -m {model}`},
 	for i := range setups {
 		setups[i].Code = r.Replace(setups[i].Code)
 	}
-	if key != "" {
-		// Codex reads its key from the environment only
-		setups[5].Code = "# in your shell: export " + keyVar + "=" + key + "\n" + setups[5].Code
-	}
 	return setups
 }
 
@@ -77,9 +76,6 @@ type IndexPage struct {
 	Title   string
 	BaseURL string
 	Setups  []ClientSetup
-	// Console is the console's path, when a site serves one ("" if not
-	// known).
-	Console string
 }
 
 // RenderIndex writes the root page.
