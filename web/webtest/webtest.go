@@ -12,6 +12,7 @@ package webtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image/png"
 	"os"
@@ -25,6 +26,12 @@ import (
 
 // Timeout bounds one Chromium run.
 const Timeout = 30 * time.Second
+
+// attempts is how many times a run that timed out is started afresh.
+// Headless Chromium now and then hangs at start on a loaded machine
+// (its renderer never reports the load); a page that is really slow or
+// broken times out on every attempt and still fails the test.
+const attempts = 2
 
 // Default window size of DumpDOM.
 const (
@@ -151,9 +158,27 @@ func ScreenshotDir(t testing.TB) string {
 	return dir
 }
 
-// run starts one headless Chromium with a throwaway profile and returns its
-// standard output.
+// run starts a headless Chromium with a throwaway profile and returns its
+// standard output, starting it once more if the first run timed out.
 func (b *Browser) run(w, h int, args ...string) (string, error) {
+	var err error
+	for i := 0; i < attempts; i++ {
+		var out string
+		out, err = b.runOnce(w, h, args...)
+		if !errors.Is(err, errTimedOut) {
+			return out, err
+		}
+		b.t.Logf("chromium %v: %v (attempt %d of %d)", args, err, i+1, attempts)
+	}
+	return "", err
+}
+
+// errTimedOut marks a run that Timeout stopped.
+var errTimedOut = errors.New("timed out")
+
+// runOnce starts one headless Chromium with a throwaway profile and returns
+// its standard output.
+func (b *Browser) runOnce(w, h int, args ...string) (string, error) {
 	profile, err := os.MkdirTemp("", "modelgate-chromium-")
 	if err != nil {
 		return "", err
@@ -186,12 +211,24 @@ func (b *Browser) run(w, h int, args ...string) (string, error) {
 	err = cmd.Run()
 	killProcessGroup(cmd) // renderer or GPU helpers left behind, if any
 	if ctx.Err() != nil {
-		return "", fmt.Errorf("timed out after %v; stderr: %s", Timeout, tail(stderr.String()))
+		return "", fmt.Errorf("%w after %v; stderr: %s", errTimedOut, Timeout, tail(noDBus(stderr.String())))
 	}
 	if err != nil {
-		return "", fmt.Errorf("%v; stderr: %s", err, tail(stderr.String()))
+		return "", fmt.Errorf("%v; stderr: %s", err, tail(noDBus(stderr.String())))
 	}
 	return stdout.String(), nil
+}
+
+// noDBus drops Chromium's complaints that there is no D-Bus, which say
+// nothing about the page and crowd out the lines that do.
+func noDBus(s string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if !strings.Contains(line, "dbus") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // tail keeps the end of Chromium's chatty stderr for error messages.
