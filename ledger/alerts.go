@@ -40,24 +40,7 @@ type Fired struct {
 // the crossing first). Exactly one of any number of concurrent calls on
 // every instance returns true.
 func (a alertStore) FireAlert(ctx context.Context, accountID, alert, detail string, now time.Time) (bool, error) {
-	if err := checkAlertName(alert); err != nil {
-		return false, err
-	}
-	var fired bool
-	err := a.db.execCommand(ctx, "fire alert "+alert+" of "+accountID, func(ctx context.Context, conn execer) error {
-		res, err := conn.ExecContext(ctx, `INSERT INTO alerts_fired (account_id, alert, detail, fired_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (account_id, alert) DO NOTHING`, accountID, alert, detail, now.UnixMilli())
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		fired = n == 1
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("ledger: fire alert %s: %w", alert, err)
-	}
-	return fired, nil
+	return a.FireAlertWith(ctx, accountID, alert, detail, now, nil)
 }
 
 // RearmAlert arms the account's alert again (the balance is back above

@@ -62,6 +62,9 @@ var copyTables = []copyTable{
 	{name: "sessions", order: "token_hash", cols: []string{"token_hash", "account_id", "csrf", "created_at", "expires_at"}},
 	{name: "login_tokens", order: "token_hash", cols: []string{"token_hash", "account_id", "purpose", "created_at", "expires_at"}},
 	{name: "alerts_fired", order: "account_id, alert", cols: []string{"account_id", "alert", "detail", "fired_at"}},
+	{name: "alert_settings", order: "account_id", cols: strings.Fields(strings.ReplaceAll(alertSettingsColumns, ",", " "))},
+	{name: "alert_deliveries", order: "id", cols: append(strings.Fields(strings.ReplaceAll(deliveryColumns, ",", " ")),
+		"lease_until", "leased_by")},
 }
 
 // Copy copies the whole content of the ledger src (a SQLite ledger, as a

@@ -193,6 +193,9 @@ func (s *Store) ApplyMoney(ctx context.Context, ch MoneyChange) (MoneyResult, er
 	if err == nil && mem.stateChanged {
 		s.changed("account:" + ch.AccountID)
 	}
+	if f := s.opts.OnBalance; err == nil && f != nil {
+		f(ch.AccountID)
+	}
 	return res, err
 }
 

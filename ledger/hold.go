@@ -283,6 +283,9 @@ func (h *Hold) Settle(ctx context.Context, rec *UsageRecord) error {
 	gone := c.n == 1 // PostgreSQL: the batch that answered deleted the hold's row
 	if err == nil {
 		h.s.eng.settled(h, c, amount)
+		if f := h.s.opts.OnBalance; f != nil {
+			f(a.id)
+		}
 		return nil
 	}
 	if !gone && retryable(err) {

@@ -49,6 +49,11 @@ type Options struct {
 	// that other instances can be told. It must not block.
 	OnChange func(what string)
 
+	// OnBalance, if set, is called with the account after a settle or a
+	// money change (a credit, a refund…) of it committed through this
+	// store, so that its alerts can be looked at. It must not block.
+	OnBalance func(accountID string)
+
 	// OnCommit, if set, is called by the writer after each committed write
 	// transaction with its number of commands and how long it took from
 	// BEGIN to COMMIT (for a ledger write latency metric). It must not block.

@@ -721,6 +721,9 @@ $$;
 `,
 	// 9: the alerts that fired, as SQLite's migration 13 (alertsMigration).
 	strings.ReplaceAll(alertsMigration, "INTEGER", "bigint"),
+	// 10: alert settings and the alerts' outbox, as SQLite's migration 14
+	// (alertSettingsMigration).
+	strings.ReplaceAll(alertSettingsMigration, "INTEGER", "bigint"),
 }
 
 // pgMigrationLock is the advisory lock key that serializes migrations of

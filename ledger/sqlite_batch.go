@@ -271,6 +271,7 @@ func (e *sqliteEngine) runBatch(batch []*command) (err error) {
 	return nil
 }
 
+// boolInt is a flag as the schema keeps it (0 or 1).
 func boolInt(b bool) int64 {
 	if b {
 		return 1

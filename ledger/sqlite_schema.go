@@ -280,6 +280,9 @@ INSERT INTO usage_rollup (one, rolled) SELECT 1, coalesce(max(id), 0) FROM usage
 	keyLimitsMigration,
 	// 13: the alerts that fired (alerts.go), PostgreSQL's migration 9.
 	alertsMigration,
+	// 14: alert settings and the alerts' outbox (alertsettings.go,
+	// deliveries.go), PostgreSQL's migration 10.
+	alertSettingsMigration,
 }
 
 // alertsMigration is the table of the alerts that fired and are not
@@ -293,6 +296,54 @@ CREATE TABLE alerts_fired (
 	fired_at   INTEGER NOT NULL,
 	PRIMARY KEY (account_id, alert)
 );
+`
+
+// alertSettingsMigration adds an account's alert settings and automatic
+// top-up (one row per account that set any; amounts in nanos, 0: off;
+// flags 0/1), and the outbox of the fired alerts' deliveries: a mail, a
+// webhook POST or a top-up's charge, pending until a worker finishes it
+// (times in unix ms; lease_until: a claiming worker's lease).
+const alertSettingsMigration = `
+CREATE TABLE alert_settings (
+	account_id       TEXT PRIMARY KEY REFERENCES accounts (id),
+	low_balance      INTEGER NOT NULL DEFAULT 0 CHECK (low_balance >= 0),
+	month_spend      INTEGER NOT NULL DEFAULT 0 CHECK (month_spend >= 0),
+	key_caps         INTEGER NOT NULL DEFAULT 0,
+	mail             INTEGER NOT NULL DEFAULT 1,
+	webhook_url      TEXT NOT NULL DEFAULT '',
+	webhook_secret   TEXT NOT NULL DEFAULT '',
+	topup_on         INTEGER NOT NULL DEFAULT 0,
+	topup_below      INTEGER NOT NULL DEFAULT 0 CHECK (topup_below >= 0),
+	topup_amount     INTEGER NOT NULL DEFAULT 0 CHECK (topup_amount >= 0),
+	topup_month_max  INTEGER NOT NULL DEFAULT 0 CHECK (topup_month_max >= 0),
+	topup_off_reason TEXT NOT NULL DEFAULT '',
+	card_customer    TEXT NOT NULL DEFAULT '',
+	card_method      TEXT NOT NULL DEFAULT '',
+	card_brand       TEXT NOT NULL DEFAULT '',
+	card_last4       TEXT NOT NULL DEFAULT '',
+	updated_at       INTEGER NOT NULL
+);
+
+CREATE TABLE alert_deliveries (
+	id          TEXT PRIMARY KEY,
+	account_id  TEXT NOT NULL REFERENCES accounts (id),
+	alert       TEXT NOT NULL,
+	channel     TEXT NOT NULL CHECK (channel IN ('mail', 'webhook', 'topup')),
+	target      TEXT NOT NULL DEFAULT '',
+	payload     TEXT NOT NULL DEFAULT '',
+	amount      INTEGER NOT NULL DEFAULT 0 CHECK (amount >= 0),
+	status      TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
+	attempts    INTEGER NOT NULL DEFAULT 0,
+	next_at     INTEGER NOT NULL,
+	lease_until INTEGER NOT NULL DEFAULT 0,
+	leased_by   TEXT NOT NULL DEFAULT '',
+	last_error  TEXT NOT NULL DEFAULT '',
+	result      TEXT NOT NULL DEFAULT '',
+	created_at  INTEGER NOT NULL,
+	done_at     INTEGER
+);
+CREATE INDEX alert_deliveries_due ON alert_deliveries (next_at) WHERE status = 'pending';
+CREATE INDEX alert_deliveries_account ON alert_deliveries (account_id, created_at);
 `
 
 // keyLimitsMigration adds a key's own limits: its spend cap (nanos, 0:
