@@ -60,41 +60,79 @@ func (l stripeLogger) Errorf(format string, v ...any) { l.s.Debugf(format, v...)
 // valid one is not credited. Rotating the webhook secret therefore leaves
 // sessions started before the rotation and paid after it uncredited (an
 // operator credits them by hand).
+//
+// It is a CardProvider too: a Checkout Session in setup mode saves a card
+// for payments made while the customer is away (StartCardSetup; its
+// checkout.session.completed notification is a KindCardSaved Payment), and
+// ChargeSaved charges it with a PaymentIntent confirmed off-session, whose
+// payment_intent.succeeded notification credits the automatic top-up and
+// whose payment_intent.payment_failed or payment_intent.requires_action
+// notification is a KindChargeFailed Payment. Setup sessions and
+// PaymentIntents are signed in their metadata like the top-ups' sessions,
+// each with a key of its own (metadataKey), and are believed only with a
+// valid signature; a PaymentIntent without the gateway's metadata (the
+// one-off Checkout top-ups' own, already credited by their session) is
+// ignored.
 type Stripe struct {
 	client        *stripe.Client
 	webhookSecret string
-	metaKey       []byte // signs the account in a session's metadata
+	metaKey       []byte // signs the account in a top-up session's metadata
+	setupKey      []byte // signs the account in a card setup session's metadata
+	autoTopUpKey  []byte // signs an automatic top-up's PaymentIntent's metadata
 	currency      string
 	minimum       ledger.Money
 	unit          ledger.Money // nanos in the currency's smallest unit
 }
 
-// Metadata keys of the Checkout Sessions the gateway starts.
+// Metadata keys of the Checkout Sessions and PaymentIntents the gateway
+// creates.
 const (
 	metadataAccount   = "modelgate_account"
 	metadataSignature = "modelgate_signature"
+	// metadataAutoTopUp is an automatic top-up's id (its idempotency key).
+	metadataAutoTopUp = "modelgate_auto_topup"
 )
 
-// ErrForeignCheckout is a paid Checkout Session that names an account but
-// that the gateway did not start (a Payment Link, a session made by other
-// software on the Stripe account, forged metadata): it is not credited.
-var ErrForeignCheckout = errors.New("payments: stripe: a checkout session this gateway did not start")
+// ErrForeignCheckout is a paid Checkout Session, a card setup session or
+// an automatic top-up's PaymentIntent that names an account but that the
+// gateway did not make (a Payment Link, a session or payment made by other
+// software on the Stripe account, forged metadata): it is not credited,
+// nor its card kept.
+var ErrForeignCheckout = errors.New("payments: stripe: a checkout session or payment this gateway did not start")
 
-// checkoutSignatureKey derives the key that signs the account in the
-// metadata of the Checkout Sessions the gateway starts from the webhook
-// endpoint's secret, which only the operator and Stripe know.
-func checkoutSignatureKey(webhookSecret string) []byte {
+// metadataKey derives the key that signs the account in the metadata of
+// what the gateway makes at Stripe for one purpose ("checkout": a top-up's
+// session; "card setup": a session that saves a card; "auto top-up": an
+// automatic top-up's PaymentIntent) from the webhook endpoint's secret,
+// which only the operator and Stripe know: the key is the HMAC-SHA256 of
+// "modelgate <purpose> metadata v1", so that a signature made for one
+// purpose never verifies for another.
+func metadataKey(webhookSecret, purpose string) []byte {
 	m := hmac.New(sha256.New, []byte(webhookSecret))
-	m.Write([]byte("modelgate checkout metadata v1"))
+	m.Write([]byte("modelgate " + purpose + " metadata v1"))
 	return m.Sum(nil)
 }
 
-// checkoutSignature is the signature of a session for account, of amount
-// in currency's smallest unit, with key (checkoutSignatureKey).
-func checkoutSignature(key []byte, account, currency string, amount int64) string {
+// signFields is the hex HMAC-SHA256 with key of the fields joined
+// by NUL bytes (none of which the fields hold).
+func signFields(key []byte, fields ...string) string {
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte(account + "\x00" + currency + "\x00" + strconv.FormatInt(amount, 10)))
+	m.Write([]byte(strings.Join(fields, "\x00")))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// checkoutSignature is the signature of a session for account, of amount
+// in currency's smallest unit, with the "checkout" key.
+func checkoutSignature(key []byte, account, currency string, amount int64) string {
+	return signFields(key, account, currency, strconv.FormatInt(amount, 10))
+}
+
+// signedBy tells whether the metadata's account was signed as want, and
+// that the session's client reference, if any, names the same account.
+func signedBy(metadata map[string]string, clientReference, want string) bool {
+	account := metadata[metadataAccount]
+	return account != "" && (clientReference == "" || clientReference == account) &&
+		hmac.Equal([]byte(metadata[metadataSignature]), []byte(want))
 }
 
 // NewStripe checks cfg and returns the provider.
@@ -106,8 +144,9 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 	if len(cur) != 3 {
 		return nil, fmt.Errorf("payments: currency %q: want an ISO 4217 code such as usd", cfg.Currency)
 	}
-	s := &Stripe{webhookSecret: cfg.WebhookSecret, metaKey: checkoutSignatureKey(cfg.WebhookSecret), currency: cur,
-		minimum: cfg.Minimum, unit: minorUnit(cur)}
+	s := &Stripe{webhookSecret: cfg.WebhookSecret, metaKey: metadataKey(cfg.WebhookSecret, "checkout"),
+		setupKey: metadataKey(cfg.WebhookSecret, "card setup"), autoTopUpKey: metadataKey(cfg.WebhookSecret, "auto top-up"),
+		currency: cur, minimum: cfg.Minimum, unit: minorUnit(cur)}
 	if cfg.Minimum < 0 || cfg.Minimum%s.unit != 0 {
 		return nil, fmt.Errorf("payments: minimum %s is not a whole number of %s's smallest unit", cfg.Minimum, cur)
 	}
@@ -184,16 +223,20 @@ func (s *Stripe) StartCheckout(ctx context.Context, o CheckoutOptions) (Checkout
 	return Checkout{ID: cs.ID, URL: cs.URL}, nil
 }
 
-// checkoutSession is the part of a Checkout Session a payment needs.
+// checkoutSession is the part of a Checkout Session a payment or a saved
+// card needs.
 type checkoutSession struct {
 	ID                string            `json:"id"`
 	ClientReferenceID string            `json:"client_reference_id"`
 	AmountTotal       int64             `json:"amount_total"`
 	Currency          string            `json:"currency"`
 	PaymentStatus     string            `json:"payment_status"`
+	Status            string            `json:"status"`
 	Mode              string            `json:"mode"`
 	Metadata          map[string]string `json:"metadata"`
 	PaymentIntent     string            `json:"payment_intent"`
+	SetupIntent       string            `json:"setup_intent"`
+	Customer          string            `json:"customer"`
 }
 
 // charge is the part of a Charge a refund needs.
@@ -215,8 +258,9 @@ type dispute struct {
 
 // ParsePayment verifies a webhook delivery (Stripe-Signature, within
 // Stripe's default tolerance of five minutes) and reads a paid Checkout
-// Session from it. The event's API version is not checked: only fields that
-// every version has are read.
+// Session, a card setup session, an automatic top-up's PaymentIntent or a
+// reversal from it. The event's API version is not checked: only fields
+// that every version has are read.
 func (s *Stripe) ParsePayment(payload []byte, header http.Header) (Payment, bool, error) {
 	ev, err := webhook.ConstructEventWithOptions(payload, header.Get("Stripe-Signature"), s.webhookSecret,
 		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
@@ -231,12 +275,17 @@ func (s *Stripe) ParsePayment(payload []byte, header http.Header) (Payment, bool
 	case "checkout.session.completed", "checkout.session.async_payment_succeeded":
 	case "charge.refunded", "charge.dispute.created", "charge.dispute.closed":
 		return s.parseReversal(ev)
+	case "payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.requires_action":
+		return s.parseAutoTopUp(ev)
 	default:
 		return Payment{}, false, nil
 	}
 	var cs checkoutSession
 	if ev.Data == nil || json.Unmarshal(ev.Data.Raw, &cs) != nil || cs.ID == "" {
 		return Payment{}, false, fmt.Errorf("payments: stripe: event %s carries no checkout session", ev.ID)
+	}
+	if cs.Mode == "setup" {
+		return s.parseCardSaved(string(ev.Type), cs)
 	}
 	account := cs.Metadata[metadataAccount]
 	switch {
@@ -248,8 +297,7 @@ func (s *Stripe) ParsePayment(payload []byte, header http.Header) (Payment, bool
 		return Payment{}, false, fmt.Errorf("payments: stripe: checkout %s was paid in %q, not %q", cs.ID, cs.Currency, s.currency)
 	case cs.AmountTotal <= 0:
 		return Payment{}, false, fmt.Errorf("payments: stripe: checkout %s has amount %d", cs.ID, cs.AmountTotal)
-	case account == "" || (cs.ClientReferenceID != "" && cs.ClientReferenceID != account) ||
-		!hmac.Equal([]byte(cs.Metadata[metadataSignature]), []byte(checkoutSignature(s.metaKey, account, cs.Currency, cs.AmountTotal))):
+	case !signedBy(cs.Metadata, cs.ClientReferenceID, checkoutSignature(s.metaKey, account, cs.Currency, cs.AmountTotal)):
 		return Payment{}, false, fmt.Errorf("%w: %s (account %q)", ErrForeignCheckout, cs.ID, cmp.Or(account, cs.ClientReferenceID))
 	}
 	p := Payment{

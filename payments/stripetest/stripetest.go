@@ -1,6 +1,8 @@
 // Package stripetest makes Stripe webhook deliveries for tests: the event
-// JSON of a Checkout Session and the Stripe-Signature header Stripe sends
-// with it, signed as Stripe signs (stripe-go's own test signer).
+// JSON of a Checkout Session, a charge, a dispute or a PaymentIntent and
+// the Stripe-Signature header Stripe sends with it, signed as Stripe signs
+// (stripe-go's own test signer). API is an in-process double of the parts
+// of the Stripe API the gateway calls, which saves cards and charges them.
 package stripetest
 
 import (
