@@ -267,7 +267,7 @@ func testMonthSpendMigration(t *testing.T, b backend) {
 	}
 	// and of the migrations after it, which must apply again
 	undo = append(undo, `DROP INDEX accounts_created`)
-	undo = append(undo, `DROP TABLE alerts_fired`)
+	undo = append(undo, `DROP TABLE alerts_fired`, `DROP TABLE alert_settings`, `DROP TABLE alert_deliveries`)
 	if b.pg {
 		undo = append(undo, `DROP TRIGGER keys_limits_changed ON keys`, `ALTER TABLE holds DROP COLUMN key_id`,
 			`DROP FUNCTION mg_extend_key`, `DROP FUNCTION mg_reserve(text, bigint[], text[], bigint[], bigint[], bigint[], text[], bigint[])`,
