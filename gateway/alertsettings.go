@@ -94,7 +94,9 @@ func (a *App) SetAutoTopup(ctx context.Context, accountID string, s AutoTopupSet
 // checkAutoTopup refuses the settings the ledger or the payment provider
 // would, in words for a person.
 func (a *App) checkAutoTopup(s AutoTopupSettings) error {
-	invalid := func(format string, args ...any) error { return &accounts.InvalidError{Msg: fmt.Sprintf(format, args...)} }
+	invalid := func(format string, args ...any) error {
+		return &accounts.InvalidError{Msg: fmt.Sprintf(format, args...)}
+	}
 	if s.Below < 0 || s.Amount < 0 || s.MonthMax < 0 {
 		return invalid("automatic top-up amounts must not be negative")
 	}
