@@ -19,12 +19,12 @@ import (
 // alertsHooks holds, per running App, what AlertsChanged calls (the
 // alerts watcher's Invalidate). It is kept beside the App rather than in
 // it so that the alerts engine sets it from its own wiring
-// (setAlertsHook) when it provisions, and removes it in its cleanup.
+// (SetAlertsHook) when it provisions, and removes it in its cleanup.
 var alertsHooks sync.Map // *App → func(accountID string)
 
-// setAlertsHook sets what AlertsChanged calls for this app; nil removes
+// SetAlertsHook sets what AlertsChanged calls for this app; nil removes
 // it (at cleanup, so that an old config is forgotten).
-func (a *App) setAlertsHook(f func(accountID string)) {
+func (a *App) SetAlertsHook(f func(accountID string)) {
 	if f == nil {
 		alertsHooks.Delete(a)
 		return

@@ -8,13 +8,13 @@ func TestAlertsChanged(t *testing.T) {
 	a, b := new(App), new(App)
 	var got []string
 	a.AlertsChanged("acct_none") // no hook: nothing happens
-	a.setAlertsHook(func(id string) { got = append(got, "a:"+id) })
-	b.setAlertsHook(func(id string) { got = append(got, "b:"+id) })
+	a.SetAlertsHook(func(id string) { got = append(got, "a:"+id) })
+	b.SetAlertsHook(func(id string) { got = append(got, "b:"+id) })
 	a.AlertsChanged("acct_1")
 	b.AlertsChanged("acct_2")
-	a.setAlertsHook(nil)
+	a.SetAlertsHook(nil)
 	a.AlertsChanged("acct_3")
-	b.setAlertsHook(nil)
+	b.SetAlertsHook(nil)
 	if want := "a:acct_1 b:acct_2"; len(got) != 2 || got[0]+" "+got[1] != want {
 		t.Fatalf("calls %q, want %s", got, want)
 	}

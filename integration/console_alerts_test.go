@@ -79,10 +79,10 @@ func TestConsoleAlerts(t *testing.T) {
 
 	// the secret, once
 	r = c.post("/console/alerts/secret", url.Values{})
-	if r.status != http.StatusSeeOther || c.cookies[newSecretCookie] == "" {
+	if r.status != http.StatusSeeOther || c.cookies[newSigningCookie] == "" {
 		t.Fatalf("make the secret: %d %v", r.status, r.header)
 	}
-	sealed := c.cookies[newSecretCookie]
+	sealed := c.cookies[newSigningCookie]
 	page = c.get("/console/alerts")
 	m := newSecretText.FindStringSubmatch(page.body)
 	s, _ = g.store.AlertSettingsOf(ctx, acct)
@@ -92,7 +92,7 @@ func TestConsoleAlerts(t *testing.T) {
 	if again := c.get("/console/alerts"); strings.Contains(again.body, "whsec_") || !strings.Contains(again.body, "Rotate the secret") {
 		t.Fatal("the secret is shown again on reload")
 	}
-	c.cookies[newSecretCookie] = sealed
+	c.cookies[newSigningCookie] = sealed
 	if replay := c.get("/console/alerts"); strings.Contains(replay.body, "whsec_") {
 		t.Fatal("a replayed cookie shows the secret again")
 	}

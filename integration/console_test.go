@@ -136,7 +136,7 @@ const (
 	newKeyCookie  = "mg_console_newkey"
 	formCookie    = "mg_console_form"
 	// the webhook secret's sealed copy
-	newSecretCookie = "mg_console_secret"
+	newSigningCookie = "mg_console_signing"
 )
 
 var newKeyText = regexp.MustCompile(`<output id="new-key" class="secret">(mg-[0-9A-Za-z]+)</output>`)

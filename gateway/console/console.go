@@ -57,10 +57,10 @@ const (
 // sealed with the session's secrets (sealNewKey), across the redirect to
 // the page that shows it once.
 const (
-	sessionCookie   = "mg_console"
-	formCookie      = "mg_console_form"
-	newKeyCookie    = "mg_console_newkey"
-	newSecretCookie = "mg_console_secret"
+	sessionCookie    = "mg_console"
+	formCookie       = "mg_console_form"
+	newKeyCookie     = "mg_console_newkey"
+	newSigningCookie = "mg_console_signing"
 )
 
 // ConsoleHandler serves the customer console (docs/operations.md): sign-up, sign-in

@@ -90,8 +90,8 @@ func (h *ConsoleHandler) alertsPage(c *consoleRequest, status int, f *web.Alerts
 		p.Form = web.AlertsForm{LowBalance: formAmount(s.LowBalance), MonthSpend: formAmount(s.MonthSpend), WebhookURL: s.WebhookURL,
 			KeyCaps: s.KeyCaps, Mail: s.Mail}
 	}
-	if ck, err := c.r.Cookie(newSecretCookie); err == nil {
-		h.setCookie(c.w, newSecretCookie, "", h.cookiePath+"alerts", -1, http.SameSiteStrictMode)
+	if ck, err := c.r.Cookie(newSigningCookie); err == nil {
+		h.setCookie(c.w, newSigningCookie, "", h.cookiePath+"alerts", -1, http.SameSiteStrictMode)
 		if secret, ok := h.openNewSecret(c, ck.Value); ok && secret == s.WebhookSecret {
 			p.NewSecret = secret
 			c.frame.Notice = "Webhook signing secret created."
@@ -162,7 +162,7 @@ func (h *ConsoleHandler) rotateSecret(c *consoleRequest) {
 		return
 	}
 	id := secretSealPrefix + strconv.FormatInt(time.Now().Unix(), 10)
-	h.setCookie(c.w, newSecretCookie, sealNewKey(c.sess, id, secret), h.cookiePath+"alerts",
+	h.setCookie(c.w, newSigningCookie, sealNewKey(c.sess, id, secret), h.cookiePath+"alerts",
 		int(consoleNewKeyTTL/time.Second), http.SameSiteStrictMode)
 	http.Redirect(c.w, c.r, h.BasePath+"/alerts", http.StatusSeeOther)
 }
