@@ -46,7 +46,8 @@ func init() {
 //
 // Amounts are decimal strings in the currency ("5.00"). Changes reach every
 // instance sharing Redis at once, like the CLI's. The operator's views
-// (account listing and search, key totals, usage export) are in admin_views.go.
+// (account listing and search, key totals, usage export) are in admin_views.go,
+// an account's alerts and automatic top-up in admin_alerts.go.
 type AdminAPI struct {
 	ctx    caddy.Context
 	routes *http.ServeMux
@@ -140,7 +141,8 @@ type adminCallKey struct{}
 func (a *AdminAPI) mux() *http.ServeMux {
 	m := http.NewServeMux()
 	routes := a.adminRoutes()
-	maps.Copy(routes, a.viewRoutes()) // the operator's views, admin_views.go
+	maps.Copy(routes, a.viewRoutes())  // the operator's views, admin_views.go
+	maps.Copy(routes, a.alertRoutes()) // accounts' alerts and automatic top-up, admin_alerts.go
 	for pattern, f := range routes {
 		m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			c := r.Context().Value(adminCallKey{}).(*adminCall)

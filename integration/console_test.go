@@ -135,6 +135,8 @@ const (
 	sessionCookie = "mg_console"
 	newKeyCookie  = "mg_console_newkey"
 	formCookie    = "mg_console_form"
+	// the webhook secret's sealed copy
+	newSigningCookie = "mg_console_signing"
 )
 
 var newKeyText = regexp.MustCompile(`<output id="new-key" class="secret">(mg-[0-9A-Za-z]+)</output>`)

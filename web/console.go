@@ -9,7 +9,7 @@ type ConsoleFrame struct {
 	Title    string // the console's name, e.g. "modelgate console"
 	Heading  string // the page's own heading
 	Base     string // the console's path prefix, e.g. "/console"; links are Base+"/keys"
-	Page     string // "overview", "keys", "usage", "billing" or "topup": the current tab
+	Page     string // "overview", "keys", "usage", "billing", "topup" or "alerts": the current tab
 	Email    string // the signed-in account's email
 	CSRF     string // the form token every POST form carries
 	Currency string
@@ -71,6 +71,75 @@ type ConsoleBilling struct {
 	OlderHref     string // the next (older) page, "" on the last
 	NewestHref    string // the first page, "" on it
 	CSVHref       string
+	// AutoTopup is the automatic top-up section, nil without a payment
+	// provider.
+	AutoTopup *AutoTopupView
+}
+
+// AutoTopupForm is the automatic top-up's settings as its form holds
+// them: as typed, so that a refused form comes back as it was sent.
+type AutoTopupForm struct {
+	On                      bool
+	Below, Amount, MonthMax string
+}
+
+// AutoTopupView is the Billing page's automatic top-up: the saved card,
+// the settings, why the gateway turned it off, and its last charges.
+type AutoTopupView struct {
+	// Card is the saved card for people ("Visa •••• 4242"), "" when none
+	// is saved.
+	Card    string
+	Form    AutoTopupForm
+	Minimum string // the payment provider's smallest top-up
+	// OffReason is why the gateway turned it off (a declined card), ""
+	// when it is on or the customer turned it off.
+	OffReason string
+	History   []DeliveryLine
+}
+
+// AlertsForm is the alerts' settings as the form holds them: as typed.
+type AlertsForm struct {
+	LowBalance, MonthSpend, WebhookURL string
+	KeyCaps, Mail                      bool
+}
+
+// DeliveryLine is one delivery of an alert (a mail, a webhook, an
+// automatic top-up's charge) as the console lists it.
+type DeliveryLine struct {
+	ID            string
+	When, WhenISO string // UTC, "2006-01-02 15:04", and RFC 3339 for <time>
+	What          string // what fired, for people ("Low balance")
+	Channel       string // "mail", "webhook" or "topup"
+	Target        string // the mail address or the webhook's URL
+	// Status is the delivery's ("pending", "done", "failed"), StatusText
+	// its words for people
+	Status, StatusText string
+	Attempts           int
+	// Outcome is the last error, or what the other side answered (an
+	// HTTP status, a payment's id); Failed when it is an error
+	Outcome string
+	Failed  bool
+	Amount  Amount // a top-up's
+}
+
+// WebhookDocs is where the docs say how to verify a webhook's signature.
+const WebhookDocs = "https://github.com/modelgate/modelgate/blob/main/docs/api.md#alert-webhooks"
+
+// ConsoleAlerts is the alerts page: the thresholds and where alerts go,
+// the webhook's signing secret (shown once when just made), and the last
+// deliveries.
+type ConsoleAlerts struct {
+	ConsoleFrame
+	Form   AlertsForm
+	MailTo string // the account's email
+	// CanMail says that the gateway sends mail (smtp configured)
+	CanMail bool
+	// SecretSet says that the account has a signing secret; NewSecret is
+	// the one just made, shown this once
+	SecretSet  bool
+	NewSecret  string
+	Deliveries []DeliveryLine
+	DocsHref   string
 }
 
 // ConsoleKey is one API key as listed: never its secret.
@@ -231,6 +300,9 @@ func RenderConsoleUsage(w io.Writer, p *ConsoleUsage) error { return render(w, "
 func RenderConsoleBilling(w io.Writer, p *ConsoleBilling) error {
 	return render(w, "console_billing", p)
 }
+
+// RenderConsoleAlerts writes the alerts page.
+func RenderConsoleAlerts(w io.Writer, p *ConsoleAlerts) error { return render(w, "console_alerts", p) }
 
 // RenderConsoleTopUp writes the top-up page.
 func RenderConsoleTopUp(w io.Writer, p *ConsoleTopUp) error { return render(w, "console_topup", p) }

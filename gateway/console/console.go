@@ -53,19 +53,22 @@ const (
 // Cookies of the console. The session cookie holds a random token whose
 // SHA-256 the ledger keeps; the form cookie is the double-submit token of
 // the forms shown before sign-in; the new-key cookie carries a just-created
-// key, sealed with the session's secrets, across the redirect to the page
-// that shows it once.
+// key, and the new-secret cookie a just-made webhook signing secret,
+// sealed with the session's secrets (sealNewKey), across the redirect to
+// the page that shows it once.
 const (
-	sessionCookie = "mg_console"
-	formCookie    = "mg_console_form"
-	newKeyCookie  = "mg_console_newkey"
+	sessionCookie    = "mg_console"
+	formCookie       = "mg_console_form"
+	newKeyCookie     = "mg_console_newkey"
+	newSigningCookie = "mg_console_signing"
 )
 
 // ConsoleHandler serves the customer console (docs/operations.md): sign-up, sign-in
 // and sign-out; the balance; API keys, created with the full key shown
 // once, listed, deleted; usage by day, key and model with charts and a
 // CSV export; the money history (Billing) with a CSV download;
-// top-ups through the payment provider; password changes, reset links and
+// top-ups through the payment provider; alerts and automatic top-up
+// (console_alerts.go); password changes, reset links and
 // email verification (console_self.go). Pages are rendered on
 // the server and work without JavaScript; every form carries a CSRF token
 // and cross-origin form posts are refused.
@@ -286,6 +289,16 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 		h.serveUsageCSV(c)
 	case route{"/billing", http.MethodGet}:
 		h.serveBilling(c)
+	case route{"/billing/autotopup", http.MethodPost}:
+		h.saveAutoTopup(c)
+	case route{"/billing/card", http.MethodPost}:
+		h.saveCard(c)
+	case route{"/alerts", http.MethodGet}:
+		h.serveAlerts(c)
+	case route{"/alerts", http.MethodPost}:
+		h.saveAlerts(c)
+	case route{"/alerts/secret", http.MethodPost}:
+		h.rotateSecret(c)
 	case route{"/billing.csv", http.MethodGet}:
 		h.serveBillingCSV(c)
 	case route{"/topup", http.MethodGet}:
@@ -302,7 +315,8 @@ func (h *ConsoleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cad
 		h.resendVerification(c)
 	default:
 		switch rel {
-		case "/", "/keys", "/keys/edit", "/keys/delete", "/usage", "/usage.csv", "/billing", "/billing.csv", "/topup", "/signout", "/password", "/verify/resend":
+		case "/", "/keys", "/keys/edit", "/keys/delete", "/usage", "/usage.csv", "/billing", "/billing.csv", "/topup", "/signout", "/password", "/verify/resend",
+			"/billing/autotopup", "/billing/card", "/alerts", "/alerts/secret":
 			hdr.Set("Allow", "GET, HEAD, POST")
 			h.message(c, http.StatusMethodNotAllowed, "Not allowed", "This page does not take that request.")
 		default:
@@ -776,7 +790,9 @@ func newKeySealKey(s *consoleSession) cipher.AEAD {
 	return aead
 }
 
-// sealNewKey seals a key's id and secret for the session.
+// sealNewKey seals a key's id and secret for the session (or another
+// secret shown once, with an id that says what it is: a webhook secret's
+// starts with secretSealPrefix).
 func sealNewKey(s *consoleSession, id, secret string) string {
 	aead := newKeySealKey(s)
 	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(id)+1+len(secret)+aead.Overhead())

@@ -31,8 +31,26 @@ var kindNames = map[string]string{
 
 // serveBilling lists the account's money history, newest first, a page at
 // a time (?before= the id the previous page ended at), with the balance
-// and what it owes.
+// and what it owes, and, with a payment provider, the automatic top-up
+// (console_alerts.go).
 func (h *ConsoleHandler) serveBilling(c *consoleRequest) {
+	q := c.r.URL.Query()
+	switch {
+	case q.Get("autotopup") == "on":
+		c.frame.Notice = "Automatic top-up is on."
+	case q.Get("autotopup") == "off":
+		c.frame.Notice = "Automatic top-up is off."
+	case q.Get("card") == "saved":
+		c.frame.Notice = "Thank you. The card shows here as soon as the payment provider confirms it."
+	case q.Get("card") == "cancelled":
+		c.frame.Notice = "No card was saved."
+	}
+	h.billingPage(c, http.StatusOK, nil)
+}
+
+// billingPage renders the Billing page; f is the automatic top-up's form
+// as sent after a refusal (nil: the account's settings).
+func (h *ConsoleHandler) billingPage(c *consoleRequest, status int, f *web.AutoTopupForm) {
 	a := c.sess.account
 	var before int64
 	if v := c.r.URL.Query().Get("before"); v != "" {
@@ -49,8 +67,19 @@ func (h *ConsoleHandler) serveBilling(c *consoleRequest) {
 		h.message(c, http.StatusServiceUnavailable, "Unavailable", "The billing history could not be read; try again.")
 		return
 	}
+	top, err := h.autoTopupView(c, f)
+	if err != nil {
+		h.logger.Error("reading automatic top-up", zap.String("account", a.ID), zap.Error(err))
+		h.message(c, http.StatusServiceUnavailable, "Unavailable", "The billing page could not be read; try again.")
+		return
+	}
+	if top != nil {
+		// the Save a card form is answered with a redirect to the
+		// provider's page, which browsers hold to form-action
+		c.csp = web.ContentSecurityPolicyFormTo(h.app.PaymentProvider().CheckoutOrigin())
+	}
 	c.frame.Heading, c.frame.Page = "Billing", "billing"
-	p := &web.ConsoleBilling{ConsoleFrame: c.frame, Balance: web.AmountOf(a.Balance), Owed: web.AmountOf(a.Owed), Owing: a.Owed > 0,
+	p := &web.ConsoleBilling{AutoTopup: top, ConsoleFrame: c.frame, Balance: web.AmountOf(a.Balance), Owed: web.AmountOf(a.Owed), Owing: a.Owed > 0,
 		CSVHref: h.BasePath + "/billing.csv"}
 	if before != 0 {
 		p.NewestHref = h.BasePath + "/billing"
@@ -70,7 +99,7 @@ func (h *ConsoleHandler) serveBilling(c *consoleRequest) {
 		}
 		p.Lines = append(p.Lines, l)
 	}
-	h.page(c, http.StatusOK, func(b io.Writer) error { return web.RenderConsoleBilling(b, p) })
+	h.page(c, status, func(b io.Writer) error { return web.RenderConsoleBilling(b, p) })
 }
 
 // serveBillingCSV downloads the account's whole money history as CSV,

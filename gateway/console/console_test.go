@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,66 @@ func TestConsoleMonth(t *testing.T) {
 		m := consoleMonth(p, tt.spend, now)
 		if m == nil || m.Month != "November 2026" || m.Spent != web.AmountOf(tt.spend) || m.Tier != tt.tier || m.Next != tt.next {
 			t.Errorf("spend %d: %+v, want tier %q next %q", tt.spend, m, tt.tier, tt.next)
+		}
+	}
+}
+
+func TestWhatFired(t *testing.T) {
+	for _, tc := range []struct {
+		alert, payload, want string
+	}{
+		{"low_balance", `{"type":"balance.low","data":{}}`, "Low balance"},
+		{"month_spend:2026-11", `{"type":"spend.month"}`, "Month's spend"},
+		{"key_cap_80:key_a:1", `{"type":"key.cap_80","data":{"key":{"id":"key_a","label":"ci","prefix":"mg-Ab…Cd"}}}`, "Key at 80 % of its cap (ci mg-Ab…Cd)"},
+		{"key_cap_100:key_a:1", `{"type":"key.cap_100","data":{"key":{"prefix":"mg-Ab…Cd"}}}`, "Key at its cap (mg-Ab…Cd)"},
+		{"topup:x", `{"type":"autotopup.failed"}`, "Automatic top-up failed"},
+		{"topup:acct:1", `{}`, "Automatic top-up"},
+		{"key_cap_100:key_b:2", `not json`, "Key at its cap"},
+		{"something_new", `{"type":"something.new"}`, "something_new"},
+	} {
+		if got := whatFired(&ledger.Delivery{Alert: tc.alert, Payload: []byte(tc.payload)}); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.alert, tc.payload, got, tc.want)
+		}
+	}
+}
+
+func TestCardName(t *testing.T) {
+	for _, tc := range []struct {
+		card ledger.SavedCard
+		want string
+	}{
+		{ledger.SavedCard{Brand: "visa", Last4: "4242"}, "Visa •••• 4242"},
+		{ledger.SavedCard{Brand: "amex", Last4: "0005"}, "American Express •••• 0005"},
+		{ledger.SavedCard{Brand: "link", Last4: "1111"}, "Link •••• 1111"},
+		{ledger.SavedCard{Last4: "1111"}, "Card •••• 1111"},
+		{ledger.SavedCard{Brand: "visa"}, "Visa"},
+	} {
+		if got := cardName(tc.card); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.card, got, tc.want)
+		}
+	}
+}
+
+func TestAmountField(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want ledger.Money
+		bad  bool
+	}{
+		{"", 0, false}, {" off ", 0, false}, {"None", 0, false}, {"5", 5 * ledger.NanosPerUnit, false},
+		{"0.000000001", 1, false}, {"-1", 0, true}, {"lots", 0, true}, {"1.0000000001", 0, true},
+	} {
+		got, err := amountField(tc.raw, "Low balance")
+		if got != tc.want || (err != nil) != tc.bad {
+			t.Errorf("%q: %v %v", tc.raw, got, err)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "Low balance: enter an amount") {
+			t.Errorf("%q: %v", tc.raw, err)
+		}
+	}
+	for m, want := range map[ledger.Money]string{0: "", 20 * ledger.NanosPerUnit: "20", 100_500_000_000: "100.5", 1: "0.000000001"} {
+		if got := formAmount(m); got != want {
+			t.Errorf("formAmount(%d) = %q, want %q", m, got, want)
 		}
 	}
 }
