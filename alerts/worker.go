@@ -48,7 +48,9 @@ func (e *DeclineError) Error() string {
 }
 
 // Decline implements Decline.
-func (e *DeclineError) Decline() (string, string, bool) { return e.Code, e.Message, e.NeedsAuthentication }
+func (e *DeclineError) Decline() (string, string, bool) {
+	return e.Code, e.Message, e.NeedsAuthentication
+}
 
 // chargeTimeout bounds one try of a top-up's charge, well within a lease.
 const chargeTimeout = 30 * time.Second
@@ -173,8 +175,12 @@ type outcome struct {
 }
 
 // done, retry and fail are the outcomes of a try.
-func done(result string) outcome { return outcome{DeliveryOutcome: ledger.DeliveryOutcome{Done: true, Result: result}} }
-func retry(err error) outcome    { return outcome{DeliveryOutcome: ledger.DeliveryOutcome{Error: err.Error()}} }
+func done(result string) outcome {
+	return outcome{DeliveryOutcome: ledger.DeliveryOutcome{Done: true, Result: result}}
+}
+func retry(err error) outcome {
+	return outcome{DeliveryOutcome: ledger.DeliveryOutcome{Error: err.Error()}}
+}
 func fail(reason string) outcome {
 	return outcome{DeliveryOutcome: ledger.DeliveryOutcome{Error: reason}, final: true}
 }
