@@ -74,7 +74,7 @@ func TestRunOut(t *testing.T) {
 		ok             bool
 	}{
 		{unit, 0, 0, false},
-		{unit, 24 * unit, 3600, true},                       // one unit an hour
+		{unit, 24 * unit, 3600, true},                            // one unit an hour
 		{ledger.Money(4.21 * unit), 11_200_000_000, 32477, true}, // 4.21 at 11.20 a day: about 9 hours
 		{0, unit, 0, true},
 		{-unit, unit, 0, true},
