@@ -58,7 +58,7 @@ const chargeTimeout = 30 * time.Second
 // retryFactors are the retries' delays in units of the retry base (10 s by
 // default: 10 s, 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h); a delivery
 // whose last try failed after them all failed for good.
-var retryFactors = []time.Duration{1, 3, 12, 60, 180, 360, 1080, 2160}
+var retryFactors = []int64{1, 3, 12, 60, 180, 360, 1080, 2160}
 
 // RetryDelay is how long after its attempt-th failed try (1 for the first)
 // a delivery is tried again, with base the first delay; ok is false when
@@ -67,7 +67,7 @@ func RetryDelay(base time.Duration, attempt int) (d time.Duration, ok bool) {
 	if attempt < 1 || attempt > len(retryFactors) {
 		return 0, false
 	}
-	return base * retryFactors[attempt-1], true
+	return time.Duration(retryFactors[attempt-1]) * base, true
 }
 
 // Worker delivers the outbox's due deliveries: it claims each under a
