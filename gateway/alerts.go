@@ -59,6 +59,7 @@ func (a *App) startAlerts(ctx context.Context) {
 		RetryBase:            time.Duration(ac.RetryBase),
 		AllowPrivateWebhooks: ac.AllowPrivateWebhooks,
 		Logger:               a.logger.Named("alerts"),
+		OnDelivery:           a.metrics.AlertDelivery,
 	}
 	if u := a.publicURL; u != nil {
 		cfg.ServiceName = u.Hostname()

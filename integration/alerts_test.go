@@ -585,6 +585,18 @@ func TestAlertsWebhookRetries(t *testing.T) {
 		d[0].Attempts != 3 || d[0].Result != "HTTP 204" || !strings.Contains(d[0].LastError, "HTTP 500") {
 		t.Fatalf("deliveries (no mail: the account has no address): %+v", d)
 	}
+	resp, err := http.Get(adminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	metrics, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`modelgate_alert_deliveries_total{channel="webhook",outcome="retry"} 2`,
+		`modelgate_alert_deliveries_total{channel="webhook",outcome="done"} 1`} {
+		if !strings.Contains(string(metrics), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 // TestAlertsWebhookPrivateRefused: without allow_private_webhooks, a
