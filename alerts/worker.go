@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -201,7 +202,8 @@ func (w *Worker) try(ctx context.Context, d ledger.Delivery) outcome {
 // mail sends the event's mail.
 func (w *Worker) mail(ctx context.Context, d ledger.Delivery) outcome {
 	if w.cfg.Mailer == nil {
-		return fail("no smtp server is configured")
+		// another instance's configuration may have one
+		return retry(errors.New("this instance has no smtp server configured"))
 	}
 	var ev Event
 	if err := json.Unmarshal(d.Payload, &ev); err != nil {
@@ -231,7 +233,7 @@ func (w *Worker) webhook(ctx context.Context, d ledger.Delivery) outcome {
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, d.Target, bytes.NewReader(d.Payload))
 	if err != nil {
-		return fail("the webhook URL: " + err.Error())
+		return fail("the webhook URL does not parse")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
@@ -239,6 +241,12 @@ func (w *Worker) webhook(ctx context.Context, d ledger.Delivery) outcome {
 	req.Header.Set(HeaderSignature, Sign(st.WebhookSecret, w.cfg.Now(), d.Payload))
 	resp, err := w.client.Do(req)
 	if err != nil {
+		// without the URL, which may carry the customer's token in its
+		// query: the error is logged and shown in the console
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		if errors.Is(err, ErrPrivateAddress) {
 			return fail(err.Error())
 		}

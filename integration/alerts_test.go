@@ -628,7 +628,8 @@ func TestAlertsWebhookPrivateRefused(t *testing.T) {
 		time.Sleep(25 * time.Millisecond)
 	}
 	if len(d) != 1 || d[0].Status != ledger.DeliveryFailed || d[0].Attempts != 1 ||
-		!strings.Contains(d[0].LastError, "loopback, private, link-local") || !strings.Contains(d[0].LastError, "allow_private_webhooks") {
+		!strings.Contains(d[0].LastError, "loopback, private, link-local") || !strings.Contains(d[0].LastError, "allow_private_webhooks") ||
+		strings.Contains(d[0].LastError, hookURL) {
 		t.Fatalf("deliveries: %+v", d)
 	}
 	if n := len(recv.got()); n != 0 {
