@@ -523,3 +523,49 @@ func TestRunStops(t *testing.T) {
 		t.Errorf("%d goroutines, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestThresholdChangeRearms: a low balance fires once; a change that
+// leaves the threshold as it was does not fire it again, a new threshold
+// (still above the balance) does, once.
+func TestThresholdChangeRearms(t *testing.T) {
+	e := newEnv(t, 3*ledger.NanosPerUnit)
+	ctx := context.Background()
+	w := NewWatcher(e.cfg, nil)
+	if err := w.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	set := func(threshold ledger.Money, hook string) {
+		t.Helper()
+		if err := e.store.SetAlerts(ctx, e.acct, ledger.Alerts{LowBalance: threshold, Mail: true, WebhookURL: hook}); err != nil {
+			t.Fatal(err)
+		}
+		w.Invalidate(e.acct) // as the gateway's OnChange does
+		w.Tick(ctx)
+		w.Tick(ctx)
+	}
+	lows := func() int {
+		n := 0
+		for _, d := range e.deliveries(ledger.ChannelMail) {
+			var ev Event
+			if err := json.Unmarshal(d.Payload, &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type == TypeBalanceLow {
+				n++
+			}
+		}
+		return n
+	}
+	set(5*ledger.NanosPerUnit, "")
+	if n := lows(); n != 1 {
+		t.Fatalf("%d low-balance mails, want 1", n)
+	}
+	set(5*ledger.NanosPerUnit, "https://hooks.example.com/x")
+	if n := lows(); n != 1 {
+		t.Fatalf("the same threshold: %d low-balance mails, want 1", n)
+	}
+	set(4*ledger.NanosPerUnit, "https://hooks.example.com/x")
+	if n := lows(); n != 2 {
+		t.Fatalf("a new threshold: %d low-balance mails, want 2", n)
+	}
+}

@@ -200,7 +200,12 @@ func (w *Watcher) Tick(ctx context.Context) {
 	}
 }
 
-// refresh reads one account's settings again.
+// refresh reads one account's settings again. A changed threshold is a
+// new alert: the old one's crossing is re-armed, so that the new
+// threshold, if crossed already, fires at the next look (a low balance,
+// this month's spend); so is an automatic top-up turned off (turned on
+// again, it tops up if the balance is below). Whichever instance hears of
+// the change does it, once, for all.
 func (w *Watcher) refresh(ctx context.Context, accountID string) error {
 	st, err := w.cfg.Store.AlertSettingsOf(ctx, accountID)
 	if err != nil {
@@ -210,6 +215,23 @@ func (w *Watcher) refresh(ctx context.Context, accountID string) error {
 	m := map[string]ledger.AlertSettings{}
 	if old != nil {
 		m = maps.Clone(*old)
+	}
+	if prev, ok := m[accountID]; ok {
+		var rearm []string
+		if prev.LowBalance != st.LowBalance {
+			rearm = append(rearm, alertLowBalance)
+		}
+		if prev.MonthSpend != st.MonthSpend {
+			rearm = append(rearm, "month_spend:"+w.cfg.Now().UTC().Format("2006-01"))
+		}
+		if prev.AutoTopup.On && !st.AutoTopup.On {
+			rearm = append(rearm, alertAutoTopup)
+		}
+		for _, alert := range rearm {
+			if _, err := w.cfg.Store.RearmAlert(ctx, accountID, alert); err != nil {
+				return err
+			}
+		}
 	}
 	if st.Any() {
 		m[accountID] = st
