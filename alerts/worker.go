@@ -95,37 +95,47 @@ func (w *Worker) Wake() {
 	}
 }
 
-// Run tries due deliveries, Workers at once, looking for them every
-// Interval and whenever woken, until ctx ends; it returns when every try
-// under way ended.
+// Run tries due deliveries, Workers at once, until ctx ends; it returns
+// when every try under way ended. One loop claims them (so that an idle
+// instance costs the ledger one claim every Interval, and at once when
+// woken) and hands each to a goroutine of its own.
 func (w *Worker) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for range w.cfg.Workers {
-		wg.Go(func() {
-			for {
-				for ctx.Err() == nil {
-					tried, err := w.RunOnce(ctx)
-					if err != nil && ctx.Err() == nil {
-						w.cfg.Logger.Warn("alerts: could not claim a delivery", zap.Error(err))
-					}
-					if !tried {
-						break
-					}
-				}
-				t := time.NewTimer(w.cfg.Interval)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-w.wake:
-				case <-t.C:
-				}
-				t.Stop()
+	defer func() {
+		wg.Wait()
+		w.client.CloseIdleConnections()
+	}()
+	slots := make(chan struct{}, w.cfg.Workers)
+	for {
+		for ctx.Err() == nil {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
 			}
-		})
+			d, ok, err := w.cfg.Store.ClaimDelivery(ctx, w.cfg.Instance, w.cfg.Now(), w.cfg.Lease)
+			if err != nil || !ok {
+				<-slots
+				if err != nil && ctx.Err() == nil {
+					w.cfg.Logger.Warn("alerts: could not claim a delivery", zap.Error(err))
+				}
+				break
+			}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				w.deliver(ctx, d)
+			})
+		}
+		t := time.NewTimer(w.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-w.wake:
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	wg.Wait()
-	w.client.CloseIdleConnections()
 }
 
 // RunOnce claims one due delivery and tries it; tried is false when none
@@ -135,16 +145,19 @@ func (w *Worker) RunOnce(ctx context.Context) (tried bool, err error) {
 	if err != nil || !ok {
 		return false, err
 	}
+	w.deliver(ctx, d)
+	return true, nil
+}
+
+// deliver tries a claimed delivery and finishes it: done, due again
+// after its back-off, or failed for good.
+func (w *Worker) deliver(ctx context.Context, d ledger.Delivery) {
 	o := w.try(ctx, d)
 	outcome := "done"
 	if !o.Done {
 		outcome = "failed"
-		if o.RetryAt.IsZero() {
-			if delay, ok := RetryDelay(w.cfg.RetryBase, d.Attempts); ok && !o.final {
-				o.RetryAt = w.cfg.Now().Add(delay)
-				outcome = "retry"
-			}
-		} else {
+		if delay, ok := RetryDelay(w.cfg.RetryBase, d.Attempts); ok && !o.final {
+			o.RetryAt = w.cfg.Now().Add(delay)
 			outcome = "retry"
 		}
 	}
@@ -153,7 +166,7 @@ func (w *Worker) RunOnce(ctx context.Context) (tried bool, err error) {
 	defer cancel()
 	if err := w.cfg.Store.FinishDelivery(fctx, d.ID, w.cfg.Instance, w.cfg.Now(), o.DeliveryOutcome); err != nil {
 		w.cfg.Logger.Warn("alerts: could not finish a delivery", zap.String("delivery", d.ID), zap.Error(err))
-		return true, nil
+		return
 	}
 	if o.Done {
 		w.cfg.Logger.Info("alerts: delivered", zap.String("delivery", d.ID), zap.String("channel", d.Channel),
@@ -166,7 +179,6 @@ func (w *Worker) RunOnce(ctx context.Context) (tried bool, err error) {
 	if w.cfg.OnDelivery != nil {
 		w.cfg.OnDelivery(d.Channel, outcome)
 	}
-	return true, nil
 }
 
 // outcome is a try's outcome; final: failed for good, never retried.
