@@ -109,18 +109,19 @@ type autoTopupCharge struct {
 	Below    string `json:"below"`
 }
 
-// newEvent makes an event of typ for the account at now.
-func newEvent(typ, accountID string, now time.Time, data any) (Event, []byte, error) {
+// newEvent makes the JSON of an event of typ for the account at now: one
+// id per fired alert, shared by its mail and its webhook.
+func newEvent(typ, accountID string, now time.Time, data any) ([]byte, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return Event{}, nil, fmt.Errorf("alerts: %s data: %w", typ, err)
+		return nil, fmt.Errorf("alerts: %s data: %w", typ, err)
 	}
 	ev := Event{ID: "evt_" + randomID(), Type: typ, Created: now.UTC().Truncate(time.Second), Account: accountID, Data: raw}
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return Event{}, nil, fmt.Errorf("alerts: %s event: %w", typ, err)
+		return nil, fmt.Errorf("alerts: %s event: %w", typ, err)
 	}
-	return ev, body, nil
+	return body, nil
 }
 
 // day is the span of the burn rate.

@@ -409,7 +409,7 @@ func (e *evaluation) autoTopup() error {
 					ThisMonth: month.String(), MonthMax: t.MonthMax.String(), Currency: currency}, nil
 			}, nil)
 	}
-	_, payload, err := newEvent(typeAutoTopupCharge, e.acc.ID, e.now, autoTopupCharge{Amount: t.Amount.String(), Currency: currency,
+	payload, err := newEvent(typeAutoTopupCharge, e.acc.ID, e.now, autoTopupCharge{Amount: t.Amount.String(), Currency: currency,
 		Balance: e.acc.Balance.String(), Below: t.Below.String()})
 	if err != nil {
 		return err
@@ -473,16 +473,16 @@ func (e *evaluation) fire(alert, typ, detail string, data func() (any, error), e
 // there is a mailer) and by webhook (when it set a URL and has a secret).
 func fireEvent(ctx context.Context, cfg Config, st ledger.AlertSettings, acc ledger.Account, alert, typ, detail string,
 	now time.Time, data any, extra []ledger.Delivery) (bool, error) {
-	ev, body, err := newEvent(typ, acc.ID, now, data)
+	body, err := newEvent(typ, acc.ID, now, data)
 	if err != nil {
 		return false, err
 	}
 	deliveries := extra
 	if st.Mail && acc.Email != "" && cfg.Mailer != nil {
-		deliveries = append(deliveries, ledger.Delivery{ID: ev.ID + "_mail", Channel: ledger.ChannelMail, Target: acc.Email, Payload: body})
+		deliveries = append(deliveries, ledger.Delivery{ID: "dlv_" + randomID(), Channel: ledger.ChannelMail, Target: acc.Email, Payload: body})
 	}
 	if st.WebhookURL != "" && st.WebhookSecret != "" {
-		deliveries = append(deliveries, ledger.Delivery{ID: ev.ID + "_webhook", Channel: ledger.ChannelWebhook, Target: st.WebhookURL, Payload: body})
+		deliveries = append(deliveries, ledger.Delivery{ID: "dlv_" + randomID(), Channel: ledger.ChannelWebhook, Target: st.WebhookURL, Payload: body})
 	}
 	return cfg.Store.FireAlertWith(ctx, acc.ID, alert, detail, now, deliveries)
 }

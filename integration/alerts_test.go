@@ -356,7 +356,7 @@ func TestAlertsThreeInstances(t *testing.T) {
 			t.Fatalf("webhook %d: %v", n, h.verr)
 		}
 		if h.event.Type != "balance.low" || h.event.Account != a.ID || !strings.HasPrefix(h.event.ID, "evt_") ||
-			h.contentType != "application/json" || h.userAgent != "modelgate-webhooks/1" || h.id == "" {
+			h.contentType != "application/json" || h.userAgent != "modelgate-webhooks/1" || !strings.HasPrefix(h.id, "dlv_") {
 			t.Errorf("webhook %d: %+v", n, h)
 		}
 		var data struct {
