@@ -81,6 +81,12 @@ func here(d *caddyfile.Dispenser) pos { return pos{d.File(), d.Line()} }
 //			tls starttls|tls|none
 //			timeout <duration>
 //		}
+//		alerts {
+//			interval <duration>
+//			reload_interval <duration>
+//			retry_base <duration>
+//			allow_private_webhooks
+//		}
 //		currency <code>
 //		min_output <tokens>
 //		max_request_body <size>
@@ -243,6 +249,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Payments = pc
+		case "alerts":
+			if err := once(opt); err != nil {
+				return err
+			}
+			ac, err := parseAlerts(d)
+			if err != nil {
+				return err
+			}
+			a.Alerts = ac
 		case "smtp":
 			if err := once(opt); err != nil {
 				return err

@@ -26,15 +26,38 @@ var ledgers = caddy.NewUsagePool()
 // metric series, which every config using the ledger registers, so that a
 // reload keeps their values (Caddy's registry is per config). Its writer
 // reports each commit to them, and key and account changes to the other
-// instances through the newest config's Redis, if any.
+// instances through the newest config's Redis, if any. The balance
+// changes, alert settings changes and key-cap refusals go to the running
+// config's alerts watcher, if any (set by each config's Start, cleared by
+// its Stop), since the store outlives configs.
 type ledgerHandle struct {
 	*ledger.Store
 	series *relay.Metrics
 	redis  atomic.Pointer[redis.Client]
+	alerts atomic.Pointer[alertsRun]
 }
 
-// changed announces a key or account change made through this store.
+// balanceChanged tells the running alerts watcher that an account's
+// balance changed (ledger.Options.OnBalance): one map lookup for an
+// account without alerts.
+func (l *ledgerHandle) balanceChanged(accountID string) {
+	if run := l.alerts.Load(); run != nil {
+		run.watcher.Touch(accountID)
+	}
+}
+
+// keyCapRefused tells the running alerts watcher that a request was
+// refused for its key's cap.
+func (l *ledgerHandle) keyCapRefused(accountID, keyID string) {
+	if run := l.alerts.Load(); run != nil {
+		run.watcher.KeyCapRefused(accountID, keyID)
+	}
+}
+
+// changed announces a key or account change made through this store, and
+// tells the running alerts watcher of an alert settings change.
 func (l *ledgerHandle) changed(what string) {
+	alertsChanged(l.alerts.Load(), what)
 	rdb := l.redis.Load()
 	if rdb == nil {
 		return
@@ -108,7 +131,7 @@ func (a *App) openLedger() (*ledgerHandle, error) {
 	v, _, err := ledgers.LoadOrNew(a.ledgerKey, func() (caddy.Destructor, error) {
 		h := &ledgerHandle{series: relay.NewMetrics()}
 		opts := a.ledgerOpts
-		opts.OnCommit, opts.OnChange = h.committed, h.changed
+		opts.OnCommit, opts.OnChange, opts.OnBalance = h.committed, h.changed, h.balanceChanged
 		s, err := ledger.Open(a.ctx, opts)
 		if err != nil {
 			return nil, err
@@ -174,6 +197,8 @@ func (a *App) useLedger(h *ledgerHandle) error {
 		MaxAttempts:    a.MaxAttempts,
 		MaxRequestBody: a.MaxRequestBody,
 		KeepAlive:      time.Duration(a.KeepAliveInterval),
+
+		OnKeyCapRefused: h.keyCapRefused,
 	}
 	a.svc.Prepare()
 	a.accounts = &accounts.Service{Store: a.store, DefaultPlan: a.DefaultPlan, Plan: func(name string) bool { return a.plans[name] != nil },

@@ -71,7 +71,10 @@ type limiterHandle struct {
 	redis *ratelimit.Redis // nil without Redis
 	sub   *redis.PubSub    // nil without Redis
 	store atomic.Pointer[ledger.Store]
-	done  chan struct{}
+	// alerts is the running config's alerts watcher, told of the alert
+	// settings changes other instances announce.
+	alerts atomic.Pointer[alertsRun]
+	done   chan struct{}
 }
 
 // Destruct stops the subscriber and closes the backend.
@@ -175,6 +178,7 @@ func (h *limiterHandle) listen(logger *zap.Logger) {
 		if s := h.store.Load(); s != nil {
 			s.Refresh()
 		}
+		alertsChanged(h.alerts.Load(), msg.Payload)
 		logger.Debug("change announced by another instance", zap.String("what", msg.Payload))
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/accounts"
+	"github.com/modelgate/modelgate/alerts"
 	"github.com/modelgate/modelgate/formats/images"
 	"github.com/modelgate/modelgate/ledger"
 	"github.com/modelgate/modelgate/mailer"
@@ -134,6 +135,15 @@ type App struct {
 	// address matched. Placeholders are expanded.
 	PublicURL string `json:"public_url,omitempty"`
 
+	// Alerts tunes the accounts' alerts and automatic top-ups: how often
+	// they are looked at, the deliveries' retries, which addresses
+	// webhooks may reach. Default: as AlertsConfig says.
+	Alerts *AlertsConfig `json:"alerts,omitempty"`
+
+	// Charger charges the automatic top-ups to saved cards; nil (no
+	// payment provider) fails them with a reason.
+	Charger alerts.Charger `json:"-"`
+
 	// AllowRemoteUnauthenticatedAdmin serves the /modelgate/ routes of
 	// Caddy's admin endpoint (which mint keys and credit money, with no
 	// authentication of their own) also when the admin endpoint listens
@@ -193,6 +203,10 @@ type App struct {
 
 	// imageSpool bounds the uploads spooled by image edits.
 	imageSpool *images.Spool
+
+	// alerts is this config's alerts watcher and delivery worker, once
+	// started.
+	alerts *alertsRun
 }
 
 // LedgerConfig selects the ledger store.
@@ -1019,11 +1033,13 @@ func (a *App) Start() error {
 			a.prober(p).Run(ctx)
 		}()
 	}
+	a.startAlerts(ctx)
 	return nil
 }
 
 // Stop ends the background work after a last flush of the health counts.
 func (a *App) Stop() error {
+	a.stopAlerts()
 	if a.stopBackground != nil {
 		a.stopBackground()
 		a.background.Wait()

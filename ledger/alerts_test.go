@@ -90,3 +90,44 @@ func testAlertFiresOncePerCrossing(t *testing.T, b backend) {
 		}
 	}
 }
+
+// TestCappedKeys: CappedKeys lists the account's live keys with a cap,
+// with their period spend, and neither uncapped, deleted nor other
+// accounts' keys.
+func TestCappedKeys(t *testing.T) { backends(t, testCappedKeys) }
+
+func testCappedKeys(t *testing.T, b backend) {
+	ctx := context.Background()
+	s := b.open(t)
+	a := mustAccount(t, s, 1_000_000)
+	other := mustAccount(t, s, 1_000_000)
+	mk := func(acct, label string, limit Money) Key {
+		t.Helper()
+		_, k, err := s.CreateKeyWithLimits(ctx, acct, label, KeyLimits{Cap: limit, Period: PeriodDay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	_, p := keyPrincipal(t, s, a.ID, KeyLimits{Cap: 5000, Period: PeriodDay})
+	mk(a.ID, "free", 0)
+	gone := mk(a.ID, "gone", 5000)
+	mk(other.ID, "other's", 5000)
+	if err := s.DeleteKey(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.ReserveForKey(p, 100, 1000, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Settle(ctx, usage("capped-1", p.KeyID, 700)); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.CappedKeys(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0].ID != p.KeyID || keys[0].Limits.Cap != 5000 || keys[0].SpentThisPeriod(time.Now()) != 700 {
+		t.Fatalf("capped keys: %+v", keys)
+	}
+}

@@ -537,6 +537,37 @@ func (s *Store) KeyLimitsByID(ctx context.Context, keyID string) (Key, error) {
 	return k, nil
 }
 
+// CappedKeys lists the account's live keys that have a spend cap, with
+// their period spend, oldest first. Like KeyLimitsByID it reads the keys'
+// rows without bringing the derived usage tables up to date first (on
+// SQLite a rollup): the alerts' watcher reads them once a tick for each
+// account that spent, which must never cost one.
+func (s *Store) CappedKeys(ctx context.Context, accountID string) ([]Key, error) {
+	done, err := s.beginRead()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rows, err := s.query(ctx, `SELECT `+keyColumns+` FROM keys WHERE account_id = ? AND cap > 0 AND deleted_at IS NULL
+		ORDER BY created_at, id`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: capped keys: %w", err)
+	}
+	defer rows.Close()
+	var keys []Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: capped keys: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: capped keys: %w", err)
+	}
+	return keys, nil
+}
+
 // KeyUsage is a key's running totals.
 type KeyUsage struct {
 	Requests, InputTokens, OutputTokens int64

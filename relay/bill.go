@@ -52,6 +52,9 @@ func (s *Service) openBill(rq *request, q quote) (*Bill, *formats.Error) {
 	if err != nil {
 		var capped *ledger.KeyCapError
 		if errors.As(err, &capped) {
+			if f := s.OnKeyCapRefused; f != nil {
+				f(rq.principal.AccountID, capped.KeyID)
+			}
 			return nil, &formats.Error{Kind: formats.KindInsufficientQuota, Message: keyCapMessage(capped, q.short)}
 		}
 		if errors.Is(err, ledger.ErrInsufficientFunds) {

@@ -32,6 +32,8 @@ type Metrics struct {
 	limited       *prometheus.CounterVec // reason: rpm, concurrency, region
 	commits       prometheus.Histogram   // ledger write transactions, seconds from BEGIN to COMMIT
 	batch         prometheus.Histogram   // commands per ledger write transaction
+	// alertDeliveries counts the tries of the alerts' deliveries.
+	alertDeliveries *prometheus.CounterVec // channel (mail, webhook, topup), outcome (done, retry, failed)
 
 	// A request's collectors, found by one map read per label set rather
 	// than a hash of the label values and a lookup per collector.
@@ -80,6 +82,9 @@ func NewMetrics() *Metrics {
 			Help: "Requests whose upstream usage exceeded their hold (the input bound needs fixing)."}),
 		uncollected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "uncollected_nanos_total",
 			Help: "Cost of usage that exceeded its hold and the account's balance, so could not be charged, in nanos."}, []string{"model", "provider"}),
+		alertDeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "alert_deliveries_total",
+			Help: "Tries of the alerts' deliveries, by channel (mail, webhook, topup) and outcome (done, retry, failed: for good)."},
+			[]string{"channel", "outcome"}),
 		settleRetries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "settle_retries_total",
 			Help: "Settles the ledger could not take at once (locked, I/O error) and that were tried again."}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_refused_total",
@@ -98,7 +103,7 @@ func NewMetrics() *Metrics {
 // caller's (the breakers' states), which report live values.
 func (m *Metrics) Register(reg prometheus.Registerer, store *ledger.Store, extra ...prometheus.Collector) error {
 	const ns = "modelgate"
-	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold, m.uncollected, m.settleRetries, m.limited, m.commits, m.batch,
+	collectors := []prometheus.Collector{m.attempts, m.failures, m.probes, m.latency, m.ttft, m.requests, m.tokens, m.spend, m.overHold, m.uncollected, m.settleRetries, m.limited, m.commits, m.batch, m.alertDeliveries,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "settles_pending",
 			Help: "Bills of answers already made that the ledger has not taken yet (their holds stay reserved)."}, func() float64 { return float64(pendingSettles.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "holds_outstanding_nanos",
@@ -190,6 +195,12 @@ func (m *Metrics) Settled(rec *ledger.UsageRecord) {
 
 // Refused counts a request refused by a plan limit or the region check.
 func (m *Metrics) Refused(reason string) { m.limited.WithLabelValues(reason).Inc() }
+
+// AlertDelivery counts one try of an alert's delivery: its channel and
+// its outcome (done, retry, failed).
+func (m *Metrics) AlertDelivery(channel, outcome string) {
+	m.alertDeliveries.WithLabelValues(channel, outcome).Inc()
+}
 
 // Committed observes a ledger write transaction.
 func (m *Metrics) Committed(commands int, took time.Duration) {

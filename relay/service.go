@@ -44,6 +44,10 @@ type Service struct {
 	// KeepAlive is how long an upstream may be silent before an Anthropic
 	// client of a translated stream gets a ping; 0: DefaultKeepAlive.
 	KeepAlive time.Duration
+	// OnKeyCapRefused, if set, is told of each request refused because
+	// its key's spend cap does not cover it (the key's 100 % alert). It
+	// must not block.
+	OnKeyCapRefused func(accountID, keyID string)
 
 	imageModels []*Model // the models with an OpenAI-format route
 }
