@@ -300,15 +300,37 @@ func (w *Worker) topup(ctx context.Context, d ledger.Delivery) outcome {
 		return retry(err)
 	}
 	code, message, auth := dec.Decline()
-	reason := fmt.Sprintf("the card was declined (%s): %s", code, message)
-	if auth {
-		reason = fmt.Sprintf("the payment needs the customer's authentication (%s): %s", code, message)
-	}
+	reason := declineReason(code, message, auth)
 	if err := w.declined(ctx, st, d, code, message, auth, reason); err != nil {
 		// tried again: the same key gets the same answer from the provider
 		return retry(err)
 	}
 	return fail(reason)
+}
+
+// declineReason says why automatic top-up was turned off.
+func declineReason(code, message string, auth bool) string {
+	if auth {
+		return fmt.Sprintf("the payment needs the customer's authentication (%s): %s", code, message)
+	}
+	return fmt.Sprintf("the card was declined (%s): %s", code, message)
+}
+
+// ChargeFailed handles an automatic top-up's charge that the payment
+// provider reported failed after it was made (its signed notification):
+// as a decline at the charge, the top-up's delivery is failed, automatic
+// top-up is turned off and the customer told, once per charge however
+// often the notification comes (the alert is the delivery's).
+func (w *Worker) ChargeFailed(ctx context.Context, accountID, deliveryID string, amount ledger.Money, code, message string, auth bool) error {
+	st, err := w.cfg.Store.AlertSettingsOf(ctx, accountID)
+	if err != nil {
+		return err
+	}
+	reason := declineReason(code, message, auth)
+	if _, err := w.cfg.Store.FailTopup(ctx, deliveryID, reason, w.cfg.Now()); err != nil {
+		return err
+	}
+	return w.declined(ctx, st, ledger.Delivery{ID: deliveryID, AccountID: accountID, Amount: amount}, code, message, auth, reason)
 }
 
 // declined tells the customer of a declined top-up and turns automatic

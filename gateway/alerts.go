@@ -98,16 +98,6 @@ func (a *App) stopAlerts() {
 	}
 }
 
-// InvalidateAlerts tells the running alerts watcher that the account's
-// alert settings changed, so that it rereads them at its next look rather
-// than at its next reload. A change made through the ledger's setters
-// (SetAlerts, SetAutoTopup…) on this instance is told already.
-func (a *App) InvalidateAlerts(accountID string) {
-	if a.alerts != nil {
-		a.alerts.watcher.Invalidate(accountID)
-	}
-}
-
 // alertsChanged passes a ledger change to the running watcher: a balance
 // ("balance:ID") or alert settings ("alerts:ID").
 func alertsChanged(run *alertsRun, what string) {

@@ -876,6 +876,7 @@ func (a *App) provisionPayments() error {
 		return err
 	}
 	a.payments = p
+	a.Charger = cardCharger{p}
 	return nil
 }
 

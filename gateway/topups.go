@@ -59,7 +59,12 @@ func (h *APIHandler) servePaymentWebhook(w http.ResponseWriter, r *http.Request)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), creditTimeout)
 	defer cancel()
-	if pay.Kind != ledger.KindTopup {
+	switch pay.Kind {
+	case payments.KindCardSaved, payments.KindChargeFailed:
+		h.cardNotice(ctx, pay, answer)
+		return
+	case ledger.KindTopup:
+	default:
 		h.reversePayment(ctx, pay, answer)
 		return
 	}

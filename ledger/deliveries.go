@@ -250,3 +250,25 @@ func (a alertStore) AutoTopupsInMonth(ctx context.Context, accountID string, now
 	}
 	return sum, nil
 }
+
+// FailTopup marks an automatic top-up's delivery failed after it was
+// made: the provider reported its charge failed later (a bank's decline
+// or a required authentication after the charge was created). It then
+// no longer counts in the month's top-ups. It reports whether the
+// delivery was not failed already.
+func (a alertStore) FailTopup(ctx context.Context, id, reason string, now time.Time) (bool, error) {
+	var n int64
+	err := a.db.execCommand(ctx, "fail top-up "+id, func(ctx context.Context, conn execer) error {
+		res, err := conn.ExecContext(ctx, `UPDATE alert_deliveries SET status = 'failed', last_error = ?, done_at = ?, lease_until = 0
+			WHERE id = ? AND channel = 'topup' AND status <> 'failed'`, truncate(reason, 500), now.UnixMilli(), id)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("ledger: fail top-up %s: %w", id, err)
+	}
+	return n == 1, nil
+}

@@ -174,6 +174,7 @@ var eventNames = map[string]string{
 	"key.cap_80":       "Key at 80 % of its cap",
 	"key.cap_100":      "Key at its cap",
 	"autotopup.failed": "Automatic top-up failed",
+	"autotopup.limit":  "Automatic top-up stopped by its monthly maximum",
 }
 
 // alertNames name the alerts by the start of their names, for a delivery
@@ -183,7 +184,8 @@ var alertNames = []struct{ prefix, name string }{
 	{"month_spend", "Month's spend"},
 	{"key_cap_80", "Key at 80 % of its cap"},
 	{"key_cap_100", "Key at its cap"},
-	{"topup", "Automatic top-up"},
+	{"auto_topup", "Automatic top-up"},
+	{"autotopup_failed", "Automatic top-up failed"},
 }
 
 // whatFired says for people what a delivery tells of: its payload's

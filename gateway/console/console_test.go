@@ -76,7 +76,9 @@ func TestWhatFired(t *testing.T) {
 		{"key_cap_80:key_a:1", `{"type":"key.cap_80","data":{"key":{"id":"key_a","label":"ci","prefix":"mg-Ab…Cd"}}}`, "Key at 80 % of its cap (ci mg-Ab…Cd)"},
 		{"key_cap_100:key_a:1", `{"type":"key.cap_100","data":{"key":{"prefix":"mg-Ab…Cd"}}}`, "Key at its cap (mg-Ab…Cd)"},
 		{"topup:x", `{"type":"autotopup.failed"}`, "Automatic top-up failed"},
-		{"topup:acct:1", `{}`, "Automatic top-up"},
+		{"auto_topup", `{}`, "Automatic top-up"},
+		{"autotopup_failed:topup:acct:1", `{}`, "Automatic top-up failed"},
+		{"auto_topup", `{"type":"autotopup.limit"}`, "Automatic top-up stopped by its monthly maximum"},
 		{"key_cap_100:key_b:2", `not json`, "Key at its cap"},
 		{"something_new", `{"type":"something.new"}`, "something_new"},
 	} {
