@@ -142,10 +142,11 @@ func verifySignature(secret, header string, body []byte, now time.Time) (time.Ti
 	return at, nil
 }
 
-// alertsPostgresDSN makes a schema of its own on the test PostgreSQL
-// server, dropped when t ends, and returns a DSN that uses it; without a
+// postgresSchemaDSN makes a schema of its own on the test PostgreSQL
+// server, dropped when t ends (after the cleanups registered later, such
+// as closing a store on it), and returns a DSN that uses it; without a
 // server the test skips (fails in CI).
-func alertsPostgresDSN(t *testing.T) string {
+func postgresSchemaDSN(t *testing.T) string {
 	t.Helper()
 	base := os.Getenv("MODELGATE_TEST_POSTGRES")
 	if base == "" {
@@ -158,7 +159,7 @@ func alertsPostgresDSN(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := "t_alerts_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	schema := "t_schema_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
 		admin.Close()
 		t.Fatal(err)
@@ -239,7 +240,7 @@ func TestAlertsThreeInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three gateway processes")
 	}
-	dsn := alertsPostgresDSN(t)
+	dsn := postgresSchemaDSN(t)
 	t.Setenv("MG_TEST_ALERTS_DSN", dsn)
 	ctx := context.Background()
 	s, err := ledger.Open(ctx, ledger.Options{Postgres: dsn})

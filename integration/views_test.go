@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/hex"
@@ -531,37 +530,7 @@ func TestCLIAccountViews(t *testing.T) {
 // TestCLIAccountViewsPostgres: on a PostgreSQL ledger, whose holds every
 // instance shares, the CLI shows what is held.
 func TestCLIAccountViewsPostgres(t *testing.T) {
-	base := os.Getenv("MODELGATE_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") != "" || os.Getenv("MODELGATE_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("set MODELGATE_TEST_POSTGRES to a PostgreSQL server's DSN")
-		}
-		t.Skip("no PostgreSQL server: set MODELGATE_TEST_POSTGRES=postgres://user:password@127.0.0.1:5432/db")
-	}
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := "t_views_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	// registered first, so that it runs after the store is closed
-	t.Cleanup(func() {
-		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-		admin.Close()
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	dsn := u.String()
+	dsn := postgresSchemaDSN(t)
 	ctx := context.Background()
 	s, err := ledger.Open(ctx, ledger.Options{Postgres: dsn})
 	if err != nil {
