@@ -124,6 +124,11 @@ func scanDelivery(row interface{ Scan(...any) error }) (Delivery, error) {
 // again on the row it locks.
 func (a alertStore) ClaimDelivery(ctx context.Context, owner string, now time.Time, lease time.Duration) (d Delivery, ok bool, err error) {
 	at := now.UnixMilli()
+	// a read first: an idle instance, asking every second, costs the
+	// ledger no write
+	if due, err := a.anyDue(ctx, at); err != nil || !due {
+		return Delivery{}, false, err
+	}
 	err = a.db.execCommand(ctx, "claim a delivery", func(ctx context.Context, conn execer) error {
 		var e error
 		d, e = scanDelivery(conn.QueryRowContext(ctx, `UPDATE alert_deliveries
@@ -142,6 +147,25 @@ func (a alertStore) ClaimDelivery(ctx context.Context, owner string, now time.Ti
 		return Delivery{}, false, fmt.Errorf("ledger: claim a delivery: %w", err)
 	}
 	return d, ok, nil
+}
+
+// anyDue reports whether a delivery is due and unleased at at (unix ms).
+func (a alertStore) anyDue(ctx context.Context, at int64) (bool, error) {
+	done, err := a.db.beginRead()
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	var one int
+	err = a.db.queryRow(ctx, `SELECT 1 FROM alert_deliveries WHERE status = 'pending' AND next_at <= ? AND lease_until <= ? LIMIT 1`,
+		at, at).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ledger: claim a delivery: %w", err)
+	}
+	return true, nil
 }
 
 // DeliveryOutcome is how a try of a delivery ended.

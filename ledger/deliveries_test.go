@@ -276,3 +276,30 @@ func testSpendSince(t *testing.T, b backend) {
 		t.Fatalf("spend since later: %s, %v", got, err)
 	}
 }
+
+// TestClaimWritesNothingWhenIdle: a worker asking for due deliveries on an
+// idle ledger, as every instance does every second, makes no write
+// transaction. On SQLite, whose writer counts every write transaction
+// (PostgreSQL's one-off writes are not counted; its claim takes the same
+// read first).
+func TestClaimWritesNothingWhenIdle(t *testing.T) {
+	ctx := context.Background()
+	s := backend{}.open(t)
+	a := mustAccount(t, s, 1000)
+	now := time.Now()
+	if _, err := s.FireAlertWith(ctx, a.ID, "later", "", now, []Delivery{{ID: "dlv_later", Channel: ChannelMail, NextAt: now.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats().Transactions
+	for range 20 {
+		if _, ok, err := s.ClaimDelivery(ctx, "w", now, time.Minute); err != nil || ok {
+			t.Fatalf("claimed %v, %v", ok, err)
+		}
+	}
+	if after := s.Stats().Transactions; after != before {
+		t.Fatalf("%d write transactions for 20 idle claims, want none", after-before)
+	}
+	if _, ok, err := s.ClaimDelivery(ctx, "w", now.Add(time.Hour), time.Minute); err != nil || !ok {
+		t.Fatalf("the due delivery: %v, %v", ok, err)
+	}
+}
