@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -568,4 +569,113 @@ func TestThresholdChangeRearms(t *testing.T) {
 	if n := lows(); n != 2 {
 		t.Fatalf("a new threshold: %d low-balance mails, want 2", n)
 	}
+}
+
+// TestKeyCapAndMonthAlertsPerPeriod: on a clock that moves, a key's cap
+// warns once at 80 % in a period, again when its cap is raised and the new
+// cap's 80 % is crossed, and again in the next period; the month's spend
+// warns once in a month and again in the next.
+func TestKeyCapAndMonthAlertsPerPeriod(t *testing.T) {
+	const unit = ledger.NanosPerUnit
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	setClock := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
+	s, err := ledger.Open(ctx, ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	a, err := s.CreateAccount(ctx, "owner@example.com", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Credit(ctx, ledger.CreditRequest{AccountID: a.ID, Amount: 100 * unit, Reference: "start", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	secret, key, err := s.CreateKeyWithLimits(ctx, a.ID, "job", ledger.KeyLimits{Cap: unit, Period: ledger.PeriodDay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAlerts(ctx, a.ID, ledger.Alerts{KeyCaps: true, MonthSpend: 2 * unit}); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(Config{Store: s, Currency: "USD", Now: clock, Interval: time.Millisecond}, nil)
+	if err := w.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spendOn := func(secret, keyID string, cost ledger.Money, refused bool) {
+		t.Helper()
+		p, err := s.Authenticate(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.ReserveForKey(p, cost, cost, true)
+		if refused != errors.Is(err, ledger.ErrKeyCapReached) {
+			t.Fatalf("reserve %s: %v", cost, err)
+		}
+		var capped map[string]bool
+		if refused {
+			capped = map[string]bool{keyID: true}
+		} else if err := h.Settle(ctx, &ledger.UsageRecord{KeyID: keyID, Model: "m", Cost: cost}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Evaluate(ctx, a.ID, capped); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spend := func(cost ledger.Money) { t.Helper(); spendOn(secret, key.ID, cost, false) }
+	fired := func() []string {
+		t.Helper()
+		fs, err := s.FiredAlerts(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, f := range fs {
+			names = append(names, strings.SplitN(f.Alert, ":", 2)[0]+"@"+f.At.Format("01-02"))
+		}
+		slices.Sort(names)
+		return names
+	}
+	check := func(want ...string) {
+		t.Helper()
+		slices.Sort(want)
+		if got := fired(); !slices.Equal(got, want) {
+			t.Fatalf("fired %v, want %v", got, want)
+		}
+	}
+	spend(unit * 7 / 10)
+	check()
+	spend(unit / 10) // 80 % of the cap
+	check("key_cap_80@11-30")
+	spend(unit / 20)
+	check("key_cap_80@11-30")
+	if _, err := s.SetKeyLimits(ctx, key.ID, ledger.KeyLimits{Cap: 2 * unit, Period: ledger.PeriodDay}); err != nil {
+		t.Fatal(err)
+	}
+	spend(unit / 2) // 1.35 of 2: below the new cap's 80 %
+	check("key_cap_80@11-30")
+	spend(unit / 4) // 1.60: the new cap's 80 %
+	check("key_cap_80@11-30", "key_cap_80@11-30")
+	other, otherKey, err := s.CreateKey(ctx, a.ID, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spendOn(other, otherKey.ID, unit/2, false) // 2.10 this month: the month's threshold
+	check("key_cap_80@11-30", "key_cap_80@11-30", "month_spend@11-30")
+
+	// the next day, and the next month
+	setClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	spend(unit)
+	check("key_cap_80@11-30", "key_cap_80@11-30", "month_spend@11-30")
+	spend(unit * 6 / 10) // 1.60 of 2 today
+	check("key_cap_80@11-30", "key_cap_80@11-30", "month_spend@11-30", "key_cap_80@12-01")
+	spend(unit * 39 / 100) // 1.99 of 2 today
+	check("key_cap_80@11-30", "key_cap_80@11-30", "month_spend@11-30", "key_cap_80@12-01")
+	spendOn(secret, key.ID, unit/50, true) // refused for the cap: its 100 %
+	check("key_cap_80@11-30", "key_cap_80@11-30", "month_spend@11-30", "key_cap_80@12-01", "key_cap_100@12-01")
+	spendOn(other, otherKey.ID, unit/50, false) // 2.01 this month
+	check("key_cap_80@11-30", "key_cap_80@11-30", "month_spend@11-30", "key_cap_80@12-01", "key_cap_100@12-01", "month_spend@12-01")
 }

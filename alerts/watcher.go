@@ -347,8 +347,8 @@ func (e *evaluation) monthSpend() error {
 }
 
 // keyCaps fires key.cap_80 and key.cap_100 once in each period of each
-// capped key: at 80 % and 100 % of its cap, and at 100 % when a request
-// was refused for its cap.
+// capped key, and again when its cap changes: at 80 % and 100 % of its
+// cap, and at 100 % when a request was refused for its cap.
 func (e *evaluation) keyCaps(refused map[string]bool) error {
 	if !e.st.KeyCaps {
 		return nil
@@ -364,7 +364,9 @@ func (e *evaluation) keyCaps(refused map[string]bool) error {
 		if period == "" {
 			period = ledger.PeriodNever
 		}
-		suffix := ":" + k.ID + ":" + strconv.FormatInt(period.Start(e.now), 10)
+		// once per key, period and cap: a cap changed in the period warns
+		// again at its own 80 % and 100 %
+		suffix := ":" + k.ID + ":" + strconv.FormatInt(period.Start(e.now), 10) + ":" + strconv.FormatInt(int64(limit), 10)
 		data := func() (any, error) {
 			d := KeyCap{Key: KeyRef{ID: k.ID, Label: k.Label, Prefix: k.Prefix}, Cap: limit.String(), Spent: spent.String(),
 				Period: string(period)}

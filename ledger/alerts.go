@@ -17,7 +17,7 @@ import (
 //
 // An alert's name says what it watches and, for an alert of a period, the
 // period ("low_balance", "month_spend:2026-11", "key_cap_80:key_…:<period
-// start>"): a period's alert fires once in the period and is never
+// start>:<cap>"): a period's alert fires once in the period and is never
 // re-armed; the next period's has another name.
 
 // alertStore keeps the alerts' crossings (Store embeds it).
