@@ -329,7 +329,7 @@ func (e *evaluation) lowBalance() error {
 			d.RunsOutInSeconds = &s
 		}
 		return d, nil
-	}, nil)
+	})
 }
 
 // monthSpend fires spend.month once in a calendar month (UTC).
@@ -343,7 +343,7 @@ func (e *evaluation) monthSpend() error {
 		func() (any, error) {
 			return MonthSpend{Month: month, Spend: e.acc.MonthSpend.String(), Threshold: threshold.String(),
 				Currency: e.w.cfg.currencyCode()}, nil
-		}, nil)
+		})
 }
 
 // keyCaps fires key.cap_80 and key.cap_100 once in each period of each
@@ -379,10 +379,10 @@ func (e *evaluation) keyCaps(refused map[string]bool) error {
 		// spent/cap ≥ 80 %, in integers: spent × 5 ≥ cap × 4 (a cap, in
 		// nanos, is far below the product's overflow)
 		if spent*5 >= limit*4 {
-			errs = append(errs, e.fire("key_cap_80"+suffix, TypeKeyCap80, detail, data, nil))
+			errs = append(errs, e.fire("key_cap_80"+suffix, TypeKeyCap80, detail, data))
 		}
 		if spent >= limit || refused[k.ID] {
-			errs = append(errs, e.fire("key_cap_100"+suffix, TypeKeyCap100, detail, data, nil))
+			errs = append(errs, e.fire("key_cap_100"+suffix, TypeKeyCap100, detail, data))
 		}
 	}
 	return errors.Join(errs...)
@@ -409,7 +409,7 @@ func (e *evaluation) autoTopup() error {
 			func() (any, error) {
 				return AutoTopupLimit{Balance: e.acc.Balance.String(), Below: t.Below.String(), Amount: t.Amount.String(),
 					ThisMonth: month.String(), MonthMax: t.MonthMax.String(), Currency: currency}, nil
-			}, nil)
+			})
 	}
 	payload, err := newEvent(typeAutoTopupCharge, e.acc.ID, e.now, autoTopupCharge{Amount: t.Amount.String(), Currency: currency,
 		Balance: e.acc.Balance.String(), Below: t.Below.String()})
@@ -448,9 +448,8 @@ func (e *evaluation) rearm(alert string) error {
 }
 
 // fire fires the alert, unless noted as fired, with an event of typ and
-// the data data makes (called only then) delivered by mail and webhook,
-// plus extra deliveries.
-func (e *evaluation) fire(alert, typ, detail string, data func() (any, error), extra []ledger.Delivery) error {
+// the data data makes (called only then) delivered by mail and webhook.
+func (e *evaluation) fire(alert, typ, detail string, data func() (any, error)) error {
 	if e.n.fired[alert] {
 		return nil
 	}
@@ -458,7 +457,7 @@ func (e *evaluation) fire(alert, typ, detail string, data func() (any, error), e
 	if err != nil {
 		return err
 	}
-	fired, err := fireEvent(e.ctx, e.w.cfg, e.st, e.acc, alert, typ, detail, e.now, d, extra)
+	fired, err := fireEvent(e.ctx, e.w.cfg, e.st, e.acc, alert, typ, detail, e.now, d)
 	if err != nil {
 		return err
 	}
@@ -474,12 +473,12 @@ func (e *evaluation) fire(alert, typ, detail string, data func() (any, error), e
 // delivered by mail (when the account has it on and an address, and
 // there is a mailer) and by webhook (when it set a URL and has a secret).
 func fireEvent(ctx context.Context, cfg Config, st ledger.AlertSettings, acc ledger.Account, alert, typ, detail string,
-	now time.Time, data any, extra []ledger.Delivery) (bool, error) {
+	now time.Time, data any) (bool, error) {
 	body, err := newEvent(typ, acc.ID, now, data)
 	if err != nil {
 		return false, err
 	}
-	deliveries := extra
+	var deliveries []ledger.Delivery
 	if st.Mail && acc.Email != "" && cfg.Mailer != nil {
 		deliveries = append(deliveries, ledger.Delivery{ID: "dlv_" + randomID(), Channel: ledger.ChannelMail, Target: acc.Email, Payload: body})
 	}
