@@ -312,10 +312,7 @@ func (w *Watcher) Evaluate(ctx context.Context, accountID string, capped map[str
 // above.
 func (e *evaluation) lowBalance() error {
 	threshold := e.st.LowBalance
-	if threshold <= 0 {
-		return e.rearm(alertLowBalance)
-	}
-	if e.acc.Balance >= threshold {
+	if threshold <= 0 || e.acc.Balance >= threshold {
 		return e.rearm(alertLowBalance)
 	}
 	return e.fire(alertLowBalance, TypeBalanceLow, "balance "+e.acc.Balance.String()+" below "+threshold.String(), func() (any, error) {
