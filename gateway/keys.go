@@ -82,11 +82,13 @@ type patchField[T any] struct {
 	V         T
 }
 
-// UnmarshalJSON records that the field was sent, and whether as null.
+// UnmarshalJSON records that the field was sent, and whether as null: a
+// null leaves V zero, even after an earlier value of a repeated key.
 func (f *patchField[T]) UnmarshalJSON(b []byte) error {
 	f.Set = true
 	if string(b) == "null" {
-		f.Null = true
+		var zero T
+		f.Null, f.V = true, zero
 		return nil
 	}
 	return json.Unmarshal(b, &f.V)
@@ -121,12 +123,7 @@ func (b *keyLimitsBody) apply(l ledger.KeyLimits) (ledger.KeyLimits, error) {
 	if b.Period.Set {
 		l.Period = ledger.Period(b.Period.V)
 	}
-	if b.Models.Set {
-		l.Models = b.Models.V
-		if b.Models.Null {
-			l.Models = nil
-		}
-	}
+	patch(&l.Models, b.Models) // null: nil, all the plan's models
 	if b.ExpiresAt.Set {
 		t, err := accounts.ParseExpiry(b.ExpiresAt.V)
 		if err != nil {
@@ -134,12 +131,8 @@ func (b *keyLimitsBody) apply(l ledger.KeyLimits) (ledger.KeyLimits, error) {
 		}
 		l.ExpiresAt = t
 	}
-	if b.RPM.Set {
-		l.RPM = b.RPM.V
-	}
-	if b.Concurrency.Set {
-		l.Concurrency = b.Concurrency.V
-	}
+	patch(&l.RPM, b.RPM)
+	patch(&l.Concurrency, b.Concurrency)
 	return l, nil
 }
 
