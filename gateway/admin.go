@@ -408,11 +408,21 @@ func (a *AdminAPI) history(w http.ResponseWriter, r *http.Request, app *App) err
 }
 
 func (a *AdminAPI) listKeys(w http.ResponseWriter, r *http.Request, app *App) error {
-	id := r.PathValue("id")
-	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
-		return ledgerError(err)
+	id, err := pathAccount(r, app)
+	if err != nil {
+		return err
 	}
 	return writeKeySummaries(w, r, app, id) // with their totals (admin_views.go)
+}
+
+// pathAccount is the id of the account the path names ({id}), which must
+// exist: an unknown account is a 404.
+func pathAccount(r *http.Request, app *App) (string, error) {
+	id := r.PathValue("id")
+	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
+		return "", ledgerError(err)
+	}
+	return id, nil
 }
 
 func (a *AdminAPI) createKey(w http.ResponseWriter, r *http.Request, app *App) error {

@@ -86,9 +86,9 @@ func toAlertsJSON(s *ledger.AlertSettings) alertsJSON {
 // alertSettings reads the settings of the account with the path's id: an
 // unknown account is a 404.
 func alertSettings(r *http.Request, app *App) (ledger.AlertSettings, error) {
-	id := r.PathValue("id")
-	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
-		return ledger.AlertSettings{}, ledgerError(err)
+	id, err := pathAccount(r, app)
+	if err != nil {
+		return ledger.AlertSettings{}, err
 	}
 	s, err := app.store.AlertSettingsOf(r.Context(), id)
 	if err != nil {
@@ -195,9 +195,9 @@ func (a *AdminAPI) patchAlerts(w http.ResponseWriter, r *http.Request, app *App)
 }
 
 func (a *AdminAPI) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, app *App) error {
-	id := r.PathValue("id")
-	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
-		return ledgerError(err)
+	id, err := pathAccount(r, app)
+	if err != nil {
+		return err
 	}
 	secret, err := app.RotateWebhookSecret(r.Context(), id)
 	if err != nil {
@@ -266,9 +266,9 @@ func (a *AdminAPI) listDeliveries(w http.ResponseWriter, r *http.Request, app *A
 		}
 		limit = n
 	}
-	id := r.PathValue("id")
-	if _, err := app.store.GetAccount(r.Context(), id); err != nil {
-		return ledgerError(err)
+	id, err := pathAccount(r, app)
+	if err != nil {
+		return err
 	}
 	list, err := app.store.Deliveries(r.Context(), id, channel, limit)
 	if err != nil {
