@@ -66,19 +66,14 @@ func (a *App) serveIndexPage(w http.ResponseWriter, r *http.Request) {
 // named plan: the first, by id, that the plan offers ("" plan: the
 // catalogue's first); "MODEL" when there is none.
 func (a *App) SampleModel(plan string) string {
-	if p := a.plan(plan); plan != "" && p != nil && p.Models != nil {
-		first := ""
-		for id := range p.Models {
-			if first == "" || id < first {
-				first = id
-			}
-		}
-		if first != "" {
-			return first
+	ms := a.modelList // sorted by id
+	if plan != "" {
+		if offered, _ := a.modelsFor(a.plan(plan)); len(offered) > 0 {
+			ms = offered
 		}
 	}
-	if len(a.modelList) > 0 {
-		return a.modelList[0].ID
+	if len(ms) > 0 {
+		return ms[0].ID
 	}
 	return "MODEL"
 }
