@@ -419,9 +419,13 @@ func TestAutoTopupDeclined(t *testing.T) {
 		t.Fatalf("webhooks %+v", posted)
 	}
 	var data AutoTopupFailed
-	if err := json.Unmarshal(posted[0].Data, &data); err != nil || data != (AutoTopupFailed{Amount: "20.000000000", Currency: "usd",
+	if err := json.Unmarshal(posted[0].Data, &data); err != nil || data != (AutoTopupFailed{Amount: 20 * ledger.NanosPerUnit, Currency: "usd",
 		Code: "card_declined", Message: "Your card was declined."}) {
 		t.Errorf("data %+v, %v", data, err)
+	}
+	// the receiver reads the amount as an exact decimal string
+	if !strings.Contains(string(posted[0].Data), `"amount":"20.000000000"`) {
+		t.Errorf("data %s", posted[0].Data)
 	}
 }
 
@@ -477,7 +481,7 @@ func TestAutoTopupLimitAndNoCharger(t *testing.T) {
 // runs out, in words.
 func TestLowBalanceMail(t *testing.T) {
 	secs := int64(32477)
-	data, _ := json.Marshal(LowBalance{Balance: "4.210000000", Threshold: "5.000000000", Currency: "usd", Spent24h: "11.200000000",
+	data, _ := json.Marshal(LowBalance{Balance: 4_210_000_000, Threshold: 5 * ledger.NanosPerUnit, Currency: "usd", Spent24h: 11_200_000_000,
 		RunsOutInSeconds: &secs})
 	subject, text, err := mailText(Config{Currency: "USD", ServiceName: "api.example.test", ConsoleURL: "https://api.example.test/console/"},
 		Event{ID: "evt_1", Type: TypeBalanceLow, Account: "acct_1", Data: data})

@@ -32,7 +32,8 @@ const (
 )
 
 // Event is the body of a webhook and what a mail says: one per fired
-// alert, shared by its mail and its webhook.
+// alert, shared by its mail and its webhook. The amounts of its data are
+// exact decimal strings, as ledger.Money writes them ("5.000000000").
 type Event struct {
 	ID      string          `json:"id"`
 	Type    string          `json:"type"`
@@ -43,10 +44,10 @@ type Event struct {
 
 // LowBalance is the data of a balance.low event.
 type LowBalance struct {
-	Balance   string `json:"balance"`
-	Threshold string `json:"threshold"`
-	Currency  string `json:"currency"`
-	Spent24h  string `json:"spent_24h"`
+	Balance   ledger.Money `json:"balance"`
+	Threshold ledger.Money `json:"threshold"`
+	Currency  string       `json:"currency"`
+	Spent24h  ledger.Money `json:"spent_24h"`
 	// RunsOutInSeconds is the balance over the last 24 hours' spend per
 	// second; nil when nothing was spent.
 	RunsOutInSeconds *int64 `json:"runs_out_in_seconds"`
@@ -54,10 +55,10 @@ type LowBalance struct {
 
 // MonthSpend is the data of a spend.month event.
 type MonthSpend struct {
-	Month     string `json:"month"` // 2026-11
-	Spend     string `json:"spend"`
-	Threshold string `json:"threshold"`
-	Currency  string `json:"currency"`
+	Month     string       `json:"month"` // 2026-11
+	Spend     ledger.Money `json:"spend"`
+	Threshold ledger.Money `json:"threshold"`
+	Currency  string       `json:"currency"`
 }
 
 // KeyRef names a key in an event.
@@ -69,10 +70,10 @@ type KeyRef struct {
 
 // KeyCap is the data of the key.cap_80 and key.cap_100 events.
 type KeyCap struct {
-	Key    KeyRef `json:"key"`
-	Cap    string `json:"cap"`
-	Spent  string `json:"spent"`
-	Period string `json:"period"`
+	Key    KeyRef       `json:"key"`
+	Cap    ledger.Money `json:"cap"`
+	Spent  ledger.Money `json:"spent"`
+	Period string       `json:"period"`
 	// ResetsAt is when the cap starts afresh; nil for a cap that never
 	// resets.
 	ResetsAt *time.Time `json:"resets_at"`
@@ -82,31 +83,31 @@ type KeyCap struct {
 // declined or needs the customer's authentication, and automatic top-up
 // was turned off.
 type AutoTopupFailed struct {
-	Amount              string `json:"amount"`
-	Currency            string `json:"currency"`
-	Code                string `json:"code"`
-	Message             string `json:"message"`
-	NeedsAuthentication bool   `json:"needs_authentication"`
+	Amount              ledger.Money `json:"amount"`
+	Currency            string       `json:"currency"`
+	Code                string       `json:"code"`
+	Message             string       `json:"message"`
+	NeedsAuthentication bool         `json:"needs_authentication"`
 }
 
 // AutoTopupLimit is the data of an autotopup.limit event: the balance fell
 // below Below, but Amount more would take this month's automatic top-ups
 // (ThisMonth) past MonthMax, so no top-up was made.
 type AutoTopupLimit struct {
-	Balance   string `json:"balance"`
-	Below     string `json:"below"`
-	Amount    string `json:"amount"`
-	ThisMonth string `json:"this_month"`
-	MonthMax  string `json:"month_max"`
-	Currency  string `json:"currency"`
+	Balance   ledger.Money `json:"balance"`
+	Below     ledger.Money `json:"below"`
+	Amount    ledger.Money `json:"amount"`
+	ThisMonth ledger.Money `json:"this_month"`
+	MonthMax  ledger.Money `json:"month_max"`
+	Currency  string       `json:"currency"`
 }
 
 // autoTopupCharge is the payload of a top-up's delivery.
 type autoTopupCharge struct {
-	Amount   string `json:"amount"`
-	Currency string `json:"currency"`
-	Balance  string `json:"balance"`
-	Below    string `json:"below"`
+	Amount   ledger.Money `json:"amount"`
+	Currency string       `json:"currency"`
+	Balance  ledger.Money `json:"balance"`
+	Below    ledger.Money `json:"below"`
 }
 
 // newEvent makes the JSON of an event of typ for the account at now: one

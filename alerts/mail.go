@@ -15,14 +15,7 @@ func mailText(cfg Config, ev Event) (subject, text string, err error) {
 	cfg = cfg.withDefaults()
 	cur := strings.ToUpper(cfg.Currency)
 	// amount shows one of the payload's amounts as the pages do
-	amount := func(s string) string {
-		m, perr := ledger.ParseMoney(s)
-		if perr != nil {
-			err = fmt.Errorf("alerts: %s event %s: amount %q: %w", ev.Type, ev.ID, s, perr)
-			return s
-		}
-		return m.Display() + " " + cur
-	}
+	amount := func(m ledger.Money) string { return m.Display() + " " + cur }
 	var b strings.Builder
 	name := cfg.ServiceName
 	switch ev.Type {
@@ -103,7 +96,7 @@ func mailText(cfg Config, ev Event) (subject, text string, err error) {
 		fmt.Fprintf(&b, "\nTo top up or change your alerts, go to %s\n", cfg.ConsoleURL)
 	}
 	fmt.Fprintf(&b, "\n(Event %s, account %s.)\n", ev.ID, ev.Account)
-	return subject, b.String(), err
+	return subject, b.String(), nil
 }
 
 // keyName names a key in a mail: by its label and prefix.

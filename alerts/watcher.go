@@ -320,8 +320,7 @@ func (e *evaluation) lowBalance() error {
 		if err != nil {
 			return nil, err
 		}
-		d := LowBalance{Balance: e.acc.Balance.String(), Threshold: threshold.String(), Currency: e.w.cfg.currencyCode(),
-			Spent24h: spent.String()}
+		d := LowBalance{Balance: e.acc.Balance, Threshold: threshold, Currency: e.w.cfg.currencyCode(), Spent24h: spent}
 		if s, ok := RunsOutIn(e.acc.Balance, spent); ok {
 			d.RunsOutInSeconds = &s
 		}
@@ -338,8 +337,7 @@ func (e *evaluation) monthSpend() error {
 	month := e.now.UTC().Format("2006-01")
 	return e.fire("month_spend:"+month, TypeSpendMonth, "month spend "+e.acc.MonthSpend.String()+" reached "+threshold.String(),
 		func() (any, error) {
-			return MonthSpend{Month: month, Spend: e.acc.MonthSpend.String(), Threshold: threshold.String(),
-				Currency: e.w.cfg.currencyCode()}, nil
+			return MonthSpend{Month: month, Spend: e.acc.MonthSpend, Threshold: threshold, Currency: e.w.cfg.currencyCode()}, nil
 		})
 }
 
@@ -365,7 +363,7 @@ func (e *evaluation) keyCaps(refused map[string]bool) error {
 		// again at its own 80 % and 100 %
 		suffix := ":" + k.ID + ":" + strconv.FormatInt(period.Start(e.now), 10) + ":" + strconv.FormatInt(int64(limit), 10)
 		data := func() (any, error) {
-			d := KeyCap{Key: KeyRef{ID: k.ID, Label: k.Label, Prefix: k.Prefix}, Cap: limit.String(), Spent: spent.String(),
+			d := KeyCap{Key: KeyRef{ID: k.ID, Label: k.Label, Prefix: k.Prefix}, Cap: limit, Spent: spent,
 				Period: string(period)}
 			if at := k.ResetsAt(e.now); !at.IsZero() {
 				d.ResetsAt = &at
@@ -404,12 +402,12 @@ func (e *evaluation) autoTopup() error {
 	if month+t.Amount > t.MonthMax {
 		return e.fire(alertAutoTopup, TypeAutoTopupLimit, "automatic top-up stopped by its monthly maximum of "+t.MonthMax.String(),
 			func() (any, error) {
-				return AutoTopupLimit{Balance: e.acc.Balance.String(), Below: t.Below.String(), Amount: t.Amount.String(),
-					ThisMonth: month.String(), MonthMax: t.MonthMax.String(), Currency: currency}, nil
+				return AutoTopupLimit{Balance: e.acc.Balance, Below: t.Below, Amount: t.Amount, ThisMonth: month, MonthMax: t.MonthMax,
+					Currency: currency}, nil
 			})
 	}
-	payload, err := newEvent(typeAutoTopupCharge, e.acc.ID, e.now, autoTopupCharge{Amount: t.Amount.String(), Currency: currency,
-		Balance: e.acc.Balance.String(), Below: t.Below.String()})
+	payload, err := newEvent(typeAutoTopupCharge, e.acc.ID, e.now, autoTopupCharge{Amount: t.Amount, Currency: currency,
+		Balance: e.acc.Balance, Below: t.Below})
 	if err != nil {
 		return err
 	}

@@ -340,7 +340,7 @@ func (w *Worker) declined(ctx context.Context, st ledger.AlertSettings, d ledger
 	if err != nil {
 		return err
 	}
-	data := AutoTopupFailed{Amount: d.Amount.String(), Currency: w.cfg.currencyCode(), Code: code, Message: message, NeedsAuthentication: auth}
+	data := AutoTopupFailed{Amount: d.Amount, Currency: w.cfg.currencyCode(), Code: code, Message: message, NeedsAuthentication: auth}
 	fired, err := fireEvent(ctx, w.cfg, st, acc, "autotopup_failed:"+d.ID, TypeAutoTopupFailed, reason, w.cfg.Now(), data)
 	if err != nil {
 		return err
