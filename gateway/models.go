@@ -88,10 +88,8 @@ func modelListDoc(ms []*relay.Model) []byte {
 func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f relay.Format, p relay.Principal) {
 	ms, doc := h.app.modelsFor(p.Plan) // sorted by ID
 	if p.Limits != nil && p.Limits.Models != nil {
-		ms = keyModels(ms, p.Limits)
-		if f != relay.FormatMessages && f != relay.FormatGemini {
-			doc = modelListDoc(ms)
-		}
+		// the OpenAI document of the key's own list is rendered when asked
+		ms, doc = keyModels(ms, p.Limits), nil
 	}
 	q := r.URL.Query()
 	switch f {
@@ -147,6 +145,9 @@ func (h *APIHandler) serveModelList(w http.ResponseWriter, r *http.Request, f re
 		b, _ := json.Marshal(out)
 		relay.WriteJSON(w, http.StatusOK, b)
 	default:
+		if doc == nil {
+			doc = modelListDoc(ms)
+		}
 		relay.WriteJSON(w, http.StatusOK, doc)
 	}
 }
