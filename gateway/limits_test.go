@@ -30,19 +30,25 @@ func TestAdmitKeyLimits(t *testing.T) {
 		return relay.Principal{Principal: ledger.Principal{KeyID: key, AccountID: "acct_" + key, Limits: l}, Plan: plan}
 	}
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	var last *httptest.ResponseRecorder // the last admission's answer
 	admit := func(p relay.Principal) (admission, bool, string) {
-		w := httptest.NewRecorder()
-		a, ok := h.admit(w, r, p, relay.FormatChat)
-		return a, ok, w.Body.String()
+		last = httptest.NewRecorder()
+		a, ok := h.admit(last, r, p, relay.FormatChat)
+		return a, ok, last.Body.String()
+	}
+	// budget is the rate-limit headers a client reads: limit/remaining
+	budget := func() string {
+		return last.Header().Get("X-Ratelimit-Limit-Requests") + "/" + last.Header().Get("X-Ratelimit-Remaining-Requests")
 	}
 
 	// the key's rpm, per key
 	p := principal("key_rpm", free, &ledger.KeyLimits{RPM: 1})
-	if _, ok, body := admit(p); !ok {
-		t.Fatalf("first request: %s", body)
+	if _, ok, body := admit(p); !ok || budget() != "1/0" {
+		t.Fatalf("first request: budget %s, %s", budget(), body)
 	}
-	if _, ok, body := admit(p); ok || !strings.Contains(body, "(limit 1 on this API key)") {
-		t.Fatalf("second request: %v %s", ok, body)
+	if _, ok, body := admit(p); ok || last.Code != http.StatusTooManyRequests || last.Header().Get("Retry-After") == "" ||
+		!strings.Contains(body, "Rate limit reached for requests per minute (limit 1 on this API key)") {
+		t.Fatalf("second request: %v %d %s", ok, last.Code, body)
 	}
 	if _, ok, body := admit(principal("key_other", free, &ledger.KeyLimits{RPM: 1})); !ok {
 		t.Fatalf("another key: %s", body)
@@ -54,8 +60,9 @@ func TestAdmitKeyLimits(t *testing.T) {
 	if !ok {
 		t.Fatal("first request refused")
 	}
-	if _, ok, body := admit(p); ok || !strings.Contains(body, "(limit 1 concurrent requests on this API key)") {
-		t.Fatalf("second request in flight: %v %s", ok, body)
+	if _, ok, body := admit(p); ok || last.Code != http.StatusTooManyRequests ||
+		!strings.Contains(body, "(limit 1 concurrent requests on this API key)") {
+		t.Fatalf("second request in flight: %v %d %s", ok, last.Code, body)
 	}
 	a.Release()
 	a.Release() // idempotent
@@ -69,8 +76,12 @@ func TestAdmitKeyLimits(t *testing.T) {
 	if !ok || mem.InFlight("key_both") != 1 || mem.InFlight("acct_key_both") != 1 {
 		t.Fatalf("admitted %v, in flight: key %d, account %d", ok, mem.InFlight("key_both"), mem.InFlight("acct_key_both"))
 	}
-	if _, ok, body := admit(p); ok || !strings.Contains(body, "(limit 1 concurrent requests on this account's plan)") {
-		t.Fatalf("over the plan's concurrency: %v %s", ok, body)
+	if budget() != "2/1" { // the plan's, with fewer requests left than the key's 9
+		t.Fatalf("budget %s, want the plan's 2/1", budget())
+	}
+	if _, ok, body := admit(p); ok || last.Code != http.StatusTooManyRequests ||
+		!strings.Contains(body, "(limit 1 concurrent requests on this account's plan)") {
+		t.Fatalf("over the plan's concurrency: %v %d %s", ok, last.Code, body)
 	}
 	if mem.InFlight("key_both") != 1 {
 		t.Fatalf("the plan's refusal kept the key's slot: %d in flight", mem.InFlight("key_both"))
