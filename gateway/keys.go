@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"strings"
 	"time"
@@ -31,8 +30,15 @@ func planOffer(p *relay.Plan, catalogue map[string]*relay.Model) *accounts.PlanO
 		models = p.Models
 	}
 	return &accounts.PlanOffer{RPM: p.RPM, Concurrency: p.Concurrency, Offers: func(pattern string) bool {
-		offered, err := planModels("", []string{pattern}, models)
-		return err == nil && len(offered) > 0
+		if pattern == "" {
+			return false
+		}
+		for id := range models {
+			if relay.GlobMatch(pattern, id) {
+				return true
+			}
+		}
+		return false
 	}}
 }
 
@@ -242,17 +248,11 @@ func (a *App) KeyLeastRequest(plan string, l *ledger.KeyLimits) ledger.Money {
 	if p != nil && p.Models != nil {
 		models = p.Models
 	}
-	if l.Models != nil {
-		allowed := make(map[string]*relay.Model)
-		for _, pat := range l.Models {
-			if m, err := planModels("", []string{pat}, models); err == nil {
-				maps.Copy(allowed, m)
-			}
-		}
-		models = allowed
-	}
 	least := ledger.Money(-1)
-	for _, m := range models {
+	for id, m := range models {
+		if !relay.KeyAllows(l, id) {
+			continue
+		}
 		if c := ledger.Money(a.MinOutput) * (m.Price.Input + m.Price.Output); least < 0 || c < least {
 			least = c
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/relay"
 )
 
 // TestKeyLimitsBodyApply: a change of a key's limits keeps what it leaves
@@ -35,6 +36,46 @@ func TestKeyLimitsBodyApply(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: limits %+v, want %+v", tc.body, got, tc.want)
+		}
+	}
+}
+
+// TestKeyOfferAndLeastRequest: a plan offers keys the patterns that match
+// one of its models; a key's least request is priced at the cheapest
+// model both its plan and its own list let it call.
+func TestKeyOfferAndLeastRequest(t *testing.T) {
+	models := map[string]*relay.Model{}
+	for id, price := range map[string]ledger.Money{"gpt-big": 10, "gpt-small": 2, "claude-cheap": 1, "claude-mid": 3} {
+		models[id] = &relay.Model{ID: id, Price: ledger.Price{Input: price, Output: price}}
+	}
+	gpt := &relay.Plan{Name: "gpt", Models: map[string]*relay.Model{"gpt-big": models["gpt-big"], "gpt-small": models["gpt-small"]}}
+	a := &App{models: models, plans: map[string]*relay.Plan{"gpt": gpt, "all": {Name: "all"}}, DefaultPlan: "all", MinOutput: 100}
+
+	offer := planOffer(gpt, models)
+	for pattern, want := range map[string]bool{"gpt-*": true, "gpt-small": true, "claude-*": false, "claude-cheap": false, "*": true, "": false} {
+		if got := offer.Offers(pattern); got != want {
+			t.Errorf("plan gpt offers %q: %v, want %v", pattern, got, want)
+		}
+	}
+	if planOffer(nil, models) != nil {
+		t.Error("no plan offers something")
+	}
+
+	for _, tc := range []struct {
+		plan   string
+		models []string
+		want   ledger.Money
+	}{
+		{"all", nil, 100 * 2 * 1},                             // claude-cheap
+		{"gpt", nil, 100 * 2 * 2},                             // gpt-small
+		{"all", []string{"gpt-*", "claude-mid"}, 100 * 2 * 2}, // gpt-small
+		{"all", []string{"claude-mid", "gpt-big"}, 100 * 2 * 3},
+		{"gpt", []string{"gpt-big", "claude-*"}, 100 * 2 * 10}, // claude is not on the plan
+		{"gpt", []string{"claude-*"}, 0},                       // nothing callable
+		{"gone", nil, 100 * 2 * 1},                             // the default plan's
+	} {
+		if got := a.KeyLeastRequest(tc.plan, &ledger.KeyLimits{Models: tc.models}); got != tc.want {
+			t.Errorf("plan %s, models %v: least request %d, want %d", tc.plan, tc.models, got, tc.want)
 		}
 	}
 }
