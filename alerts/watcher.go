@@ -71,11 +71,22 @@ func (w *Watcher) watched(accountID string) (ledger.AlertSettings, bool) {
 	return st, ok
 }
 
+// isWatched reports whether the account watches anything, without
+// copying its settings (Touch runs after every settle).
+func (w *Watcher) isWatched(accountID string) bool {
+	m := w.settings.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[accountID]
+	return ok
+}
+
 // Touch tells that the account's balance or spend changed: it is
 // evaluated at the next tick if it watches anything. It never blocks on
 // I/O (ledger.Options.OnBalance).
 func (w *Watcher) Touch(accountID string) {
-	if _, ok := w.watched(accountID); !ok {
+	if !w.isWatched(accountID) {
 		return
 	}
 	w.mu.Lock()
