@@ -135,7 +135,7 @@ func (s *Stripe) CardFromSetup(ctx context.Context, setupIntentID string) (Card,
 // *DeclineError; the Charge then holds the PaymentIntent when there is
 // one. A PaymentIntent that succeeded or is processing is a Charge.
 func (s *Stripe) ChargeSaved(ctx context.Context, o ChargeOptions) (Charge, error) {
-	if o.Amount < s.minimum || o.Amount <= 0 || o.Amount%s.unit != 0 {
+	if !s.chargeable(o.Amount) {
 		return Charge{}, ErrAmount
 	}
 	for _, f := range []struct{ name, value string }{{"the account", o.AccountID}, {"the idempotency key", o.IdempotencyKey},
