@@ -56,7 +56,7 @@ func (l stripeLogger) Errorf(format string, v ...any) { l.s.Debugf(format, v...)
 // set client_reference_id to any account. StartCheckout puts the account
 // in the session's metadata with an HMAC of the account, currency and
 // amount, keyed by a key derived from the webhook secret
-// (checkoutSignatureKey); a paid session whose metadata does not carry a
+// (metadataKey); a paid session whose metadata does not carry a
 // valid one is not credited. Rotating the webhook secret therefore leaves
 // sessions started before the rotation and paid after it uncredited (an
 // operator credits them by hand).
