@@ -151,14 +151,7 @@ func TestConsoleKeyCapInBrowser(t *testing.T) {
 	run, text, shot := b.run, b.text, b.shot
 	ctx := context.Background()
 
-	run("sign up",
-		chromedp.Navigate(gatewayAddr+"/console/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`#email`)),
-		chromedp.SendKeys(chromedp.CSS(`#email`), "cap@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`#password`), testPassword),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
-	)
+	b.signUp("cap@example.com")
 	acct, _, err := g.store.Login(ctx, "cap@example.com")
 	if err != nil {
 		t.Fatal(err)
