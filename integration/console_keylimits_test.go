@@ -111,6 +111,9 @@ func TestConsoleKeyLimits(t *testing.T) {
 	if r := other.post("/console/keys/edit", url.Values{"id": {p.KeyID}, "cap": {"9"}}, "/console/keys"); r.status != http.StatusNotFound {
 		t.Fatalf("another account's key changed: %d", r.status)
 	}
+	if k, err := g.store.KeyByID(ctx, p.KeyID); err != nil || k.Limits.Cap != 1_000_000_000 {
+		t.Fatalf("a refused change changed the key's cap: %+v %v", k.Limits, err)
+	}
 
 	// the lookup page shows the cap and where it stands
 	if r := g.generate("openai", testModel, "hello", false, secret); r.status != 200 {
