@@ -2,8 +2,6 @@ package crashtest
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,26 +51,19 @@ func TestThreeInstancesKeyCap(t *testing.T) {
 	send := func(i int, name, key string) {
 		defer wg.Done()
 		<-start
-		body := fmt.Sprintf(`{"model":"m-%s","max_tokens":100,"messages":[{"role":"user","content":"cap mock:tokens=20"}]}`,
-			[]string{"openai", "anthropic", "gemini"}[i%3])
-		req, _ := http.NewRequest("POST", gws[i%3].base+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
+		status, out, id, err := chatAt(client, gws, i, key, "cap mock:tokens=20")
 		if err != nil {
 			t.Errorf("%s request %d: %v", name, i, err)
 			return
 		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		mu.Lock()
 		defer mu.Unlock()
-		statuses[name][resp.StatusCode]++
+		statuses[name][status]++
 		switch {
-		case resp.StatusCode == 200:
-			served[name] = append(served[name], resp.Header.Get("X-Request-Id"))
-		case name == "other" || resp.StatusCode != 403 || !strings.Contains(string(out), "spend cap of 0.002100000 per day"):
-			t.Errorf("%s request %d: %d %.300s", name, i, resp.StatusCode, out)
+		case status == 200:
+			served[name] = append(served[name], id)
+		case name == "other" || status != 403 || !strings.Contains(string(out), "spend cap of 0.002100000 per day"):
+			t.Errorf("%s request %d: %d %.300s", name, i, status, out)
 		}
 	}
 	for i := range 200 {

@@ -142,6 +142,25 @@ func startInstances(t *testing.T, bin, dsn, redisURL, mockURL string, n int, lea
 	return out
 }
 
+// chatAt sends the i-th request of a load spread over three instances: a
+// chat completion with content, of at most 100 output tokens, to instance
+// i%3 and its model of the i%3-th format. It returns the answer's status,
+// body and request id.
+func chatAt(client *http.Client, gws []*instance, i int, key, content string) (status int, body []byte, id string, err error) {
+	payload := fmt.Sprintf(`{"model":"m-%s","max_tokens":100,"messages":[{"role":"user","content":%q}]}`,
+		[]string{"openai", "anthropic", "gemini"}[i%3], content)
+	req, _ := http.NewRequest("POST", gws[i%3].base+"/v1/chat/completions", strings.NewReader(payload))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	body, _ = io.ReadAll(resp.Body)
+	return resp.StatusCode, body, resp.Header.Get("X-Request-Id"), nil
+}
+
 // pgAccount opens the ledger at dsn, makes an account funded with credit
 // and a key, and returns them with the store (closed when t ends).
 func pgAccount(t *testing.T, dsn string, credit ledger.Money) (*ledger.Store, string, string) {
@@ -235,26 +254,19 @@ func TestThreeInstancesNeverOverdraw(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			body := fmt.Sprintf(`{"model":"m-%s","max_tokens":100,"messages":[{"role":"user","content":"race mock:tokens=20"}]}`,
-				[]string{"openai", "anthropic", "gemini"}[i%3])
-			req, _ := http.NewRequest("POST", gws[i%3].base+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+key)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
+			status, out, id, err := chatAt(client, gws, i, key, "race mock:tokens=20")
 			if err != nil {
 				t.Errorf("request %d: %v", i, err)
 				return
 			}
-			out, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
 			mu.Lock()
 			defer mu.Unlock()
-			statuses[resp.StatusCode]++
+			statuses[status]++
 			switch {
-			case resp.StatusCode == 200:
-				served = append(served, resp.Header.Get("X-Request-Id"))
-			case resp.StatusCode != 403 || !strings.Contains(string(out), "balance"):
-				t.Errorf("request %d: %d %.300s", i, resp.StatusCode, out)
+			case status == 200:
+				served = append(served, id)
+			case status != 403 || !strings.Contains(string(out), "balance"):
+				t.Errorf("request %d: %d %.300s", i, status, out)
 			}
 		}()
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/modelgate/modelgate/web/webtest"
@@ -76,4 +78,45 @@ func (b *consoleBrowser) text(sel string) string {
 func (b *consoleBrowser) words(sel string) string {
 	b.t.Helper()
 	return strings.Join(strings.Fields(b.text(sel)), " ")
+}
+
+// eval is the string the script js evaluates to on the page.
+func (b *consoleBrowser) eval(js string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+// signUp signs email up with testPassword on the console's sign-up page,
+// after the steps before, and waits for the overview it lands on.
+func (b *consoleBrowser) signUp(email string, before ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	b.run("sign up", append(before,
+		chromedp.Navigate(gatewayAddr+"/console/signup"),
+		chromedp.WaitVisible(chromedp.CSS(`#email`)),
+		chromedp.SendKeys(chromedp.CSS(`#email`), email),
+		chromedp.SendKeys(chromedp.CSS(`#password`), testPassword),
+		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
+	)...)
+}
+
+// scriptsOff turns the page's own scripts off, to show that the console
+// needs none.
+func scriptsOff() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return err
+	})
+}
+
+// asPhone makes the window a phone's: 390 × 844 CSS pixels, mobile.
+func asPhone() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 1, Mobile: true})
+		return err
+	})
 }

@@ -29,27 +29,8 @@ func TestConsoleAlertsInBrowser(t *testing.T) {
 	g := startGateway(t, gatewayOptions{site: consoleSite, extra: stripeConfig})
 	run, text, shot := b.run, b.words, b.shot
 	ctx := context.Background()
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return v
-	}
 
-	run("sign up",
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-			return err
-		}),
-		chromedp.Navigate(gatewayAddr+"/console/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`#email`)),
-		chromedp.SendKeys(chromedp.CSS(`#email`), "hooks@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`#password`), testPassword),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
-	)
+	b.signUp("hooks@example.com", scriptsOff())
 	acct, _, err := g.store.Login(ctx, "hooks@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -148,22 +129,19 @@ func TestConsoleAlertsInBrowser(t *testing.T) {
 
 	// measuring the pages takes the browser's own scripts
 	run("phone", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		if _, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false}); err != nil {
-			return err
-		}
-		_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 1, Mobile: true})
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false})
 		return err
-	}))
+	}), asPhone())
 	for _, page := range []struct{ path, ready, shot string }{
 		{"/console/alerts", `table[data-table="deliveries"]`, "console-alerts-390x844.png"},
 		{"/console/billing", `form[data-form="autotopup"]`, "console-autotopup-390x844.png"},
 	} {
 		run(page.path, chromedp.Navigate(gatewayAddr+page.path), chromedp.WaitVisible(chromedp.CSS(page.ready)), shot(page.shot))
-		if w := eval(`String(document.documentElement.scrollWidth)`); w != "390" {
+		if w := b.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
 			t.Errorf("%s is %s px wide on a 390 px phone", page.path, w)
 		}
 		// nothing but the tables' scrolled content reaches past the phone
-		if wide := eval(`[...document.querySelectorAll('main *')].filter(e => !e.closest('.scroll') && e.getBoundingClientRect().right > 390.5).map(e => e.tagName + '.' + e.className).join(' ')`); wide != "" {
+		if wide := b.eval(`[...document.querySelectorAll('main *')].filter(e => !e.closest('.scroll') && e.getBoundingClientRect().right > 390.5).map(e => e.tagName + '.' + e.className).join(' ')`); wide != "" {
 			t.Errorf("%s: wider than the phone: %s", page.path, wide)
 		}
 	}

@@ -130,8 +130,9 @@ func TestConsoleAlerts(t *testing.T) {
 	if b := c.get("/console/billing"); strings.Contains(b.body, "Automatic top-up") {
 		t.Fatal("automatic top-up shown without a payment provider")
 	}
-	if r := c.post("/console/billing/autotopup", url.Values{"on": {"on"}}, "/console/billing"); r.status != http.StatusNotFound {
-		t.Fatalf("automatic top-up without a payment provider: %d", r.status)
+	if r := c.post("/console/billing/autotopup", url.Values{"on": {"on"}}, "/console/billing"); r.status != http.StatusNotFound ||
+		!strings.Contains(r.body, "Automatic top-up needs a payment provider") {
+		t.Fatalf("automatic top-up without a payment provider: %d\n%.2000s", r.status, r.body)
 	}
 	if logs := readLogs(t, g.logPath, g.logPath+".access"); strings.Contains(logs, s.WebhookSecret) || strings.Contains(logs, "whsec_") {
 		t.Fatal("the webhook secret is in the logs")

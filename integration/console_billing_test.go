@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/modelgate/modelgate/ledger"
@@ -185,10 +183,7 @@ func TestConsoleBillingInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
 	}
-	run("sign in", append([]chromedp.Action[chromedp.Void]{chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-		return err
-	})}, signIn...)...)
+	run("sign in", append([]chromedp.Action[chromedp.Void]{scriptsOff()}, signIn...)...)
 	if got := text(`[role="alert"]`); !strings.Contains(got, "owes 2.500000 USD") {
 		t.Fatalf("the balance page's alert: %q", got)
 	}
@@ -210,10 +205,7 @@ func TestConsoleBillingInBrowser(t *testing.T) {
 		t.Fatalf("the download link: %q", got)
 	}
 	run("phone",
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 1, Mobile: true})
-			return err
-		}),
+		asPhone(),
 		chromedp.Reload(),
 		chromedp.WaitVisible(chromedp.CSS(`table[data-table="billing"]`)),
 		shot("console-billing-phone.png"),

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/openai/openai-go/v3"
@@ -42,10 +41,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// sign up, with page scripts off: the console needs none
 	run("sign up",
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-			return err
-		}),
+		scriptsOff(),
 		chromedp.Navigate(gatewayAddr+"/console/"),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/signup"]`)),
 		chromedp.Click(chromedp.CSS(`a[href="/console/signup"]`)),
@@ -187,10 +183,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// a phone-sized window: the usage page fits its width
 	run("phone",
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 1, Mobile: true})
-			return err
-		}),
+		asPhone(),
 		chromedp.Navigate(gatewayAddr+"/console/signin"),
 		chromedp.WaitVisible(chromedp.CSS(`#email`)),
 		chromedp.SendKeys(chromedp.CSS(`#email`), "browser@example.com"),

@@ -34,14 +34,7 @@ func TestConsoleConnectYourClient(t *testing.T) {
 		return h
 	}
 
-	run("sign up",
-		chromedp.Navigate(gatewayAddr+"/console/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`#email`)),
-		chromedp.SendKeys(chromedp.CSS(`#email`), "first@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`#password`), testPassword),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
-	)
+	b.signUp("first@example.com")
 	if got := b.words(`[data-next="top-up"]`); !strings.Contains(got, "top up") {
 		t.Errorf("a zero balance says: %q", got)
 	}

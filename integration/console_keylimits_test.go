@@ -111,6 +111,9 @@ func TestConsoleKeyLimits(t *testing.T) {
 	if r := other.post("/console/keys/edit", url.Values{"id": {p.KeyID}, "cap": {"9"}}, "/console/keys"); r.status != http.StatusNotFound {
 		t.Fatalf("another account's key changed: %d", r.status)
 	}
+	if k, err := g.store.KeyByID(ctx, p.KeyID); err != nil || k.Limits.Cap != 1_000_000_000 {
+		t.Fatalf("a refused change changed the key's cap: %+v %v", k.Limits, err)
+	}
 
 	// the lookup page shows the cap and where it stands
 	if r := g.generate("openai", testModel, "hello", false, secret); r.status != 200 {
@@ -151,14 +154,7 @@ func TestConsoleKeyCapInBrowser(t *testing.T) {
 	run, text, shot := b.run, b.text, b.shot
 	ctx := context.Background()
 
-	run("sign up",
-		chromedp.Navigate(gatewayAddr+"/console/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`#email`)),
-		chromedp.SendKeys(chromedp.CSS(`#email`), "cap@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`#password`), testPassword),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
-	)
+	b.signUp("cap@example.com")
 	acct, _, err := g.store.Login(ctx, "cap@example.com")
 	if err != nil {
 		t.Fatal(err)

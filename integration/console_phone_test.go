@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/modelgate/modelgate/ledger"
@@ -24,23 +22,8 @@ func TestConsoleOnAPhone(t *testing.T) {
 	g := startGateway(t, gatewayOptions{site: consoleSite})
 	ctx := context.Background()
 	run := b.run
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return v
-	}
 
-	run("sign up",
-		chromedp.Navigate(gatewayAddr+"/console/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`#email`)),
-		chromedp.SendKeys(chromedp.CSS(`#email`), "phone@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`#password`), testPassword),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
-	)
+	b.signUp("phone@example.com")
 	acct, _, err := g.store.Login(ctx, "phone@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -61,10 +44,7 @@ func TestConsoleOnAPhone(t *testing.T) {
 		}
 	}
 
-	run("phone", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 1, Mobile: true})
-		return err
-	}))
+	run("phone", asPhone())
 	for _, page := range []struct{ path, ready, shot string }{
 		{"/console/", `[data-figure="balance"]`, "console-overview-390x844.png"},
 		{"/console/keys", `table.keys`, "console-keys-390x844.png"},
@@ -72,14 +52,14 @@ func TestConsoleOnAPhone(t *testing.T) {
 		{"/console/billing", `table[data-table="billing"]`, "console-billing-390x844.png"},
 	} {
 		run(page.path, chromedp.Navigate(gatewayAddr+page.path), chromedp.WaitVisible(chromedp.CSS(page.ready)), b.shot(page.shot))
-		if w := eval(`String(document.documentElement.scrollWidth)`); w != "390" {
+		if w := b.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
 			t.Errorf("%s is %s px wide on a 390 px phone", page.path, w)
 		}
 	}
 
 	run("keys", chromedp.Navigate(gatewayAddr+"/console/keys"), chromedp.WaitVisible(chromedp.CSS(`table.keys`)))
 	for _, sel := range []string{`a[href^="/console/keys/delete"]`, `a[href^="/console/keys/edit"]`} {
-		right, err := strconv.ParseFloat(eval(`String(document.querySelector('`+sel+`').getBoundingClientRect().right)`), 64)
+		right, err := strconv.ParseFloat(b.eval(`String(document.querySelector('`+sel+`').getBoundingClientRect().right)`), 64)
 		if err != nil || right > 390 {
 			t.Errorf("%s ends at %v px: out of view on a 390 px phone", sel, right)
 		}
@@ -87,7 +67,7 @@ func TestConsoleOnAPhone(t *testing.T) {
 	// each label's lines: one for a word, at most one per word
 	lines := func(label string) int {
 		t.Helper()
-		n, err := strconv.Atoi(eval(`(() => { for (const td of document.querySelectorAll('tr[data-key] td.text')) {
+		n, err := strconv.Atoi(b.eval(`(() => { for (const td of document.querySelectorAll('tr[data-key] td.text')) {
 			if (td.textContent.trim() !== '` + label + `') continue;
 			const r = document.createRange(); r.selectNodeContents(td);
 			const tops = new Set([...r.getClientRects()].map(x => Math.round(x.top)));

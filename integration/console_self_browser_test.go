@@ -1,13 +1,10 @@
 package integration
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -37,10 +34,7 @@ func TestConsoleSelfServiceInBrowser(t *testing.T) {
 	const email = "self@example.com"
 
 	run("sign up",
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-			return err
-		}),
+		scriptsOff(),
 		chromedp.Navigate(gatewayAddr+"/console/signup"),
 		chromedp.WaitVisible(chromedp.CSS(`#email`)),
 		chromedp.SendKeys(chromedp.CSS(`#email`), email),

@@ -237,7 +237,7 @@ func TestAdminKeyLimits(t *testing.T) {
 		t.Fatalf("patch: %d %+v", st, got)
 	}
 	// the lowered cap refuses the next request
-	if r := g.generate("openai", testModel, "hello", false, k.Secret); r.status != 403 {
+	if r := g.generate("openai", testModel, "hello", false, k.Secret); r.status != 403 || !strings.Contains(r.body, "spend cap of 0.000001000 per day") {
 		t.Fatalf("a request beyond the cap: %d %s", r.status, r.body)
 	}
 	got = adminKeyLimits{}

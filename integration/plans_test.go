@@ -15,8 +15,6 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/openai/openai-go/v3"
 
@@ -336,18 +334,7 @@ func TestConsoleVolumeTierInBrowser(t *testing.T) {
 	g := startGateway(t, gatewayOptions{site: consoleSite, extra: volumePlan})
 	ctx, run := b.ctx, b.run
 	text := b.text
-	run("sign up",
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-			return err
-		}),
-		chromedp.Navigate(gatewayAddr+"/console/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`#email`)),
-		chromedp.SendKeys(chromedp.CSS(`#email`), "tiers@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`#password`), testPassword),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-figure="balance"]`)),
-	)
+	b.signUp("tiers@example.com", scriptsOff())
 	bg := context.Background()
 	acct, _, err := g.store.Login(bg, "tiers@example.com")
 	if err != nil {

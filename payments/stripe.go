@@ -56,7 +56,7 @@ func (l stripeLogger) Errorf(format string, v ...any) { l.s.Debugf(format, v...)
 // set client_reference_id to any account. StartCheckout puts the account
 // in the session's metadata with an HMAC of the account, currency and
 // amount, keyed by a key derived from the webhook secret
-// (checkoutSignatureKey); a paid session whose metadata does not carry a
+// (metadataKey); a paid session whose metadata does not carry a
 // valid one is not credited. Rotating the webhook secret therefore leaves
 // sessions started before the rotation and paid after it uncredited (an
 // operator credits them by hand).
@@ -177,6 +177,13 @@ func minorUnit(currency string) ledger.Money {
 	return 10_000_000
 }
 
+// chargeable reports whether Stripe can be asked for amount: at least the
+// minimum, more than zero, and a whole number of the currency's smallest
+// unit.
+func (s *Stripe) chargeable(amount ledger.Money) bool {
+	return amount >= s.minimum && amount > 0 && amount%s.unit == 0
+}
+
 // Name names the provider.
 func (s *Stripe) Name() string { return "stripe" }
 
@@ -189,7 +196,7 @@ func (s *Stripe) Minimum() ledger.Money { return s.minimum }
 // StartCheckout creates a Checkout Session for the amount, tagged with the
 // account and its signature.
 func (s *Stripe) StartCheckout(ctx context.Context, o CheckoutOptions) (Checkout, error) {
-	if o.Amount < s.minimum || o.Amount <= 0 || o.Amount%s.unit != 0 {
+	if !s.chargeable(o.Amount) {
 		return Checkout{}, ErrAmount
 	}
 	amount := int64(o.Amount / s.unit)

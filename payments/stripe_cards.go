@@ -135,7 +135,7 @@ func (s *Stripe) CardFromSetup(ctx context.Context, setupIntentID string) (Card,
 // *DeclineError; the Charge then holds the PaymentIntent when there is
 // one. A PaymentIntent that succeeded or is processing is a Charge.
 func (s *Stripe) ChargeSaved(ctx context.Context, o ChargeOptions) (Charge, error) {
-	if o.Amount < s.minimum || o.Amount <= 0 || o.Amount%s.unit != 0 {
+	if !s.chargeable(o.Amount) {
 		return Charge{}, ErrAmount
 	}
 	for _, f := range []struct{ name, value string }{{"the account", o.AccountID}, {"the idempotency key", o.IdempotencyKey},
@@ -190,13 +190,23 @@ func (s *Stripe) ChargeSaved(ctx context.Context, o ChargeOptions) (Charge, erro
 			d.Code, d.Message = cmp.Or(string(e.Code), string(e.DeclineCode)), e.Msg
 			d.NeedsAuthentication = d.NeedsAuthentication || e.Code == stripe.ErrorCodeAuthenticationRequired
 		}
-		if d.Code == "" && d.NeedsAuthentication {
-			d.Code = string(stripe.ErrorCodeAuthenticationRequired)
-		}
-		d.Code = cmp.Or(d.Code, string(stripe.ErrorCodeCardDeclined))
+		d.Code = failureCode(d.Code, d.NeedsAuthentication)
 		return c, d
 	}
 	return c, fmt.Errorf("payments: stripe: the automatic top-up's payment intent %s is %q", pi.ID, pi.Status)
+}
+
+// failureCode is the code of a failed charge: the provider's, or, when
+// it gave none, authentication_required for a payment waiting for the
+// customer to authenticate it and card_declined for any other.
+func failureCode(code string, needsAuthentication bool) string {
+	switch {
+	case code != "":
+		return code
+	case needsAuthentication:
+		return string(stripe.ErrorCodeAuthenticationRequired)
+	}
+	return string(stripe.ErrorCodeCardDeclined)
 }
 
 // parseCardSaved reads a completed setup-mode Checkout Session the gateway
@@ -271,13 +281,7 @@ func (s *Stripe) parseAutoTopUp(ev stripe.Event) (Payment, bool, error) {
 		p.FailureCode, p.FailureMessage = cmp.Or(e.Code, e.DeclineCode), e.Message
 		p.NeedsAuthentication = p.NeedsAuthentication || e.Code == authentication || e.DeclineCode == authentication
 	}
-	switch {
-	case p.FailureCode != "":
-	case p.NeedsAuthentication:
-		p.FailureCode = authentication
-	default:
-		p.FailureCode = string(stripe.ErrorCodeCardDeclined)
-	}
+	p.FailureCode = failureCode(p.FailureCode, p.NeedsAuthentication)
 	p.Describe = "Automatic top-up failed, Stripe payment " + pi.ID + " (" + p.FailureCode + ")"
 	return p, true, nil
 }

@@ -4,20 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/modelgate/modelgate/ledger"
-	"github.com/modelgate/modelgate/payments/stripetest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-	"io"
-	"os"
-	"strings"
+
+	"github.com/modelgate/modelgate/ledger"
+	"github.com/modelgate/modelgate/payments/stripetest"
 )
 
 const testWebhookSecret = "whsec_test_secret"

@@ -37,8 +37,9 @@ func KeyLimitsOf(k *ledger.Key, now time.Time, least ledger.Money) KeyLimits {
 	var v KeyLimits
 	if l.Capped() {
 		v.Capped, v.Cap, v.Period = true, AmountOf(l.Cap), string(l.Period)
-		v.Spent, v.Left = AmountOf(k.SpentThisPeriod(now)), AmountOf(k.Left(now))
-		v.CapReached = k.Left(now) == 0 || k.Left(now) < least
+		left := k.Left(now)
+		v.Spent, v.Left = AmountOf(k.SpentThisPeriod(now)), AmountOf(left)
+		v.CapReached = left == 0 || left < least
 		if r := k.ResetsAt(now); !r.IsZero() {
 			v.Resets, v.ResetsISO = r.UTC().Format("2006-01-02 15:04"), r.UTC().Format(time.RFC3339)
 		}

@@ -22,8 +22,7 @@ import (
 func limitsForm(l *ledger.KeyLimits) web.KeyLimitsForm {
 	f := web.KeyLimitsForm{Period: string(ledger.PeriodMonth), Models: strings.Join(l.Models, ", ")}
 	if l.Capped() {
-		f.Cap, f.Period = l.Cap.String(), string(l.Period)
-		f.Cap = strings.TrimRight(strings.TrimRight(f.Cap, "0"), ".") // 20.000000000 → 20
+		f.Cap, f.Period = formAmount(l.Cap), string(l.Period)
 	}
 	if !l.ExpiresAt.IsZero() {
 		f.Expires = l.ExpiresAt.UTC().Format(time.RFC3339)

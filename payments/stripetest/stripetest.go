@@ -6,10 +6,6 @@
 package stripetest
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -37,17 +33,9 @@ func GatewayCheckoutEvent(webhookSecret, eventID, typ, sessionID, accountID, cur
 
 // CheckoutEventWithMetadata is CheckoutEvent with the session's metadata.
 func CheckoutEventWithMetadata(eventID, typ, sessionID, clientReference, currency, paymentStatus string, amountTotal int64, metadata map[string]string) []byte {
-	if metadata == nil {
-		metadata = map[string]string{}
-	}
-	meta, err := json.Marshal(metadata)
-	if err != nil {
-		panic(err)
-	}
-	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2020-08-27","created":1700000000,"type":%q,"livemode":false,`+
-		`"data":{"object":{"id":%q,"object":"checkout.session","mode":"payment","client_reference_id":%q,`+
-		`"amount_total":%d,"currency":%q,"payment_status":%q,"metadata":%s}}}`,
-		eventID, typ, sessionID, clientReference, amountTotal, currency, paymentStatus, meta)
+	return event(eventID, typ, fmt.Appendf(nil, `{"id":%q,"object":"checkout.session","mode":"payment","client_reference_id":%q,`+
+		`"amount_total":%d,"currency":%q,"payment_status":%q,"metadata":%s}`,
+		sessionID, clientReference, amountTotal, currency, paymentStatus, metadataJSON(metadata)))
 }
 
 // WithPaymentIntent is a CheckoutEvent's JSON with the session's
@@ -61,18 +49,18 @@ func WithPaymentIntent(event []byte, paymentIntent string) []byte {
 // of the payment intent, of amount, with amountRefunded refunded so far (it
 // is cumulative: a second partial refund's event carries both).
 func ChargeRefundedEvent(eventID, chargeID, paymentIntent, currency string, amount, amountRefunded int64) []byte {
-	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2020-08-27","created":1700000000,"type":"charge.refunded","livemode":false,`+
-		`"data":{"object":{"id":%q,"object":"charge","amount":%d,"amount_refunded":%d,"currency":%q,"payment_intent":%q,"refunded":%t,"status":"succeeded"}}}`,
-		eventID, chargeID, amount, amountRefunded, currency, paymentIntent, amountRefunded == amount)
+	return event(eventID, "charge.refunded", fmt.Appendf(nil, `{"id":%q,"object":"charge","amount":%d,"amount_refunded":%d,"currency":%q,`+
+		`"payment_intent":%q,"refunded":%t,"status":"succeeded"}`,
+		chargeID, amount, amountRefunded, currency, paymentIntent, amountRefunded == amount))
 }
 
 // DisputeEvent is the JSON of a charge.dispute.* event of type typ about a
 // dispute of amount on the payment intent's charge, with status
 // ("needs_response", "won", "lost", …).
 func DisputeEvent(eventID, typ, disputeID, paymentIntent, currency, status string, amount int64) []byte {
-	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2020-08-27","created":1700000000,"type":%q,"livemode":false,`+
-		`"data":{"object":{"id":%q,"object":"dispute","amount":%d,"charge":"ch_of_%s","currency":%q,"payment_intent":%q,"reason":"fraudulent","status":%q}}}`,
-		eventID, typ, disputeID, amount, paymentIntent, currency, paymentIntent, status)
+	return event(eventID, typ, fmt.Appendf(nil, `{"id":%q,"object":"dispute","amount":%d,"charge":"ch_of_%s","currency":%q,`+
+		`"payment_intent":%q,"reason":"fraudulent","status":%q}`,
+		disputeID, amount, paymentIntent, currency, paymentIntent, status))
 }
 
 // GatewayMetadata is the metadata the gateway gives a Checkout Session it
@@ -82,11 +70,8 @@ func DisputeEvent(eventID, typ, disputeID, paymentIntent, currency, status strin
 // secret. It is written here from that description, apart from the
 // gateway's code, so that the tests pin the scheme.
 func GatewayMetadata(webhookSecret, accountID, currency string, amount int64) map[string]string {
-	k := hmac.New(sha256.New, []byte(webhookSecret))
-	k.Write([]byte("modelgate checkout metadata v1"))
-	m := hmac.New(sha256.New, k.Sum(nil))
-	m.Write([]byte(accountID + "\x00" + currency + "\x00" + strconv.FormatInt(amount, 10)))
-	return map[string]string{"modelgate_account": accountID, "modelgate_signature": hex.EncodeToString(m.Sum(nil))}
+	return map[string]string{"modelgate_account": accountID,
+		"modelgate_signature": signature(webhookSecret, "modelgate checkout metadata v1", accountID, currency, strconv.FormatInt(amount, 10))}
 }
 
 // Signed is the header of payload signed with secret at the time at.
