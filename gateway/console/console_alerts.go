@@ -1,6 +1,8 @@
 package console
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -32,7 +34,7 @@ const secretSealPrefix = "webhook-secret:"
 const deliveriesShown = 20
 
 // shownSecrets remembers which new webhook secrets were shown (see
-// shownKeys).
+// shownKeys), by the SHA-256 of each: the secret itself is not kept.
 var shownSecrets = &onceSet{seen: make(map[string]time.Time)}
 
 // amountField reads an optional amount of a form: empty (or "off",
@@ -116,10 +118,16 @@ func (h *ConsoleHandler) openNewSecret(c *consoleRequest, sealed string) (string
 		return "", false
 	}
 	unix, err := strconv.ParseInt(made, 10, 64)
-	if err != nil || time.Since(time.Unix(unix, 0)) >= consoleNewKeyTTL || !shownSecrets.first(secret) {
+	if err != nil || time.Since(time.Unix(unix, 0)) >= consoleNewKeyTTL || !shownSecrets.first(secretDigest(secret)) {
 		return "", false
 	}
 	return secret, true
+}
+
+// secretDigest is the hex SHA-256 of a secret, what shownSecrets keeps.
+func secretDigest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
 }
 
 // saveAlerts saves the alerts form.
