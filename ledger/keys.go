@@ -149,9 +149,16 @@ func (kc *keyCache) refreshLocked(fresh *keyEntry, deleted bool) {
 		return
 	}
 	e.deleted.Store(deleted)
-	e.limits.Store(fresh.limits.Load())
+	e.takeLimits(fresh)
+}
+
+// takeLimits gives e the limits and period spend of from, a fresh read or
+// write of the same key; the budget's holds are this process's and are
+// kept.
+func (e *keyEntry) takeLimits(from *keyEntry) {
+	e.limits.Store(from.limits.Load())
 	e.budget.mu.Lock()
-	e.budget.spend = fresh.budget.spend
+	e.budget.spend = from.budget.spend
 	e.budget.mu.Unlock()
 }
 
