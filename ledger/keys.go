@@ -102,28 +102,29 @@ func (ls *limitScan) limits() (KeyLimits, error) {
 	return l, nil
 }
 
-// scanEntry reads a cache entry from entryColumns.
-func scanEntry(sc interface{ Scan(...any) error }) (e *keyEntry, deleted bool, err error) {
-	e = &keyEntry{}
+// scanEntry reads a cache entry from entryColumns (deleted_at sets its
+// deleted flag).
+func scanEntry(sc interface{ Scan(...any) error }) (*keyEntry, error) {
+	e := &keyEntry{}
 	var hash []byte
 	var del sql.NullInt64
 	var ls limitScan
 	p := &e.principal
 	if err := sc.Scan(append([]any{&p.KeyID, &p.AccountID, &p.Label, &p.Prefix, &hash, &del}, ls.dest()...)...); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if len(hash) != len(e.hash) {
-		return nil, false, fmt.Errorf("key %s has a malformed hash", p.KeyID)
+		return nil, fmt.Errorf("key %s has a malformed hash", p.KeyID)
 	}
 	copy(e.hash[:], hash)
 	l, err := ls.limits()
 	if err != nil {
-		return nil, false, fmt.Errorf("key %s: %w", p.KeyID, err)
+		return nil, fmt.Errorf("key %s: %w", p.KeyID, err)
 	}
 	e.setLimits(l)
 	e.budget.spend = periodSpend{start: int64(ls.start), spend: ls.spent}
 	e.deleted.Store(del.Valid)
-	return e, del.Valid, nil
+	return e, nil
 }
 
 // setLimits stores the key's limits (nil when they limit nothing).
@@ -140,7 +141,8 @@ func (e *keyEntry) setLimits(l KeyLimits) {
 // deleted. The budget's holds are this process's and are kept. Caller
 // holds mu, and loadMu exclusively (so that the spend read is the one the
 // committed settles left).
-func (kc *keyCache) refreshLocked(fresh *keyEntry, deleted bool) {
+func (kc *keyCache) refreshLocked(fresh *keyEntry) {
+	deleted := fresh.deleted.Load()
 	e := kc.byID[fresh.principal.KeyID]
 	if e == nil {
 		if !deleted {
@@ -285,7 +287,7 @@ func (s *Store) readKeyEntry(column string, value any) (*keyEntry, error) {
 	defer done()
 	s.loadMu.RLock()
 	defer s.loadMu.RUnlock()
-	e, _, err := scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE `+column+` = ?`, value))
+	e, err := scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE `+column+` = ?`, value))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -311,7 +313,7 @@ func (s *Store) loadLiveKeys(ctx context.Context) error {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	for rows.Next() {
-		e, _, err := scanEntry(rows)
+		e, err := scanEntry(rows)
 		if err != nil {
 			return fmt.Errorf("ledger: load keys: %w", err)
 		}

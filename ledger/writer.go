@@ -452,11 +452,11 @@ func (s *Store) reload(ctx context.Context) error {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	for rows.Next() {
-		e, deleted, err := scanEntry(rows)
+		e, err := scanEntry(rows)
 		if err != nil {
 			return err
 		}
-		kc.refreshLocked(e, deleted)
+		kc.refreshLocked(e)
 	}
 	clear(kc.neg)
 	kc.gen++
