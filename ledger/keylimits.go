@@ -223,11 +223,5 @@ func (p periodSpend) in(start int64) Money {
 
 // add counts a charge made in the period that starts at start.
 func (p *periodSpend) add(start int64, charged Money) {
-	switch {
-	case charged == 0 || start < p.start:
-	case start > p.start:
-		p.start, p.spend = start, charged
-	default:
-		p.spend += charged
-	}
+	countCharge(&p.start, &p.spend, start, charged)
 }
