@@ -112,6 +112,16 @@ func (l *KeyLimits) Validate() error {
 	return nil
 }
 
+// normalize validates the limits, as a key stores them, and names their
+// period as the ledger keeps it ("" is PeriodNever, " Day" PeriodDay).
+func (l *KeyLimits) normalize() error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	l.Period, _ = ParsePeriod(string(l.Period))
+	return nil
+}
+
 // Capped reports whether the limits have a spend cap.
 func (l *KeyLimits) Capped() bool { return l != nil && l.Cap > 0 }
 

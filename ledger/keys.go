@@ -333,10 +333,9 @@ func (s *Store) CreateKey(ctx context.Context, accountID, label string) (secret 
 
 // CreateKeyWithLimits is CreateKey for a key with its own limits.
 func (s *Store) CreateKeyWithLimits(ctx context.Context, accountID, label string, l KeyLimits) (secret string, k Key, err error) {
-	if err := l.Validate(); err != nil {
+	if err := l.normalize(); err != nil {
 		return "", Key{}, fmt.Errorf("ledger: create key: %w", err)
 	}
-	l.Period, _ = ParsePeriod(string(l.Period))
 	secret, err = newSecret()
 	if err != nil {
 		return "", Key{}, err
@@ -397,10 +396,9 @@ func keyEntryFor(id, accountID, label, secret string) *keyEntry {
 // lowered below it refuses the key's next request. A deleted key's limits
 // can be set (they no longer matter); an unknown key is ErrNotFound.
 func (s *Store) SetKeyLimits(ctx context.Context, keyID string, l KeyLimits) (Key, error) {
-	if err := l.Validate(); err != nil {
+	if err := l.normalize(); err != nil {
 		return Key{}, fmt.Errorf("ledger: key %s: %w", keyID, err)
 	}
-	l.Period, _ = ParsePeriod(string(l.Period))
 	now := s.now()
 	e := &keyEntry{principal: Principal{KeyID: keyID}}
 	e.setLimits(l)
