@@ -458,9 +458,6 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		if h := c.hold; h.key != nil && c.now >= 0 && r.Charged != 0 {
 			id := h.key.principal.KeyID
 			k := b.keys[id]
-			if k.period.spend == 0 {
-				k.period.start = -1
-			}
 			k.period.add(c.now, r.Charged)
 			b.keys[id] = k
 		}

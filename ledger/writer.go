@@ -157,7 +157,7 @@ type keyAgg struct {
 	lastUsed                int64
 	// period is what a capped key's cap counts of the batch's charges
 	// (keylimits.go; PostgreSQL: SQLite writes it with the batch, the
-	// totals with the rollup); start -1: nothing
+	// totals with the rollup); spend 0: nothing
 	period periodSpend
 }
 
