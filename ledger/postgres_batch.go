@@ -753,7 +753,10 @@ func (p *pgEngine) keysLeft(ctx context.Context, conn *pgx.Conn, fix []*command)
 	out := map[*keyEntry]int64{}
 	for _, c := range p.batch.settles {
 		k := c.hold.key
-		l, capped := byID[keyIDOf(k)]
+		if k == nil {
+			continue
+		}
+		l, capped := byID[k.principal.KeyID]
 		if !capped {
 			continue
 		}
@@ -767,14 +770,6 @@ func (p *pgEngine) keysLeft(ctx context.Context, conn *pgx.Conn, fix []*command)
 		}
 	}
 	return out, nil
-}
-
-// keyIDOf is e's key id ("" for none).
-func keyIDOf(e *keyEntry) string {
-	if e == nil {
-		return ""
-	}
-	return e.principal.KeyID
 }
 
 // resolveDuplicates looks at the rows of the settles whose request id was
