@@ -71,9 +71,13 @@ func testAlertFiresOncePerCrossing(t *testing.T, b backend) {
 			t.Fatalf("%s of %s: %v, %v", tt.alert, tt.account, ok, err)
 		}
 	}
+	// the account's two, with the detail of the crossing that fired each
+	// (the third round's, not an earlier one's), at the time it fired
 	fired, err := stores[len(stores)-1].FiredAlerts(ctx, a.ID)
-	if err != nil || len(fired) != 2 || (fired[0].Detail == "" && fired[1].Detail == "") {
-		t.Fatalf("fired alerts: %+v, %v", fired, err)
+	at := now.Truncate(time.Millisecond).UTC()
+	want := []Fired{{a.ID, "low_balance", "round 3: balance below 5.00", at}, {a.ID, "month_spend:2026-11", "", at}}
+	if err != nil || fmt.Sprint(fired) != fmt.Sprint(want) {
+		t.Fatalf("fired alerts:\n got %+v, %v\nwant %+v", fired, err, want)
 	}
 	for _, bad := range []string{"", " ", string(make([]byte, MaxAlertName+1))} {
 		if _, err := stores[0].FireAlert(ctx, a.ID, bad, "", now); err == nil {

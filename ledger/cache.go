@@ -36,13 +36,9 @@ func (s *Store) keyLimitsSet(id string, set *keyEntry) {
 	kc.mu.RLock()
 	e := kc.byID[id]
 	kc.mu.RUnlock()
-	if e == nil {
-		return
+	if e != nil {
+		e.takeLimits(set)
 	}
-	e.limits.Store(set.limits.Load())
-	e.budget.mu.Lock()
-	e.budget.spend = set.budget.spend
-	e.budget.mu.Unlock()
 }
 
 // keyDeleted marks a cached key deleted.

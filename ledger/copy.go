@@ -45,12 +45,11 @@ type copyTable struct {
 // copyTables in an order that the foreign keys accept.
 var copyTables = []copyTable{
 	{name: "accounts", order: "id", cols: []string{"id", "email", "plan", "state", "balance", "created_at", "spend_month", "month_spend", "owed", "suspended_for"}},
-	{name: "keys", order: "rowid", cols: []string{"id", "account_id", "hash", "label", "prefix", "created_at", "deleted_at",
-		"last_used_at", "requests", "input_tokens", "output_tokens", "spent",
-		"cap", "cap_period", "models", "expires_at", "rpm", "concurrency", "period_start", "period_spent"}},
+	{name: "keys", order: "rowid", cols: append([]string{"id", "account_id", "hash", "label", "prefix", "created_at", "deleted_at",
+		"last_used_at", "requests", "input_tokens", "output_tokens", "spent"}, columnList(limitColumns)...)},
 	{name: "credits", order: "id", identity: "id", cols: []string{"id", "account_id", "amount", "reference", "reason", "created_at",
 		"kind", "owed", "balance_after", "owed_after", "payment"}},
-	{name: "usage", order: "id", identity: "id", cols: append([]string{"id"}, strings.Split(strings.Join(strings.Fields(usageInsertColumns), ""), ",")...),
+	{name: "usage", order: "id", identity: "id", cols: append([]string{"id"}, columnList(usageInsertColumns)...),
 		flags: map[string]bool{"stream": true, "over_hold": true}},
 	{name: "usage_daily", order: "day, key_id, model", cols: []string{"day", "key_id", "model", "account_id", "requests", "input_tokens",
 		"output_tokens", "cache_read_tokens", "cache_write_tokens", "spent", "discount"}},
@@ -62,9 +61,15 @@ var copyTables = []copyTable{
 	{name: "sessions", order: "token_hash", cols: []string{"token_hash", "account_id", "csrf", "created_at", "expires_at"}},
 	{name: "login_tokens", order: "token_hash", cols: []string{"token_hash", "account_id", "purpose", "created_at", "expires_at"}},
 	{name: "alerts_fired", order: "account_id, alert", cols: []string{"account_id", "alert", "detail", "fired_at"}},
-	{name: "alert_settings", order: "account_id", cols: strings.Fields(strings.ReplaceAll(alertSettingsColumns, ",", " "))},
-	{name: "alert_deliveries", order: "id", cols: append(strings.Fields(strings.ReplaceAll(deliveryColumns, ",", " ")),
-		"lease_until", "leased_by")},
+	{name: "alert_settings", order: "account_id", cols: columnList(alertSettingsColumns)},
+	{name: "alert_deliveries", order: "id", cols: append(columnList(deliveryColumns), "lease_until", "leased_by")},
+}
+
+// columnList splits a query's list of columns ("id, account_id,\n\tlabel")
+// into their names, so that Copy moves the columns the ledger's own
+// queries name.
+func columnList(cols string) []string {
+	return strings.Fields(strings.ReplaceAll(cols, ",", " "))
 }
 
 // Copy copies the whole content of the ledger src (a SQLite ledger, as a

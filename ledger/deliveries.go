@@ -133,8 +133,7 @@ func (a alertStore) ClaimDelivery(ctx context.Context, owner string, now time.Ti
 		var e error
 		d, e = scanDelivery(conn.QueryRowContext(ctx, `UPDATE alert_deliveries
 			SET lease_until = ?, leased_by = ?, attempts = attempts + 1
-			WHERE id = (SELECT id FROM alert_deliveries WHERE status = 'pending' AND next_at <= ? AND lease_until <= ?
-				ORDER BY next_at, id LIMIT 1)
+			WHERE id = (SELECT id FROM alert_deliveries WHERE `+dueDelivery+` ORDER BY next_at, id LIMIT 1)
 			AND status = 'pending' AND lease_until <= ?
 			RETURNING `+deliveryColumns, now.Add(lease).UnixMilli(), owner, at, at, at))
 		ok = e == nil
@@ -149,6 +148,12 @@ func (a alertStore) ClaimDelivery(ctx context.Context, owner string, now time.Ti
 	return d, ok, nil
 }
 
+// dueDelivery is the condition of a delivery due and unleased at ?, ?
+// (both the same unix ms): the claim's and anyDue's, so that the read
+// that spares an idle instance's worker a write never says none while
+// the claim would find one.
+const dueDelivery = `status = 'pending' AND next_at <= ? AND lease_until <= ?`
+
 // anyDue reports whether a delivery is due and unleased at at (unix ms).
 func (a alertStore) anyDue(ctx context.Context, at int64) (bool, error) {
 	done, err := a.db.beginRead()
@@ -157,8 +162,7 @@ func (a alertStore) anyDue(ctx context.Context, at int64) (bool, error) {
 	}
 	defer done()
 	var one int
-	err = a.db.queryRow(ctx, `SELECT 1 FROM alert_deliveries WHERE status = 'pending' AND next_at <= ? AND lease_until <= ? LIMIT 1`,
-		at, at).Scan(&one)
+	err = a.db.queryRow(ctx, `SELECT 1 FROM alert_deliveries WHERE `+dueDelivery+` LIMIT 1`, at, at).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

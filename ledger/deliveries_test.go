@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +140,24 @@ func testDeliveriesOutbox(t *testing.T, b backend) {
 	list, err := stores[0].Deliveries(ctx, a.ID, "", 0)
 	if err != nil || fired != 1 || len(list) != 3 {
 		t.Fatalf("fired %d times, %d deliveries (%v), want 1 and 3", fired, len(list), err)
+	}
+	// the three are the firing caller's, as it wrote them, pending and due now
+	byChannel := map[string]Delivery{}
+	for _, d := range list {
+		byChannel[d.Channel] = d
+		if d.AccountID != a.ID || d.Alert != "low_balance" || d.Status != DeliveryPending || d.Attempts != 0 ||
+			!d.CreatedAt.Equal(now) || !d.NextAt.Equal(now) || !d.DoneAt.IsZero() {
+			t.Errorf("a fired delivery: %+v", d)
+		}
+	}
+	m, h, tp := byChannel[ChannelMail], byChannel[ChannelWebhook], byChannel[ChannelTopup]
+	caller := strings.TrimPrefix(m.ID, "dlv_mail_")
+	if h.ID != "dlv_hook_"+caller || tp.ID != "topup:"+a.ID+":"+caller {
+		t.Errorf("deliveries of more than one caller: %s, %s, %s", m.ID, h.ID, tp.ID)
+	}
+	if m.Target != "a@example.com" || string(m.Payload) != `{"type":"balance.low"}` || h.Target != "https://example.com/h" ||
+		string(h.Payload) != `{}` || tp.Amount != 700 {
+		t.Errorf("deliveries not as written:\n%+v\n%+v\n%+v", m, h, tp)
 	}
 	if sum, err := stores[0].AutoTopupsInMonth(ctx, a.ID, now); err != nil || sum != 700 {
 		t.Fatalf("top-ups this month %s, %v", sum, err)

@@ -88,7 +88,6 @@ func (s *Store) ReserveForKey(p Principal, min, max Money, monthSpend bool) (*Ho
 	if e != nil && e.principal.AccountID == p.AccountID {
 		if l := e.limits.Load(); l.Capped() {
 			bound = &keyCap{e: e, lim: l, now: s.now()}
-			monthSpend = true
 		}
 	}
 	return s.reserveBound(p.AccountID, bound, min, max, monthSpend)

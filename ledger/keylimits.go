@@ -112,6 +112,16 @@ func (l *KeyLimits) Validate() error {
 	return nil
 }
 
+// normalize validates the limits, as a key stores them, and names their
+// period as the ledger keeps it ("" is PeriodNever, " Day" PeriodDay).
+func (l *KeyLimits) normalize() error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	l.Period, _ = ParsePeriod(string(l.Period))
+	return nil
+}
+
 // Capped reports whether the limits have a spend cap.
 func (l *KeyLimits) Capped() bool { return l != nil && l.Cap > 0 }
 
@@ -223,11 +233,5 @@ func (p periodSpend) in(start int64) Money {
 
 // add counts a charge made in the period that starts at start.
 func (p *periodSpend) add(start int64, charged Money) {
-	switch {
-	case charged == 0 || start < p.start:
-	case start > p.start:
-		p.start, p.spend = start, charged
-	default:
-		p.spend += charged
-	}
+	countCharge(&p.start, &p.spend, start, charged)
 }

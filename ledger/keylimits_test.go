@@ -187,6 +187,16 @@ func testKeyCapConcurrent(t *testing.T, b backend) {
 	if otherOK != others {
 		t.Errorf("the account's other key: %d of %d requests went through", otherOK, others)
 	}
+	// the account paid for what both keys' rows charged, no more
+	otherSpent, otherRows := keySpent(t, stores[0], other.KeyID, time.UnixMilli(0), time.Now().Add(time.Hour))
+	if int(otherRows) != others {
+		t.Errorf("the other key has %d usage rows, want %d", otherRows, others)
+	}
+	for i, s := range stores {
+		if got := balanceOf(t, s, a.ID).Balance; got != 1_000_000-spent-otherSpent {
+			t.Errorf("instance %d: balance %d, want %d less the keys' %d and %d", i, got, 1_000_000, spent, otherSpent)
+		}
+	}
 	for i, s := range stores {
 		k, err := s.KeyByID(ctx, capped.KeyID)
 		if err != nil || k.SpentThisPeriod(time.Now()) != spent || k.Left(time.Now()) != capAmount-spent {
@@ -470,6 +480,9 @@ func TestSharedLapsedSettleWithinKeyCap(t *testing.T) {
 	k, err := other.KeyByID(ctx, p.KeyID)
 	if err != nil || k.SpentThisPeriod(time.Now()) != 1000 {
 		t.Fatalf("key %+v, %v: want the whole cap spent, no more", k, err)
+	}
+	if got := balanceOf(t, other, a.ID).Balance; got != 100_000-1000 {
+		t.Fatalf("balance %d: want %d, the account charged the cap's 1000 and not the late settle's uncollected 200", got, 100_000-1000)
 	}
 	mustAudit(t, other)
 }

@@ -102,28 +102,29 @@ func (ls *limitScan) limits() (KeyLimits, error) {
 	return l, nil
 }
 
-// scanEntry reads a cache entry from entryColumns.
-func scanEntry(sc interface{ Scan(...any) error }) (e *keyEntry, deleted bool, err error) {
-	e = &keyEntry{}
+// scanEntry reads a cache entry from entryColumns (deleted_at sets its
+// deleted flag).
+func scanEntry(sc interface{ Scan(...any) error }) (*keyEntry, error) {
+	e := &keyEntry{}
 	var hash []byte
 	var del sql.NullInt64
 	var ls limitScan
 	p := &e.principal
 	if err := sc.Scan(append([]any{&p.KeyID, &p.AccountID, &p.Label, &p.Prefix, &hash, &del}, ls.dest()...)...); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if len(hash) != len(e.hash) {
-		return nil, false, fmt.Errorf("key %s has a malformed hash", p.KeyID)
+		return nil, fmt.Errorf("key %s has a malformed hash", p.KeyID)
 	}
 	copy(e.hash[:], hash)
 	l, err := ls.limits()
 	if err != nil {
-		return nil, false, fmt.Errorf("key %s: %w", p.KeyID, err)
+		return nil, fmt.Errorf("key %s: %w", p.KeyID, err)
 	}
 	e.setLimits(l)
 	e.budget.spend = periodSpend{start: int64(ls.start), spend: ls.spent}
 	e.deleted.Store(del.Valid)
-	return e, del.Valid, nil
+	return e, nil
 }
 
 // setLimits stores the key's limits (nil when they limit nothing).
@@ -140,7 +141,8 @@ func (e *keyEntry) setLimits(l KeyLimits) {
 // deleted. The budget's holds are this process's and are kept. Caller
 // holds mu, and loadMu exclusively (so that the spend read is the one the
 // committed settles left).
-func (kc *keyCache) refreshLocked(fresh *keyEntry, deleted bool) {
+func (kc *keyCache) refreshLocked(fresh *keyEntry) {
+	deleted := fresh.deleted.Load()
 	e := kc.byID[fresh.principal.KeyID]
 	if e == nil {
 		if !deleted {
@@ -149,9 +151,16 @@ func (kc *keyCache) refreshLocked(fresh *keyEntry, deleted bool) {
 		return
 	}
 	e.deleted.Store(deleted)
-	e.limits.Store(fresh.limits.Load())
+	e.takeLimits(fresh)
+}
+
+// takeLimits gives e the limits and period spend of from, a fresh read or
+// write of the same key; the budget's holds are this process's and are
+// kept.
+func (e *keyEntry) takeLimits(from *keyEntry) {
+	e.limits.Store(from.limits.Load())
 	e.budget.mu.Lock()
-	e.budget.spend = fresh.budget.spend
+	e.budget.spend = from.budget.spend
 	e.budget.mu.Unlock()
 }
 
@@ -278,7 +287,7 @@ func (s *Store) readKeyEntry(column string, value any) (*keyEntry, error) {
 	defer done()
 	s.loadMu.RLock()
 	defer s.loadMu.RUnlock()
-	e, _, err := scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE `+column+` = ?`, value))
+	e, err := scanEntry(s.queryRow(context.Background(), `SELECT `+entryColumns+` FROM keys WHERE `+column+` = ?`, value))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -304,7 +313,7 @@ func (s *Store) loadLiveKeys(ctx context.Context) error {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	for rows.Next() {
-		e, _, err := scanEntry(rows)
+		e, err := scanEntry(rows)
 		if err != nil {
 			return fmt.Errorf("ledger: load keys: %w", err)
 		}
@@ -324,10 +333,9 @@ func (s *Store) CreateKey(ctx context.Context, accountID, label string) (secret 
 
 // CreateKeyWithLimits is CreateKey for a key with its own limits.
 func (s *Store) CreateKeyWithLimits(ctx context.Context, accountID, label string, l KeyLimits) (secret string, k Key, err error) {
-	if err := l.Validate(); err != nil {
+	if err := l.normalize(); err != nil {
 		return "", Key{}, fmt.Errorf("ledger: create key: %w", err)
 	}
-	l.Period, _ = ParsePeriod(string(l.Period))
 	secret, err = newSecret()
 	if err != nil {
 		return "", Key{}, err
@@ -388,10 +396,9 @@ func keyEntryFor(id, accountID, label, secret string) *keyEntry {
 // lowered below it refuses the key's next request. A deleted key's limits
 // can be set (they no longer matter); an unknown key is ErrNotFound.
 func (s *Store) SetKeyLimits(ctx context.Context, keyID string, l KeyLimits) (Key, error) {
-	if err := l.Validate(); err != nil {
+	if err := l.normalize(); err != nil {
 		return Key{}, fmt.Errorf("ledger: key %s: %w", keyID, err)
 	}
-	l.Period, _ = ParsePeriod(string(l.Period))
 	now := s.now()
 	e := &keyEntry{principal: Principal{KeyID: keyID}}
 	e.setLimits(l)

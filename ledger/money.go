@@ -38,13 +38,18 @@ func (m Money) Append(b []byte) []byte {
 	b, u := m.appendSign(b)
 	b = strconv.AppendUint(b, u/NanosPerUnit, 10)
 	b = append(b, '.')
-	frac := u % NanosPerUnit
+	return appendDigits(b, u%NanosPerUnit, 9)
+}
+
+// appendDigits appends the last width (at most 9) decimal digits of n,
+// zeros first where n has fewer.
+func appendDigits(b []byte, n uint64, width int) []byte {
 	var digits [9]byte
-	for i := 8; i >= 0; i-- {
-		digits[i] = byte('0' + frac%10)
-		frac /= 10
+	for i := width - 1; i >= 0; i-- {
+		digits[i] = byte('0' + n%10)
+		n /= 10
 	}
-	return append(b, digits[:]...)
+	return append(b, digits[:width]...)
 }
 
 // Rounded formats m for people: to the cent, with thousands separated
@@ -106,12 +111,8 @@ func (m Money) Display() string {
 		return string(append(b, "<0.000001"...))
 	}
 	b = appendGrouped(b, u/NanosPerUnit)
-	frac := strconv.AppendUint(nil, u%NanosPerUnit/unit, 10)
 	b = append(b, '.')
-	for range DisplayDecimals - len(frac) {
-		b = append(b, '0')
-	}
-	return string(append(b, frac...))
+	return string(appendDigits(b, u%NanosPerUnit/unit, DisplayDecimals))
 }
 
 // appendGrouped appends n with its thousands separated by commas.

@@ -393,7 +393,7 @@ func (p *pgEngine) reloadKey(ctx context.Context, id string) error {
 	s := p.s
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	e, deleted, err := scanEntry(p.pool.QueryRow(ctx, `SELECT `+entryColumns+` FROM keys WHERE id = $1`, id))
+	e, err := scanEntry(p.pool.QueryRow(ctx, `SELECT `+entryColumns+` FROM keys WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -403,7 +403,7 @@ func (p *pgEngine) reloadKey(ctx context.Context, id string) error {
 	kc := &s.keys
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
-	kc.refreshLocked(e, deleted)
+	kc.refreshLocked(e)
 	return nil
 }
 

@@ -458,9 +458,6 @@ func (p *pgEngine) batchTx(ctx context.Context, conn *pgx.Conn, batch []*command
 		if h := c.hold; h.key != nil && c.now >= 0 && r.Charged != 0 {
 			id := h.key.principal.KeyID
 			k := b.keys[id]
-			if k.period.spend == 0 {
-				k.period.start = -1
-			}
 			k.period.add(c.now, r.Charged)
 			b.keys[id] = k
 		}
@@ -756,7 +753,10 @@ func (p *pgEngine) keysLeft(ctx context.Context, conn *pgx.Conn, fix []*command)
 	out := map[*keyEntry]int64{}
 	for _, c := range p.batch.settles {
 		k := c.hold.key
-		l, capped := byID[keyIDOf(k)]
+		if k == nil {
+			continue
+		}
+		l, capped := byID[k.principal.KeyID]
 		if !capped {
 			continue
 		}
@@ -770,14 +770,6 @@ func (p *pgEngine) keysLeft(ctx context.Context, conn *pgx.Conn, fix []*command)
 		}
 	}
 	return out, nil
-}
-
-// keyIDOf is e's key id ("" for none).
-func keyIDOf(e *keyEntry) string {
-	if e == nil {
-		return ""
-	}
-	return e.principal.KeyID
 }
 
 // resolveDuplicates looks at the rows of the settles whose request id was

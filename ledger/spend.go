@@ -58,12 +58,21 @@ func (m monthSpend) in(month int32) Money {
 // add counts a charge made in month (see above): a later month starts
 // afresh, an earlier one is not counted.
 func (m *monthSpend) add(month int32, charged Money) {
+	countCharge(&m.month, &m.spend, month, charged)
+}
+
+// countCharge counts a charge made in period at (a month, or a period's
+// start: later periods are greater) in the spend *spend of period *cur: a
+// later period starts its count afresh, an earlier one is not counted. It
+// is the one rule of an account's month's spend and a capped key's period
+// spend (keylimits.go).
+func countCharge[T int32 | int64](cur *T, spend *Money, at T, charged Money) {
 	switch {
-	case charged == 0 || month < m.month:
-	case month > m.month:
-		m.month, m.spend = month, charged
+	case charged == 0 || at < *cur:
+	case at > *cur:
+		*cur, *spend = at, charged
 	default:
-		m.spend += charged
+		*spend += charged
 	}
 }
 

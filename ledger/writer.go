@@ -157,7 +157,7 @@ type keyAgg struct {
 	lastUsed                int64
 	// period is what a capped key's cap counts of the batch's charges
 	// (keylimits.go; PostgreSQL: SQLite writes it with the batch, the
-	// totals with the rollup); start -1: nothing
+	// totals with the rollup); spend 0: nothing
 	period periodSpend
 }
 
@@ -452,11 +452,11 @@ func (s *Store) reload(ctx context.Context) error {
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	for rows.Next() {
-		e, deleted, err := scanEntry(rows)
+		e, err := scanEntry(rows)
 		if err != nil {
 			return err
 		}
-		kc.refreshLocked(e, deleted)
+		kc.refreshLocked(e)
 	}
 	clear(kc.neg)
 	kc.gen++
